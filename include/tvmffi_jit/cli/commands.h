@@ -1,0 +1,27 @@
+// Subcommand registration. One file per subcommand: src/cli/cmd_<name>.cpp
+// defines register_<name>_command(), which adds a CLI11 subcommand whose
+// callback runs the command and stores its exit code in ctx.exit_code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tvmffi_jit::cli {
+
+struct GlobalOptions {
+  int verbosity = 0;   // -v, -vv
+  bool quiet = false;  // -q
+};
+
+struct CommandContext {
+  GlobalOptions global;
+  int exit_code = 0;
+};
+
+using RegisterCommand = void (*)(CLI::App& app, CommandContext& ctx);
+
+void register_build_command(CLI::App& app, CommandContext& ctx);
+void register_inspect_command(CLI::App& app, CommandContext& ctx);
+void register_cache_command(CLI::App& app, CommandContext& ctx);
+void register_doctor_command(CLI::App& app, CommandContext& ctx);
+
+}  // namespace tvmffi_jit::cli

@@ -1,0 +1,83 @@
+// File-system helpers. Every failure throws Error(kIo) naming the path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tvmffi_jit::util {
+
+std::string read_file(const std::string& path);
+std::optional<std::string> try_read_file(const std::string& path);
+void write_file(const std::string& path, std::string_view content);
+// Writes to a unique temp file in the same directory, fsyncs nothing (the
+// cache's correctness rests on rename atomicity, not durability), then
+// renames over `path`, so readers see the old or the new content, never a mix.
+void write_file_atomic(const std::string& path, std::string_view content, unsigned mode = 0644);
+
+bool path_exists(const std::string& path);   // lstat: a dangling symlink exists
+bool is_directory(const std::string& path);  // stat (follows links)
+bool is_regular_file(const std::string& path);
+void make_directories(const std::string& path, unsigned mode = 0755);
+// Removes a file or a tree without following symlinks; missing is fine.
+void remove_all(const std::string& path);
+
+std::string absolute_path(const std::string& path);  // lexically normalised, not resolved
+std::string canonical_path(const std::string& path); // realpath; throws if missing
+std::string parent_path(const std::string& path);
+std::string file_name(const std::string& path);
+std::string extension(const std::string& path);  // ".cu", lower-cased
+std::string join_path(const std::string& a, const std::string& b);
+std::string current_directory();
+std::string temp_root();  // $TMPDIR or /tmp
+
+// A fresh private (0700) directory, removed with its contents on destruction
+// unless keep() was called.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& parent = "", const std::string& prefix = "tvmffi-jit-");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  TempDir(TempDir&& other) noexcept;
+  const std::string& path() const { return path_; }
+  void keep() { keep_ = true; }
+
+ private:
+  std::string path_;
+  bool keep_ = false;
+};
+
+// Read-only memory map of a whole file (empty files map to size 0).
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  std::string_view view() const { return {reinterpret_cast<const char*>(data_), size_}; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Identity of a file for memoisation (never as the only freshness check).
+struct FileStamp {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint64_t inode = 0;
+  uint64_t device = 0;
+  bool operator==(const FileStamp& o) const {
+    return size == o.size && mtime_ns == o.mtime_ns && inode == o.inode && device == o.device;
+  }
+};
+std::optional<FileStamp> file_stamp(const std::string& path);
+
+}  // namespace tvmffi_jit::util

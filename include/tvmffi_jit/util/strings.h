@@ -1,0 +1,40 @@
+// Small string helpers used across layers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tvmffi_jit::util {
+
+bool starts_with(std::string_view s, std::string_view prefix);
+bool ends_with(std::string_view s, std::string_view suffix);
+std::string_view trim(std::string_view s);
+std::string to_lower(std::string_view s);
+// Splits on any of `delims`, dropping empty pieces.
+std::vector<std::string> split_any(std::string_view s, std::string_view delims);
+std::vector<std::string> split_lines(std::string_view s);
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
+
+// Quotes one argument for display so a user can paste the command into a shell.
+// (Display only: processes are always spawned with an argv, never a shell.)
+std::string shell_quote(std::string_view arg);
+std::string format_command(const std::vector<std::string>& argv);
+
+// Levenshtein distance, for "did you mean" suggestions.
+size_t edit_distance(std::string_view a, std::string_view b);
+// The candidate closest to `word`, if it is close enough to be a plausible typo.
+std::optional<std::string> nearest(std::string_view word, const std::vector<std::string>& candidates);
+
+// "12.3 MiB" style.
+std::string format_bytes(uint64_t bytes);
+// "500M", "2G", "1024", "10KiB" -> bytes; nullopt if malformed.
+std::optional<uint64_t> parse_size(std::string_view text);
+// "30s", "15m", "12h", "7d", "2w" -> seconds; nullopt if malformed.
+std::optional<int64_t> parse_duration_seconds(std::string_view text);
+
+std::string hex_encode(const uint8_t* data, size_t size);
+
+}  // namespace tvmffi_jit::util

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine (with the CUDA toolkit) for tvmffi-jit and
+# builds it into ./build. Idempotent: a second run only rebuilds what changed.
+#   Debian packages: compilers, CMake, CLI11, nlohmann-json, spdlog/fmt, Catch2,
+#                    OpenSSL, liblz4, libzstd, libelf, clang (fuzzing), groff.
+#   PyPI:            apache-tvm-ffi (headers, libtvm_ffi.so, loader), numpy,
+#                    pytest, jsonschema (tests only).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(build-essential cmake ninja-build pkg-config git
+  libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev catch2
+  libssl-dev liblz4-dev libzstd-dev libelf-dev
+  clang libclang-rt-14-dev groff man-db bash-completion zsh)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing Debian packages: ${missing[*]}" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >&2
+fi
+
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import tvm_ffi, numpy, pytest, jsonschema' 2>/dev/null; then
+  echo "setup: installing Python packages (apache-tvm-ffi, numpy, pytest, jsonschema)" >&2
+  "$PY" -m pip install -q apache-tvm-ffi numpy pytest jsonschema >&2
+fi
+# pyenv shims need a rehash to expose tvm-ffi-config on PATH.
+command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
+
+# The CUDA toolkit is expected at /usr/local/cuda (or CUDA_HOME).
+export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
+
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc)}
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CMAKE_ARGS:-} >&2
+fi
+cmake --build "$BUILD_DIR" -j "$JOBS" >&2

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Sets everything up, then runs every test: unit + integration + fuzz-corpus
+# replays (ctest), then the unit tests and corpus replays again under ASan+UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+
+bash scripts/setup.sh
+bash scripts/check-layers.sh
+
+echo "== ctest (RelWithDebInfo)" >&2
+ctest --test-dir build --output-on-failure -j "$JOBS" ${CTEST_ARGS:-}
+
+echo "== ASan+UBSan: unit tests and fuzz-corpus replays" >&2
+if [ ! -f build-asan/build.ninja ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTVMFFI_JIT_ENABLE_SANITIZERS=ON >&2
+fi
+cmake --build build-asan -j "$JOBS" >&2
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -L 'unit|fuzz'
+echo "== all tests passed" >&2

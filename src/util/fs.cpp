@@ -1,0 +1,244 @@
+#include "tvmffi_jit/util/fs.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace fs = std::filesystem;
+
+namespace tvmffi_jit::util {
+
+namespace {
+
+std::string random_suffix() {
+  static thread_local std::mt19937_64 rng(std::random_device{}() ^ (static_cast<uint64_t>(getpid()) << 32));
+  static const char* chars = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::string s(10, 'x');
+  for (char& c : s) c = chars[rng() % 36];
+  return s;
+}
+
+void write_all(int fd, std::string_view content, const std::string& path) {
+  const char* p = content.data();
+  size_t left = content.size();
+  while (left) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      throw io_error(errno_message("cannot write " + path, e));
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> try_read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    throw io_error(errno_message("cannot read " + path, e));
+  }
+  ::close(fd);
+  auto r = try_read_file(path);
+  if (!r) throw io_error("cannot read " + path);
+  return *r;
+}
+
+void write_file(const std::string& path, std::string_view content) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    int e = errno;
+    throw io_error(errno_message("cannot create " + path, e));
+  }
+  write_all(fd, content, path);
+  if (::close(fd) != 0) {
+    int e = errno;
+    throw io_error(errno_message("cannot write " + path, e));
+  }
+}
+
+void write_file_atomic(const std::string& path, std::string_view content, unsigned mode) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + random_suffix();
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) {
+    int e = errno;
+    throw io_error(errno_message("cannot create " + tmp, e));
+  }
+  try {
+    write_all(fd, content, tmp);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    throw io_error(errno_message("cannot write " + path, e));
+  }
+}
+
+bool path_exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_regular_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void make_directories(const std::string& path, unsigned mode) {
+  if (path.empty() || is_directory(path)) return;
+  std::string parent = parent_path(path);
+  if (!parent.empty() && parent != path) make_directories(parent, mode);
+  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    int e = errno;
+    throw io_error(errno_message("cannot create directory " + path, e));
+  }
+}
+
+void remove_all(const std::string& path) {
+  std::error_code ec;
+  fs::remove_all(fs::path(path), ec);  // does not follow symlinks
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw io_error("cannot remove " + path + ": " + ec.message());
+}
+
+std::string absolute_path(const std::string& path) {
+  return fs::absolute(fs::path(path)).lexically_normal().string();
+}
+
+std::string canonical_path(const std::string& path) {
+  char* r = ::realpath(path.c_str(), nullptr);
+  if (!r) {
+    int e = errno;
+    throw io_error(errno_message("cannot resolve " + path, e));
+  }
+  std::string s(r);
+  std::free(r);
+  return s;
+}
+
+std::string parent_path(const std::string& path) {
+  std::string p = fs::path(path).parent_path().string();
+  return p;
+}
+
+std::string file_name(const std::string& path) { return fs::path(path).filename().string(); }
+
+std::string extension(const std::string& path) { return to_lower(fs::path(path).extension().string()); }
+
+std::string join_path(const std::string& a, const std::string& b) { return (fs::path(a) / b).string(); }
+
+std::string current_directory() { return fs::current_path().string(); }
+
+std::string temp_root() {
+  const char* t = std::getenv("TMPDIR");
+  return (t && *t) ? std::string(t) : std::string("/tmp");
+}
+
+TempDir::TempDir(const std::string& parent, const std::string& prefix) {
+  std::string base = parent.empty() ? temp_root() : parent;
+  std::string templ = join_path(base, prefix + "XXXXXX");
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (!::mkdtemp(buf.data())) {
+    int e = errno;
+    throw io_error(errno_message("cannot create a temporary directory in " + base, e));
+  }
+  path_ = buf.data();
+}
+
+TempDir::TempDir(TempDir&& other) noexcept : path_(std::move(other.path_)), keep_(other.keep_) {
+  other.path_.clear();
+}
+
+TempDir::~TempDir() {
+  if (!keep_ && !path_.empty()) {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+}
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    throw io_error(errno_message("cannot open " + path, e));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw io_error(errno_message("cannot stat " + path, e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw io_error("not a regular file: " + path);
+  }
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int e = errno;
+      ::close(fd);
+      throw io_error(errno_message("cannot map " + path, e));
+    }
+    data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+std::optional<FileStamp> file_stamp(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  FileStamp s;
+  s.size = static_cast<uint64_t>(st.st_size);
+  s.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  s.inode = st.st_ino;
+  s.device = st.st_dev;
+  return s;
+}
+
+}  // namespace tvmffi_jit::util

@@ -1,0 +1,187 @@
+#include "tvmffi_jit/util/strings.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <limits>
+
+namespace tvmffi_jit::util {
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string_view trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+std::string to_lower(std::string_view s) {
+  std::string r(s);
+  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+std::vector<std::string> split_any(std::string_view s, std::string_view delims) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || delims.find(s[i]) != std::string_view::npos) {
+      if (i > start) out.emplace_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> split_lines(std::string_view s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t nl = s.find('\n', start);
+    if (nl == std::string_view::npos) nl = s.size();
+    std::string_view line = s.substr(start, nl - start);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    out.emplace_back(line);
+    start = nl + 1;
+  }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string r;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) r += sep;
+    r += parts[i];
+  }
+  return r;
+}
+
+std::string shell_quote(std::string_view arg) {
+  if (arg.empty()) return "''";
+  bool safe = std::all_of(arg.begin(), arg.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("@%_+=:,./-").find(c) != std::string_view::npos;
+  });
+  if (safe) return std::string(arg);
+  std::string r = "'";
+  for (char c : arg) {
+    if (c == '\'') r += "'\\''";
+    else r += c;
+  }
+  return r + "'";
+}
+
+std::string format_command(const std::vector<std::string>& argv) {
+  std::string r;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (i) r += ' ';
+    r += shell_quote(argv[i]);
+  }
+  return r;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::optional<std::string> nearest(std::string_view word, const std::vector<std::string>& candidates) {
+  std::optional<std::string> best;
+  size_t best_d = std::numeric_limits<size_t>::max();
+  for (const auto& c : candidates) {
+    size_t d = edit_distance(to_lower(word), to_lower(c));
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  // Plausible typo: at most a third of the longer word, and at least one edit allowed.
+  if (best && best_d <= std::max<size_t>(2, std::max(word.size(), best->size()) / 3)) return best;
+  return std::nullopt;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::optional<uint64_t> parse_size(std::string_view text) {
+  text = trim(text);
+  size_t i = 0;
+  uint64_t n = 0;
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return std::nullopt;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+    uint64_t d = static_cast<uint64_t>(text[i] - '0');
+    if (n > (std::numeric_limits<uint64_t>::max() - d) / 10) return std::nullopt;
+    n = n * 10 + d;
+    ++i;
+  }
+  std::string unit = to_lower(trim(text.substr(i)));
+  uint64_t mult = 1;
+  if (unit.empty() || unit == "b") mult = 1;
+  else if (unit == "k" || unit == "kb" || unit == "kib") mult = 1ull << 10;
+  else if (unit == "m" || unit == "mb" || unit == "mib") mult = 1ull << 20;
+  else if (unit == "g" || unit == "gb" || unit == "gib") mult = 1ull << 30;
+  else if (unit == "t" || unit == "tb" || unit == "tib") mult = 1ull << 40;
+  else return std::nullopt;
+  if (n > std::numeric_limits<uint64_t>::max() / mult) return std::nullopt;
+  return n * mult;
+}
+
+std::optional<int64_t> parse_duration_seconds(std::string_view text) {
+  text = trim(text);
+  size_t i = 0;
+  int64_t n = 0;
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return std::nullopt;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+    if (n > (std::numeric_limits<int64_t>::max() - 9) / 10) return std::nullopt;
+    n = n * 10 + (text[i] - '0');
+    ++i;
+  }
+  std::string unit = to_lower(trim(text.substr(i)));
+  int64_t mult;
+  if (unit.empty() || unit == "s") mult = 1;
+  else if (unit == "m" || unit == "min") mult = 60;
+  else if (unit == "h") mult = 3600;
+  else if (unit == "d") mult = 86400;
+  else if (unit == "w") mult = 7 * 86400;
+  else return std::nullopt;
+  if (n > std::numeric_limits<int64_t>::max() / mult) return std::nullopt;
+  return n * mult;
+}
+
+std::string hex_encode(const uint8_t* data, size_t size) {
+  static const char* digits = "0123456789abcdef";
+  std::string r(size * 2, '0');
+  for (size_t i = 0; i < size; ++i) {
+    r[2 * i] = digits[data[i] >> 4];
+    r[2 * i + 1] = digits[data[i] & 15];
+  }
+  return r;
+}
+
+}  // namespace tvmffi_jit::util

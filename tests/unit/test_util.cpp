@@ -1,0 +1,106 @@
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/process.h"
+#include "tvmffi_jit/util/strings.h"
+
+using namespace tvmffi_jit;
+using namespace tvmffi_jit::util;
+
+TEST_CASE("sha256 of known vectors matches FIPS 180-2", "[util][hash]") {
+  CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST_CASE("key hasher separates fields so shifted boundaries differ", "[util][hash]") {
+  KeyHasher a, b;
+  a.field("x", "ab");
+  a.field("y", "c");
+  b.field("x", "a");
+  b.field("y", "bc");
+  CHECK(a.hex_digest() != b.hex_digest());
+  KeyHasher c, d;
+  c.list("l", {"a", "b"});
+  d.list("l", {"ab"});
+  CHECK(c.hex_digest() != d.hex_digest());
+}
+
+TEST_CASE("run_process captures output and exit status without a shell", "[util][process]") {
+  auto r = run_process({"sh", "-c", "echo out; echo err >&2; exit 3"});
+  CHECK(r.exit_code == 3);
+  CHECK(r.out == "out\n");
+  CHECK(r.err == "err\n");
+  // An argument with shell metacharacters reaches the program verbatim.
+  auto e = run_process({"echo", "$HOME;rm -rf /"});
+  CHECK(e.out == "$HOME;rm -rf /\n");
+}
+
+TEST_CASE("run_process reports signals and timeouts", "[util][process]") {
+  auto s = run_process({"sh", "-c", "kill -SEGV $$"});
+  CHECK(s.term_signal == SIGSEGV);
+  CHECK(s.status_text() == "killed by SIGSEGV");
+  ProcessOptions o;
+  o.timeout_seconds = 0.3;
+  auto t = run_process({"sleep", "5"}, o);
+  CHECK(t.timed_out);
+  CHECK(t.seconds < 3);
+}
+
+TEST_CASE("run_process passes environment, cwd and stdin", "[util][process]") {
+  TempDir d;
+  ProcessOptions o;
+  o.cwd = d.path();
+  o.env = {{"TVMFFI_TEST_VAR", "v1"}};
+  o.stdin_data = "hello";
+  auto r = run_process({"sh", "-c", "pwd; echo $TVMFFI_TEST_VAR; cat"}, o);
+  CHECK(r.out == canonical_path(d.path()) + "\nv1\nhello");
+}
+
+TEST_CASE("a missing program is a missing-tool error", "[util][process]") {
+  try {
+    run_process({"definitely-not-a-program-xyz"});
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ExitCode::kMissingTool);
+  }
+}
+
+TEST_CASE("atomic write replaces content and leaves no temp files", "[util][fs]") {
+  TempDir d;
+  std::string p = join_path(d.path(), "f.txt");
+  write_file_atomic(p, "one");
+  write_file_atomic(p, "two");
+  CHECK(read_file(p) == "two");
+  int n = 0;
+  for (auto& e : std::filesystem::directory_iterator(d.path())) (void)e, ++n;
+  CHECK(n == 1);
+}
+
+TEST_CASE("mapped file sees the file's bytes", "[util][fs]") {
+  TempDir d;
+  std::string p = join_path(d.path(), "m.bin");
+  write_file(p, std::string("a\0b", 3));
+  MappedFile m(p);
+  REQUIRE(m.size() == 3);
+  CHECK(m.data()[1] == 0);
+  CHECK(m.data()[2] == 'b');
+}
+
+TEST_CASE("string helpers: split, quote, nearest, sizes, durations", "[util][strings]") {
+  CHECK(split_any("8.0, 9.0a;9.0+PTX  10.0", " ,;") == std::vector<std::string>{"8.0", "9.0a", "9.0+PTX", "10.0"});
+  CHECK(shell_quote("a b") == "'a b'");
+  CHECK(shell_quote("it's") == "'it'\\''s'");
+  CHECK(nearest("extra_cflag", {"extra_cflags", "sources", "name"}) == std::optional<std::string>("extra_cflags"));
+  CHECK_FALSE(nearest("zzzzzzzz", {"name", "emit"}).has_value());
+  CHECK(parse_size("500M") == std::optional<uint64_t>(500ull << 20));
+  CHECK(parse_size("1x") == std::nullopt);
+  CHECK(parse_duration_seconds("7d") == std::optional<int64_t>(7 * 86400));
+  CHECK(parse_duration_seconds("h") == std::nullopt);
+}
