@@ -1,0 +1,29 @@
+// What the CUDA driver says about this machine, queried in-process (cuInit,
+// device count, names, compute capabilities: calls that do not load code).
+// Used for arch auto-detection (`build` without --arch) and `doctor`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tvmffi_jit::driver {
+
+struct GpuInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0;
+  int cc_minor = 0;
+};
+
+struct DriverStatus {
+  bool available = false;    // a real driver answered (the toolkit stub counts as absent)
+  std::string library;       // the libcuda that was loaded (dlopen name or TVMFFI_JIT_LIBCUDA)
+  std::string reason;        // why not available ("libcuda.so.1 not found", "CUDA_ERROR_STUB_LIBRARY", ...)
+  int driver_version = 0;    // cuDriverGetVersion, e.g. 13000
+  std::vector<GpuInfo> gpus;
+};
+
+// Never throws; never prints. Honours TVMFFI_JIT_LIBCUDA (path of the library to dlopen instead of libcuda.so.1).
+DriverStatus query_driver();
+
+}  // namespace tvmffi_jit::driver
