@@ -1,0 +1,101 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "tvmffi_jit/build/compile_commands.h"
+#include "tvmffi_jit/build/depfile.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+
+using namespace tvmffi_jit;
+using build::CompileCommand;
+using build::depfile_prerequisites;
+using build::escape_depfile_path;
+using build::format_depfile;
+using build::parse_depfile;
+
+TEST_CASE("a depfile names the artifact, one prerequisite per line and an empty rule for each",
+          "[build][depfile]") {
+  const std::string text = format_depfile({"/out/m.so"}, {"/src/m.json", "/src/k.cu", "/inc/k.h", "/src/k.cu"});
+  CHECK(text ==
+        "/out/m.so: \\\n"
+        "  /src/m.json \\\n"
+        "  /src/k.cu \\\n"
+        "  /inc/k.h\n"
+        "/src/m.json:\n"
+        "/src/k.cu:\n"
+        "/inc/k.h:\n");
+}
+
+TEST_CASE("spaces, hashes and dollars in paths are escaped the way make and ninja read them",
+          "[build][depfile]") {
+  CHECK(escape_depfile_path("/a b/c#d$e") == "/a\\ b/c\\#d$$e");
+  CHECK(escape_depfile_path("/odd\\ name") == "/odd\\\\\\ name");  // backslash before a space is doubled
+  CHECK(escape_depfile_path("/plain\\dir") == "/plain\\dir");       // other backslashes stay
+  CHECK_THROWS_AS(escape_depfile_path("/new\nline"), Error);
+}
+
+TEST_CASE("what format_depfile writes parses back to the same paths", "[build][depfile]") {
+  const std::vector<std::string> deps = {"/src/with space.cu", "/inc/hash#1.h", "/inc/$HOME.h",
+                                         "/odd\\ name.h", "/plain\\dir/x.h"};
+  const auto rules = parse_depfile(format_depfile({"/out/my module.so"}, deps), "test");
+  REQUIRE(rules.size() == 1 + deps.size());
+  CHECK(rules[0].targets == std::vector<std::string>{"/out/my module.so"});
+  CHECK(rules[0].prerequisites == deps);
+  CHECK(depfile_prerequisites(format_depfile({"/o"}, deps), "test") == deps);
+}
+
+TEST_CASE("gcc and nvcc depfiles yield the source followed by every header", "[build][depfile]") {
+  // As written by `g++ -MD -MF` (continuations, several prerequisites per line)
+  // and by `nvcc -MD -MF` (CRLF-free, one rule per object).
+  const std::string gcc =
+      "k.o: /src/k.cpp /usr/include/stdio.h \\\n"
+      " /inc/my\\ header.h /inc/k.h\n"
+      "/usr/include/stdio.h:\n"
+      "\n"
+      "/inc/k.h:\n";
+  CHECK(depfile_prerequisites(gcc, "k.d") ==
+        std::vector<std::string>{"/src/k.cpp", "/usr/include/stdio.h", "/inc/my header.h", "/inc/k.h"});
+  const std::string crlf = "k.o : k.cu \\\r\n  k.h\r\n";
+  CHECK(depfile_prerequisites(crlf, "k.d") == std::vector<std::string>{"k.cu", "k.h"});
+}
+
+TEST_CASE("text without a target separator is not accepted as a depfile", "[build][depfile]") {
+  CHECK_THROWS_AS(parse_depfile("just some words\n", "bad.d"), Error);
+  CHECK(parse_depfile("", "empty.d").empty());
+  CHECK(parse_depfile("# only a comment\n", "c.d").empty());
+}
+
+TEST_CASE("write_depfile creates the directory and replaces the old file", "[build][depfile]") {
+  util::TempDir dir;
+  const std::string path = dir.path() + "/deps/m.d";
+  build::write_depfile(path, {"/out/m.so"}, {"/a.cu"});
+  build::write_depfile(path, {"/out/m.so"}, {"/b.cu"});
+  CHECK(util::read_file(path) == "/out/m.so: \\\n  /b.cu\n/b.cu:\n");
+}
+
+TEST_CASE("compile_commands.json keeps other translation units and replaces the same one",
+          "[build][compile_commands]") {
+  util::TempDir dir;
+  const std::string path = dir.path() + "/compile_commands.json";
+  util::write_file(path,
+                   R"([{"directory": "/src", "command": "c++ -I'/my inc' -c other.cpp -o other.o", "file": "other.cpp"},
+                       {"directory": "/src", "arguments": ["c++", "-c", "k.cpp"], "file": "k.cpp"}])");
+  CompileCommand k{"/build", {"c++", "-O2", "-c", "/src/k.cpp", "-o", "/build/k.o"}, "/src/k.cpp", "/build/k.o"};
+  build::update_compile_commands(path, {k});
+  const auto db = build::parse_compile_commands(util::read_file(path), path);
+  REQUIRE(db.size() == 2);
+  CHECK(db[0].file == "other.cpp");
+  CHECK(db[0].arguments == std::vector<std::string>{"c++", "-I/my inc", "-c", "other.cpp", "-o", "other.o"});
+  CHECK(db[1].arguments == k.arguments);
+  CHECK(db[1].output == "/build/k.o");
+}
+
+TEST_CASE("a file that is not a compilation database is left alone", "[build][compile_commands]") {
+  util::TempDir dir;
+  const std::string path = dir.path() + "/compile_commands.json";
+  util::write_file(path, "{\"not\": \"an array\"}");
+  CHECK_THROWS_AS(build::update_compile_commands(path, {CompileCommand{"/b", {"c++"}, "/a.cpp", ""}}), Error);
+  CHECK(util::read_file(path) == "{\"not\": \"an array\"}");
+}
