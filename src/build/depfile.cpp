@@ -17,8 +17,6 @@ void append_unique(std::vector<std::string>& out, std::unordered_set<std::string
   }
 }
 
-bool is_blank(char c) { return c == ' ' || c == '\t'; }
-
 }  // namespace
 
 std::string escape_depfile_path(std::string_view path) {
@@ -45,6 +43,8 @@ std::string escape_depfile_path(std::string_view path) {
     }
     backslashes = c == '\\' ? backslashes + 1 : 0;
   }
+  // The path is followed by a separator, so a trailing run is doubled too.
+  out.append(backslashes, '\\');
   return out;
 }
 
@@ -78,111 +78,6 @@ void write_depfile(const std::string& path, const std::vector<std::string>& targ
   const std::string dir = util::parent_path(util::absolute_path(path));
   if (!dir.empty()) util::make_directories(dir);
   util::write_file_atomic(path, text);
-}
-
-std::vector<DepfileRule> parse_depfile(std::string_view text, const std::string& origin) {
-  std::vector<DepfileRule> rules;
-  DepfileRule rule;
-  bool after_colon = false;
-  bool rule_has_tokens = false;
-  std::string token;
-  bool in_token = false;
-  size_t line = 1;
-
-  auto end_token = [&] {
-    if (!in_token) return;
-    (after_colon ? rule.prerequisites : rule.targets).push_back(token);
-    token.clear();
-    in_token = false;
-    rule_has_tokens = true;
-  };
-  auto end_rule = [&] {
-    end_token();
-    if (rule_has_tokens && !after_colon) {
-      throw io_error(origin + ":" + std::to_string(line) + ": not a depfile (expected 'target: prerequisites')");
-    }
-    if (rule_has_tokens) rules.push_back(std::move(rule));
-    rule = DepfileRule{};
-    after_colon = false;
-    rule_has_tokens = false;
-  };
-
-  const size_t n = text.size();
-  for (size_t i = 0; i < n; ++i) {
-    const char c = text[i];
-    if (c == '\\') {
-      size_t run = 0;
-      while (i + run < n && text[i + run] == '\\') ++run;
-      const size_t next = i + run;
-      const char after = next < n ? text[next] : '\0';
-      if (after == '\n' || (after == '\r' && next + 1 < n && text[next + 1] == '\n')) {
-        // Line continuation: the last backslash joins the lines; any others are literal.
-        if (run > 1) {
-          token.append(run - 1, '\\');
-          in_token = true;
-        }
-        end_token();
-        i = after == '\r' ? next + 1 : next;
-        ++line;
-        continue;
-      }
-      if (after == ' ' || after == '\t' || after == '#') {
-        token.append(run / 2, '\\');
-        in_token = true;
-        if (run % 2 == 1) {
-          token.push_back(after);  // escaped: part of the path
-          i = next;
-        } else {
-          i = next - 1;  // the blank (or '#') is seen again by the loop and ends the token
-        }
-        continue;
-      }
-      token.append(run, '\\');
-      in_token = true;
-      i = next - 1;
-      continue;
-    }
-    if (c == '$' && i + 1 < n && text[i + 1] == '$') {
-      token.push_back('$');
-      in_token = true;
-      ++i;
-      continue;
-    }
-    if (c == '\n' || c == '\r') {
-      if (c == '\n') ++line;
-      end_rule();
-      continue;
-    }
-    if (is_blank(c)) {
-      end_token();
-      continue;
-    }
-    if (c == '#' && !in_token) {
-      // A comment runs to the end of the line.
-      while (i + 1 < n && text[i + 1] != '\n') ++i;
-      continue;
-    }
-    if (c == ':' && !after_colon) {
-      const char after = i + 1 < n ? text[i + 1] : '\n';
-      if (is_blank(after) || after == '\n' || after == '\r') {
-        end_token();
-        after_colon = true;
-        rule_has_tokens = true;
-        continue;
-      }
-    }
-    token.push_back(c);
-    in_token = true;
-  }
-  end_rule();
-  return rules;
-}
-
-std::vector<std::string> depfile_prerequisites(std::string_view text, const std::string& origin) {
-  std::vector<std::string> out;
-  std::unordered_set<std::string> seen;
-  for (const auto& rule : parse_depfile(text, origin)) append_unique(out, seen, rule.prerequisites);
-  return out;
 }
 
 }  // namespace tvmffi_jit::build

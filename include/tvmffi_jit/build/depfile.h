@@ -1,10 +1,11 @@
-// Make-style dependency files ("depfiles"), read and written.
+// Writing Make-style dependency files ("depfiles").
 //
 // Written for build systems that call tvmffi-jit (`build --depfile FILE`): the
 // artifact is the target, every input the build read (manifest, sources,
 // embedded binaries, headers the compilers reported) a prerequisite, so Make,
 // Ninja and CMake's add_custom_command(DEPFILE) rebuild exactly when one of
-// them changes. Read for the depfiles gcc/clang/nvcc write with -MD -MF.
+// them changes. (Reading the depfiles compilers write is cache::parse_depfile,
+// which reads everything this writer produces.)
 //
 // Format (the subset GNU make, ninja's depfile parser and CMake's
 // cmGccDepfileReader agree on):
@@ -12,7 +13,7 @@
 //   rule    := targets ':' prerequisites '\n'
 //   lines may be continued with a backslash before the newline; in a path,
 //   ' ' is written "\ ", '#' "\#", '$' "$$", and a backslash is written as is
-//   unless it precedes a space or '#' (then doubled, as gcc does).
+//   unless it precedes a space or '#' or ends the path (then doubled, as gcc does).
 // Every prerequisite also gets an empty rule of its own ("header.h:"), as
 // `gcc -MP` writes, so deleting a header does not break Make
 // ("No rule to make target").
@@ -37,19 +38,5 @@ std::string format_depfile(const std::vector<std::string>& targets, const std::v
 // build system never reads half a depfile.
 void write_depfile(const std::string& path, const std::vector<std::string>& targets,
                    const std::vector<std::string>& prerequisites);
-
-struct DepfileRule {
-  std::vector<std::string> targets;
-  std::vector<std::string> prerequisites;
-};
-
-// Parses a depfile written by a compiler or by format_depfile(): every rule, in
-// order, with escapes undone. Throws Error(kIo) naming `origin` for text that
-// is not a depfile (a rule without ':').
-std::vector<DepfileRule> parse_depfile(std::string_view text, const std::string& origin);
-
-// The prerequisites of every rule that has any, flattened and de-duplicated in
-// order — for a compiler's depfile: the source followed by each header read.
-std::vector<std::string> depfile_prerequisites(std::string_view text, const std::string& origin);
 
 }  // namespace tvmffi_jit::build
