@@ -1,0 +1,48 @@
+// Offline parsers for device code: cubin (CUDA ELF), fatbin containers, PTX
+// text and host ELF files (.so/.o/executables, TVM FFI modules) that embed
+// them. No GPU and no driver are involved.
+//
+// Every offset and size read from the input is checked against its enclosing
+// range before use; allocations driven by sizes in the file are capped
+// (InspectOptions::max_entry_bytes). A malformed file never throws out of
+// inspect_*: it yields a FileReport whose `error` says what is wrong and
+// where ("entry 3: compressed size 4096 exceeds container end at 0x1f00").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tvmffi_jit/devcode/report.h"
+
+namespace tvmffi_jit::devcode {
+
+struct InspectOptions {
+  unsigned threads = 1;  // entries decompressed and parsed in parallel
+  bool demangle = true;
+  bool parse_ptx = true;  // list PTX kernels (decompresses PTX entries)
+  // Largest decompressed entry accepted; bigger claims are reported as errors
+  // instead of being allocated.
+  uint64_t max_entry_bytes = uint64_t(1) << 30;
+};
+
+// Sniffs the content (never the name): ELF with e_machine EM_CUDA -> cubin,
+// other ELF -> host ELF, fatbin magic -> fatbin, text whose first directive is
+// .version (or .target) -> PTX.
+FileFormat detect_format(const uint8_t* data, size_t size);
+
+// Maps the file and inspects it. A missing/unreadable file gives a report with
+// error "cannot open <path>: <reason>".
+FileReport inspect_file(const std::string& path, const InspectOptions& options = {});
+// Same for bytes in memory; `name` becomes report.path.
+FileReport inspect_bytes(const uint8_t* data, size_t size, const std::string& name,
+                         const InspectOptions& options = {});
+
+// The bytes of one entry as the driver would see them (decompressed), taken
+// from the same file bytes the report was made from. Throws Error(kInvalid)
+// if the range or the compressed data is bad.
+std::vector<uint8_t> entry_payload(const uint8_t* file, size_t file_size, const Entry& entry,
+                                   uint64_t max_entry_bytes = uint64_t(1) << 30);
+
+}  // namespace tvmffi_jit::devcode

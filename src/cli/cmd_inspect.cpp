@@ -1,0 +1,75 @@
+// tvmffi-jit inspect [--json] [-j N] FILE...
+//
+// Lists the GPU code in cubin, fatbin, PTX and host ELF files without a GPU or
+// a driver. One FileReport per file (parse), then printing; exit 3 when any
+// file is invalid (its error says what and where), 2 for usage errors.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tvmffi_jit/cli/commands.h"
+#include "tvmffi_jit/devcode/parse.h"
+#include "tvmffi_jit/devcode/print.h"
+#include "tvmffi_jit/util/error.h"
+
+namespace tvmffi_jit::cli {
+
+namespace {
+
+struct InspectArgs {
+  std::vector<std::string> files;
+  bool json = false;
+  unsigned jobs = 0;  // 0 = one per core
+  bool no_demangle = false;
+  bool no_ptx = false;
+};
+
+void write_stdout(const std::string& s) {
+  if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size()) throw io_error("cannot write to stdout");
+}
+
+int run_inspect(const InspectArgs& args) {
+  devcode::InspectOptions options;
+  options.threads = args.jobs ? args.jobs : std::max(1u, std::thread::hardware_concurrency());
+  options.demangle = !args.no_demangle;
+  options.parse_ptx = !args.no_ptx;
+
+  std::vector<devcode::FileReport> reports;
+  bool all_ok = true;
+  for (const std::string& path : args.files) {
+    devcode::FileReport report = devcode::inspect_file(path, options);
+    if (!report.ok()) {
+      all_ok = false;
+      std::fprintf(stderr, "tvmffi-jit: %s: %s\n", path.c_str(), report.error.c_str());
+    }
+    if (args.json) {
+      reports.push_back(std::move(report));
+    } else {
+      write_stdout(devcode::format_text(report));
+    }
+  }
+  if (args.json) write_stdout(devcode::to_json(reports).dump() + "\n");
+  if (std::fflush(stdout) != 0) throw io_error("cannot write to stdout");
+  return all_ok ? 0 : static_cast<int>(ExitCode::kInvalid);
+}
+
+}  // namespace
+
+void register_inspect_command(CLI::App& app, CommandContext& ctx) {
+  auto args = std::make_shared<InspectArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "inspect", "List kernels, resources and embedded images of cubin, fatbin, PTX and host ELF files (offline)");
+  sub->add_flag("--json", args->json, "Print one JSON object (schema: docs/inspect.md)");
+  sub->add_option("-j,--jobs", args->jobs, "Threads for decompressing and parsing entries (default: one per core)")
+      ->check(CLI::Range(1u, 1024u));
+  sub->add_flag("--no-demangle", args->no_demangle, "Do not demangle kernel names (faster on huge libraries)");
+  sub->add_flag("--no-ptx", args->no_ptx, "Do not decompress and list PTX entries");
+  sub->add_option("files", args->files, "cubin, fatbin, PTX or ELF (.so/.o/executable) files")->required();
+  sub->footer("Exit codes: 0 every file parsed; 3 a file is invalid or unreadable (its error says why);\n"
+              "2 usage error.");
+  sub->callback([args, &ctx] { ctx.exit_code = run_inspect(*args); });
+}
+
+}  // namespace tvmffi_jit::cli

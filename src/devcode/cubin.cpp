@@ -1,0 +1,279 @@
+// Cubin (CUDA ELF) parsing: kernels, their resources and module globals.
+// Layout facts: shared/reference/cuda-formats.md §4.
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <cxxabi.h>
+#include <cstdlib>
+
+#include "devcode/elf.h"
+#include "devcode/parsers.h"
+
+namespace tvmffi_jit::devcode {
+
+namespace {
+
+constexpr uint32_t kShtCudaInfo = 0x70000000;
+constexpr uint8_t kSttObject = 1, kSttFunc = 2;
+constexpr uint8_t kStoCudaEntry = 0x10, kStoCudaManaged = 0x04;
+
+// EIATTR_* codes used here (§4.5).
+enum : uint8_t {
+  kAttrMaxThreads = 0x05,
+  kAttrReqntid = 0x10,
+  kAttrFrameSize = 0x11,
+  kAttrMinStackSize = 0x12,
+  kAttrKparamInfo = 0x17,
+  kAttrCbankParamSize = 0x19,
+  kAttrMaxregCount = 0x1b,
+  kAttrRegcount = 0x2f,
+  kAttrCtaPerCluster = 0x3d,
+  kAttrExplicitCluster = 0x3e,
+};
+enum : uint8_t { kFmtNval = 1, kFmtBval = 2, kFmtHval = 3, kFmtSval = 4 };
+constexpr uint8_t kCompatAcceleratorTarget = 0x09;
+
+struct InfoRecord {
+  uint8_t format;
+  uint8_t attr;
+  uint32_t value;  // BVAL/HVAL value
+  Bytes data;      // SVAL payload
+};
+
+// Walks .nv.info-style records (also .nv.compat): 4-byte header, SVAL payloads.
+template <typename F>
+void for_each_record(Bytes section, const char* what, F&& visit) {
+  uint64_t off = 0;
+  while (off < section.size()) {
+    if (section.size() - off < 4)
+      fail("{} record at 0x{:x} truncated ({} bytes left)", what, section.base() + off, section.size() - off);
+    InfoRecord r{section.u8(off, what), section.u8(off + 1, what), 0, {}};
+    uint64_t len = 4;
+    switch (r.format) {
+      case kFmtNval: break;
+      case kFmtBval: r.value = section.u8(off + 2, what); break;
+      case kFmtHval: r.value = section.u16(off + 2, what); break;
+      case kFmtSval: {
+        uint16_t n = section.u16(off + 2, what);
+        r.data = section.sub(off + 4, n, what);
+        len += n;
+        break;
+      }
+      default:
+        fail("{} record at 0x{:x} has unknown format 0x{:x}", what, section.base() + off, r.format);
+    }
+    visit(r);
+    off += len;
+  }
+}
+
+Dim3 read_dim3(const InfoRecord& r, const char* what) {
+  if (r.data.size() < 12) fail("{} record has {} bytes (expected 12)", what, r.data.size());
+  return Dim3{r.data.u32(0, what), r.data.u32(4, what), r.data.u32(8, what)};
+}
+
+// Strings of .note.nv.tkinfo / .note.nv.cuinfo (§4.7).
+void read_notes(const ElfFile& elf, const ElfSection& s, Entry& entry) {
+  Bytes b = elf.contents(s);
+  uint64_t off = 0;
+  while (b.size() - off >= 12) {
+    uint32_t namesz = b.u32(off, "note namesz"), descsz = b.u32(off + 4, "note descsz");
+    uint32_t type = b.u32(off + 8, "note type");
+    uint64_t desc_off = off + 12 + align_up(namesz, 4);
+    Bytes desc = b.sub(desc_off, descsz, "note descriptor");
+    if (type == 1000 && desc.size() >= 8) {  // cuinfo {u16 version, u16 virtual sm, u32 toolkit}
+      uint16_t vsm = desc.u16(2, "cuinfo virtual sm");
+      uint32_t tk = desc.u32(4, "cuinfo toolkit");
+      entry.virtual_arch = "compute_" + std::to_string(vsm);
+      entry.toolkit = std::to_string(tk / 10) + "." + std::to_string(tk % 10);
+    } else if (type == 2000 && desc.size() >= 24) {  // tkinfo: offsets into the strings after 24 bytes
+      Bytes strings = desc.from(24, "tkinfo strings");
+      uint32_t cmd = desc.u32(20, "tkinfo command line offset");
+      if (cmd < strings.size()) entry.ptxas_options = std::string(strings.cstr(cmd, "tkinfo command line"));
+    }
+    off = desc_off + align_up(descsz, 4);
+    if (off > b.size()) break;
+  }
+}
+
+// "-arch sm_100f" in the ptxas command line: the only place a stand-alone
+// cubin records the f suffix.
+std::string arch_from_ptxas_options(std::string_view cmd) {
+  size_t p = cmd.find("-arch ");
+  size_t skip = 6;
+  if (p == std::string_view::npos) { p = cmd.find("-arch="); }
+  if (p == std::string_view::npos) return {};
+  std::string_view rest = cmd.substr(p + skip);
+  size_t end = rest.find(' ');
+  std::string_view a = rest.substr(0, end);
+  if (a.substr(0, 3) != "sm_") return {};
+  return std::string(a);
+}
+
+bool bank_of(std::string_view name, uint32_t& bank) {
+  constexpr std::string_view prefix = ".nv.constant";
+  if (name.substr(0, prefix.size()) != prefix || name.size() == prefix.size() || name.size() > prefix.size() + 2)
+    return false;
+  bank = 0;
+  for (char c : name.substr(prefix.size())) {
+    if (c < '0' || c > '9') return false;
+    bank = bank * 10 + (c - '0');
+  }
+  return true;
+}
+
+}  // namespace
+
+void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry) {
+  ElfFile elf(bytes);
+  if (elf.machine() != kEmCuda) fail("ELF machine {} is not EM_CUDA (190)", elf.machine());
+  entry.elf_type = elf.type() == 1 ? "rel" : elf.type() == 2 ? "exec" : "type " + std::to_string(elf.type());
+  entry.elf_abi_version = elf.abi_version();
+  entry.elf_flags = elf.flags();
+  // e_flags SM: ABI 8 keeps it in bits 8-15, ABI 7 in bits 0-7 (§4.2).
+  uint32_t sm = elf.abi_version() >= 8 ? (elf.flags() >> 8) & 0xff : elf.flags() & 0xff;
+  bool accel = elf.abi_version() < 8 && (elf.flags() & 0x800);
+
+  std::unordered_map<std::string_view, const ElfSection*> by_name;
+  std::unordered_map<uint32_t, const ElfSection*> info_by_text;  // .nv.info.<k> by sh_info
+  by_name.reserve(elf.sections().size());
+  const ElfSection* symtab = nullptr;
+  const ElfSection* module_info = nullptr;
+  for (const ElfSection& s : elf.sections()) {
+    if (s.index == 0) continue;
+    by_name.emplace(s.name, &s);
+    if (s.type == kShtSymtab && !symtab) symtab = &s;
+    if (s.type == kShtCudaInfo) {
+      if (s.name == ".nv.info") module_info = &s;
+      else info_by_text.emplace(s.info, &s);
+    }
+    if (s.type == kShtNote) read_notes(elf, s, entry);
+    if (s.name == ".nv.compat") {
+      for_each_record(elf.contents(s), ".nv.compat", [&](const InfoRecord& r) {
+        if (r.attr == kCompatAcceleratorTarget && r.format == kFmtBval && r.value == 1) accel = true;
+      });
+    }
+    if (s.name == ".nv.global" || s.name == ".nv.global.init") entry.global_bytes += s.size;
+    uint32_t bank;
+    if (bank_of(s.name, bank) && bank > 0) entry.constant_banks.emplace_back(bank, s.size);
+  }
+  if (entry.arch.empty()) {
+    std::string from_cmd = arch_from_ptxas_options(entry.ptxas_options);
+    if (!from_cmd.empty() && from_cmd.find(std::to_string(sm)) != std::string::npos)
+      entry.arch = from_cmd;
+    else
+      entry.arch = "sm_" + std::to_string(sm) + (accel ? "a" : "");
+  }
+  if (!symtab) return;  // a cubin without symbols has no kernels to list
+
+  std::vector<ElfSymbol> symbols = elf.symbols(*symtab);
+  std::vector<int32_t> kernel_of_symbol(symbols.size() + 1, -1);
+  auto section_named = [&](std::string_view prefix, std::string_view name) -> const ElfSection* {
+    std::string key;
+    key.reserve(prefix.size() + name.size());
+    key.append(prefix).append(name);
+    auto it = by_name.find(key);
+    return it == by_name.end() ? nullptr : it->second;
+  };
+  const auto& sections = elf.sections();
+  for (const ElfSymbol& sym : symbols) {
+    bool defined = sym.shndx != 0 && sym.shndx < sections.size();
+    if (sym.type() == kSttFunc && (sym.other & kStoCudaEntry) && defined) {
+      Kernel k;
+      k.name = std::string(sym.name);
+      k.demangled = options.demangle ? demangle(sym.name) : k.name;
+      k.code_bytes = sym.size;
+      const ElfSection* shared = section_named(".nv.shared.", sym.name);
+      const ElfSection* local = section_named(".nv.local.", sym.name);
+      const ElfSection* const0 = section_named(".nv.constant0.", sym.name);
+      k.shared_bytes = shared ? shared->size : 0;
+      k.local_bytes = local ? local->size : 0;
+      if (const0) k.const0_bytes = const0->size;
+      k.stack_bytes = 0;
+      // sm_75 builds without REGCOUNT keep the register count in the top byte
+      // of the .text section's sh_info (§4.3); REGCOUNT overrides it below.
+      const ElfSection& text = sections[sym.shndx];
+      if (text.info >> 24) k.registers = text.info >> 24;
+      const ElfSection* info = section_named(".nv.info.", sym.name);
+      if (!info) {
+        auto it = info_by_text.find(sym.shndx);
+        if (it != info_by_text.end()) info = it->second;
+      }
+      if (info) {
+        uint32_t params = 0, param_end = 0;
+        bool have_size = false;
+        for_each_record(elf.contents(*info), info->name.data(), [&](const InfoRecord& r) {
+          switch (r.attr) {
+            case kAttrMaxThreads: if (r.format == kFmtSval) k.max_ntid = read_dim3(r, "MAX_THREADS"); break;
+            case kAttrReqntid: if (r.format == kFmtSval) k.req_ntid = read_dim3(r, "REQNTID"); break;
+            case kAttrCtaPerCluster: if (r.format == kFmtSval) k.cluster_dims = read_dim3(r, "CTA_PER_CLUSTER"); break;
+            case kAttrExplicitCluster: k.explicit_cluster = true; break;
+            case kAttrMaxregCount:
+              if (r.format == kFmtHval && r.value != 0xff) k.max_registers = r.value;
+              break;
+            case kAttrCbankParamSize:
+              if (r.format == kFmtHval) { k.param_bytes = r.value; have_size = true; }
+              break;
+            case kAttrKparamInfo:
+              if (r.format == kFmtSval && r.data.size() >= 12) {
+                ++params;
+                uint32_t offset = r.data.u16(6, "KPARAM_INFO offset");
+                uint32_t tmp = r.data.u32(8, "KPARAM_INFO flags");
+                uint32_t end = offset + (tmp >> 18);
+                if (end > param_end) param_end = end;
+              }
+              break;
+            default: break;  // unknown attributes are skipped by design
+          }
+        });
+        k.param_count = params;
+        if (!have_size) k.param_bytes = param_end;
+      }
+      if (k.max_ntid) k.max_threads = k.max_ntid->product();
+      else if (k.req_ntid) k.max_threads = k.req_ntid->product();
+      kernel_of_symbol[sym.index] = static_cast<int32_t>(entry.kernels.size());
+      entry.kernels.push_back(std::move(k));
+    } else if (sym.type() == kSttObject && defined && !sym.name.empty() && sym.name[0] != '$' &&
+               sym.name[0] != '.') {
+      std::string_view sec = sections[sym.shndx].name;
+      uint32_t bank;
+      const char* space = nullptr;
+      if (sec == ".nv.global" || sec == ".nv.global.init")
+        space = (sym.other & kStoCudaManaged) ? "managed" : "global";
+      else if (bank_of(sec, bank) && bank > 0)
+        space = "constant";
+      if (space) entry.globals.push_back(Global{std::string(sym.name), space, sym.size});
+    }
+  }
+  if (module_info) {
+    for_each_record(elf.contents(*module_info), ".nv.info", [&](const InfoRecord& r) {
+      if (r.format != kFmtSval || r.data.size() < 8) return;
+      if (r.attr != kAttrRegcount && r.attr != kAttrFrameSize && r.attr != kAttrMinStackSize) return;
+      uint32_t sym = r.data.u32(0, ".nv.info symbol"), value = r.data.u32(4, ".nv.info value");
+      if (sym >= kernel_of_symbol.size() || kernel_of_symbol[sym] < 0) return;  // device functions
+      Kernel& k = entry.kernels[kernel_of_symbol[sym]];
+      if (r.attr == kAttrRegcount) k.registers = value;
+      else if (r.attr == kAttrFrameSize) k.stack_bytes = value;
+      else k.min_stack_bytes = value;
+    });
+  }
+}
+
+std::string demangle(std::string_view name) {
+  // Only Itanium names, and not absurdly long ones (the demangler recurses).
+  if (name.size() < 3 || name.substr(0, 2) != "_Z" || name.size() > 16384) return std::string(name);
+  std::string z(name);
+  int status = 0;
+  char* out = abi::__cxa_demangle(z.c_str(), nullptr, nullptr, &status);
+  if (status != 0 || !out) {
+    std::free(out);
+    return z;
+  }
+  std::string result(out);
+  std::free(out);
+  return result;
+}
+
+}  // namespace tvmffi_jit::devcode

@@ -1,0 +1,124 @@
+#include "devcode/elf.h"
+
+#include <cstring>
+
+namespace tvmffi_jit::devcode {
+
+namespace {
+constexpr uint64_t kEhdrSize = 64;
+constexpr uint64_t kShdrSize = 64;
+constexpr uint64_t kSymSize = 24;
+constexpr uint32_t kShnXindex = 0xffff;
+constexpr uint32_t kShtStrtab = 3;
+constexpr uint32_t kShtSymtabShndx = 18;
+}  // namespace
+
+bool is_elf(const uint8_t* data, size_t size) {
+  return size >= 4 && std::memcmp(data, "\x7f" "ELF", 4) == 0;
+}
+
+uint16_t elf_machine(const uint8_t* data, size_t size) {
+  if (!is_elf(data, size) || size < 20) return 0;
+  uint16_t m;
+  std::memcpy(&m, data + 18, 2);
+  return m;
+}
+
+ElfFile::ElfFile(Bytes b) : bytes_(b) {
+  if (b.size() < kEhdrSize) fail("ELF header truncated: file has 0x{:x} bytes, need 0x40", b.size());
+  if (!is_elf(b.data(), b.size())) fail("not an ELF file (bad magic)");
+  uint8_t cls = b.u8(4, "EI_CLASS"), order = b.u8(5, "EI_DATA");
+  if (cls != 2) fail("unsupported ELF class {} (only 64-bit ELF is supported)", cls);
+  if (order != 1) fail("unsupported ELF byte order {} (only little endian is supported)", order);
+  osabi_ = b.u8(7, "EI_OSABI");
+  abi_version_ = b.u8(8, "EI_ABIVERSION");
+  type_ = b.u16(16, "e_type");
+  machine_ = b.u16(18, "e_machine");
+  flags_ = b.u32(48, "e_flags");
+  uint64_t shoff = b.u64(40, "e_shoff");
+  uint16_t shentsize = b.u16(58, "e_shentsize");
+  uint64_t shnum = b.u16(60, "e_shnum");
+  uint32_t shstrndx = b.u16(62, "e_shstrndx");
+  if (shoff == 0) {
+    if (shnum != 0) fail("ELF header: e_shnum {} with no section header table", shnum);
+    return;
+  }
+  if (shentsize != kShdrSize) fail("ELF header: e_shentsize {} (expected 64)", shentsize);
+  Bytes first = b.sub(shoff, kShdrSize, "section header 0");
+  if (shnum == 0) shnum = first.u64(32, "section 0 sh_size");  // extended numbering
+  if (shstrndx == kShnXindex) shstrndx = first.u32(40, "section 0 sh_link");
+  // The table must fit in the file, which also caps the allocation below.
+  if (shnum > (b.size() - shoff) / kShdrSize)
+    fail("section header table at 0x{:x} with {} entries exceeds file size 0x{:x}", shoff, shnum, b.size());
+  Bytes table = b.sub(shoff, shnum * kShdrSize, "section header table");
+  sections_.resize(shnum);
+  for (uint64_t i = 0; i < shnum; ++i) {
+    Bytes h = table.sub(i * kShdrSize, kShdrSize, "section header");
+    ElfSection& s = sections_[i];
+    s.index = static_cast<uint32_t>(i);
+    s.type = h.u32(4, "sh_type");
+    s.flags = h.u64(8, "sh_flags");
+    s.addr = h.u64(16, "sh_addr");
+    s.offset = h.u64(24, "sh_offset");
+    s.size = h.u64(32, "sh_size");
+    s.link = h.u32(40, "sh_link");
+    s.info = h.u32(44, "sh_info");
+    s.entsize = h.u64(56, "sh_entsize");
+    if (i != 0 && s.type != kShtNobits && !b.contains(s.offset, s.size))
+      fail("section {} at 0x{:x} size 0x{:x} exceeds file size 0x{:x}", i, s.offset, s.size, b.size());
+  }
+  if (shnum == 0) return;
+  if (shstrndx >= shnum) fail("e_shstrndx {} is not a section (there are {})", shstrndx, shnum);
+  const ElfSection& strsec = sections_[shstrndx];
+  if (strsec.type != kShtStrtab) fail("section-name table (section {}) is not a string table", shstrndx);
+  Bytes names = contents(strsec);
+  for (uint64_t i = 1; i < shnum; ++i) {
+    Bytes h = table.sub(i * kShdrSize, kShdrSize, "section header");
+    uint32_t name = h.u32(0, "sh_name");
+    if (name != 0) sections_[i].name = names.cstr(name, "section name");
+  }
+}
+
+const ElfSection* ElfFile::find_section(std::string_view name) const {
+  for (const ElfSection& s : sections_)
+    if (s.index != 0 && s.name == name) return &s;
+  return nullptr;
+}
+
+Bytes ElfFile::contents(const ElfSection& s) const {
+  if (s.type == kShtNobits || s.index == 0) return Bytes(bytes_.data(), 0, 0);
+  return bytes_.sub(s.offset, s.size, "section");
+}
+
+std::vector<ElfSymbol> ElfFile::symbols(const ElfSection& symtab) const {
+  if (symtab.entsize != kSymSize)
+    fail("symbol table (section {}) has sh_entsize {} (expected 24)", symtab.index, symtab.entsize);
+  if (symtab.link == 0 || symtab.link >= sections_.size() || sections_[symtab.link].type != kShtStrtab)
+    fail("symbol table (section {}) links to {} which is not a string table", symtab.index, symtab.link);
+  Bytes table = contents(symtab);
+  Bytes strings = contents(sections_[symtab.link]);
+  // SHN_XINDEX symbols take their section index from SHT_SYMTAB_SHNDX.
+  Bytes xindex;
+  for (const ElfSection& s : sections_)
+    if (s.type == kShtSymtabShndx && s.link == symtab.index) xindex = contents(s);
+  uint64_t count = table.size() / kSymSize;
+  std::vector<ElfSymbol> out;
+  out.reserve(count > 0 ? count - 1 : 0);
+  for (uint64_t i = 1; i < count; ++i) {
+    Bytes e = table.sub(i * kSymSize, kSymSize, "symbol");
+    ElfSymbol sym;
+    sym.index = static_cast<uint32_t>(i);
+    uint32_t name = e.u32(0, "st_name");
+    if (name != 0) sym.name = strings.cstr(name, "symbol name");
+    sym.info = e.u8(4, "st_info");
+    sym.other = e.u8(5, "st_other");
+    sym.shndx = e.u16(6, "st_shndx");
+    sym.value = e.u64(8, "st_value");
+    sym.size = e.u64(16, "st_size");
+    if (sym.shndx == kShnXindex && xindex.size() > 0) sym.shndx = xindex.u32(i * 4, "extended section index");
+    out.push_back(sym);
+  }
+  return out;
+}
+
+}  // namespace tvmffi_jit::devcode

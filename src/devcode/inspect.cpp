@@ -1,0 +1,499 @@
+// The inspector: format sniffing, the fatbin container walk, host ELF and
+// TVM FFI module scanning, and the parallel decompress+parse of entries.
+// Entry payloads are decompressed into one reusable buffer per thread,
+// parsed, and only the extracted metadata is kept, so peak memory is about
+// threads x largest entry (plus the pages of the mapped file being read).
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include <lz4.h>
+#include <zstd.h>
+
+#include "devcode/elf.h"
+#include "devcode/parsers.h"
+#include "tvmffi_jit/devcode/parse.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+
+namespace tvmffi_jit::devcode {
+
+const char* to_string(FileFormat f) {
+  switch (f) {
+    case FileFormat::kCubin: return "cubin";
+    case FileFormat::kFatbin: return "fatbin";
+    case FileFormat::kPtx: return "ptx";
+    case FileFormat::kHostElf: return "host-elf";
+    default: return "unknown";
+  }
+}
+const char* to_string(EntryKind k) {
+  switch (k) {
+    case EntryKind::kElf: return "elf";
+    case EntryKind::kPtx: return "ptx";
+    case EntryKind::kLtoIr: return "ltoir";
+    default: return "unknown";
+  }
+}
+const char* to_string(Compression c) {
+  switch (c) {
+    case Compression::kNone: return "none";
+    case Compression::kLz4: return "lz4";
+    case Compression::kZstd: return "zstd";
+    default: return "unknown";
+  }
+}
+
+size_t FileReport::kernel_count() const {
+  size_t n = 0;
+  for (const Entry& e : entries) n += e.kernels.size();
+  for (const EmbeddedCubin& c : embedded_cubins)
+    for (const Entry& e : c.entries) n += e.kernels.size();
+  return n;
+}
+
+namespace {
+
+constexpr uint32_t kFatbinMagic = 0xBA55ED50;
+constexpr uint64_t kEntryHeaderMin = 64;
+constexpr uint64_t kFlagLz4 = 0x2000, kFlagZstd = 0x8000;
+constexpr uint64_t kFlagArchSpecific = 0x100000, kFlagFamily = 0x200000;
+
+struct Job {
+  Entry entry;
+  Bytes stored;  // exactly the bytes to decompress (or the payload itself)
+};
+
+struct Scratch {
+  std::unique_ptr<uint8_t[]> buffer;
+  uint64_t capacity = 0;
+  ZSTD_DCtx* zstd = nullptr;
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  ~Scratch() { ZSTD_freeDCtx(zstd); }
+  uint8_t* reserve(uint64_t n) {
+    if (n > capacity) {
+      buffer.reset();
+      buffer.reset(new uint8_t[n]);  // uninitialised: it is overwritten by the decompressor
+      capacity = n;
+    }
+    return buffer.get();
+  }
+};
+
+// Decompresses `src` into scratch; returns the view of exactly `dsize` bytes.
+Bytes decompress(Compression c, Bytes src, uint64_t dsize, uint64_t limit, Scratch& scratch) {
+  if (dsize == 0) fail("compressed entry declares decompressed size 0");
+  if (dsize > limit) fail("decompressed size {} exceeds the limit of {} bytes", dsize, limit);
+  if (c == Compression::kLz4) {
+    // An LZ4 block expands at most ~255x; anything beyond is a lie, not data.
+    if (dsize > src.size() * 255 + 64)
+      fail("decompressed size {} is impossible for {} bytes of LZ4 data", dsize, src.size());
+    if (src.size() > INT32_MAX || dsize > INT32_MAX) fail("LZ4 entry larger than 2 GiB");
+    uint8_t* dst = scratch.reserve(dsize);
+    int n = LZ4_decompress_safe(reinterpret_cast<const char*>(src.data()), reinterpret_cast<char*>(dst),
+                                static_cast<int>(src.size()), static_cast<int>(dsize));
+    if (n < 0) fail("corrupt LZ4 data ({} compressed bytes)", src.size());
+    if (uint64_t(n) != dsize) fail("LZ4 data decompressed to {} bytes, header says {}", n, dsize);
+    return Bytes(dst, dsize);
+  }
+  if (c == Compression::kZstd) {
+    unsigned long long content = ZSTD_getFrameContentSize(src.data(), src.size());
+    if (content == ZSTD_CONTENTSIZE_ERROR) fail("payload is not a zstd frame");
+    if (content != ZSTD_CONTENTSIZE_UNKNOWN && content != dsize)
+      fail("zstd frame holds {} bytes, header says {}", content, dsize);
+    if (!scratch.zstd) scratch.zstd = ZSTD_createDCtx();
+    if (!scratch.zstd) fail("cannot create a zstd decompression context");
+    uint8_t* dst = scratch.reserve(dsize);
+    size_t n = ZSTD_decompressDCtx(scratch.zstd, dst, dsize, src.data(), src.size());
+    if (ZSTD_isError(n)) fail("corrupt zstd data: {}", ZSTD_getErrorName(n));
+    if (n != dsize) fail("zstd data decompressed to {} bytes, header says {}", n, dsize);
+    return Bytes(dst, dsize);
+  }
+  fail("unknown compression");
+}
+
+void process(Job& job, const InspectOptions& options, Scratch& scratch) {
+  Entry& e = job.entry;
+  try {
+    if (e.kind == EntryKind::kPtx && !options.parse_ptx) return;
+    if (e.kind != EntryKind::kElf && e.kind != EntryKind::kPtx && e.kind != EntryKind::kLtoIr) return;
+    Bytes payload = job.stored;
+    if (e.compression == Compression::kUnknown) fail("both LZ4 and zstd flags set (flags 0x{:x})", e.flags);
+    if (e.compression != Compression::kNone)
+      payload = decompress(e.compression, job.stored, e.decompressed_size, options.max_entry_bytes, scratch);
+    if (e.kind == EntryKind::kElf) parse_cubin(payload, options, e);
+    else if (e.kind == EntryKind::kPtx) parse_ptx(payload.text(), options, e);
+    // LTO-IR is NVVM bitcode: opaque here, decompression was the check.
+  } catch (const FormatError& err) {
+    e.error = err.what();
+  } catch (const std::bad_alloc&) {
+    e.error = fmt::format("out of memory decompressing {} bytes", e.decompressed_size);
+  }
+}
+
+void run_jobs(std::vector<Job>& jobs, const InspectOptions& options) {
+  size_t n = std::min<size_t>(std::max(1u, options.threads), jobs.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    Scratch scratch;
+    for (size_t i; (i = next.fetch_add(1)) < jobs.size();) process(jobs[i], options, scratch);
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < n; ++t) threads.emplace_back(worker);
+  worker();
+  for (std::thread& t : threads) t.join();
+}
+
+std::string arch_name(EntryKind kind, uint32_t arch, uint64_t flags) {
+  const char* prefix = kind == EntryKind::kPtx ? "compute_" : kind == EntryKind::kLtoIr ? "lto_" : "sm_";
+  std::string s = prefix + std::to_string(arch);
+  if (flags & kFlagArchSpecific) s += 'a';
+  else if (flags & kFlagFamily) s += 'f';
+  return s;
+}
+
+std::string printable(Bytes b) {
+  std::string s(b.text());
+  while (!s.empty() && (s.back() == '\0' || s.back() == ' ')) s.pop_back();
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  return s;
+}
+
+// Walks back-to-back fatbin containers in `region` (zero padding allowed
+// between them), appending one job per entry. Throws FormatError for a broken
+// structure; the jobs found before the break are kept.
+struct FatbinWalk {
+  std::vector<Job>& jobs;
+  std::vector<DeviceImage>* images;
+  uint32_t next_container = 0;
+  uint32_t next_entry = 0;
+
+  void walk(Bytes region, const std::string& source) {
+    uint64_t p = 0;
+    while (p < region.size()) {
+      if (region.data()[p] == 0) { ++p; continue; }  // padding between containers
+      uint64_t cstart = region.base() + p;
+      if (region.size() - p < 16)
+        fail("container at 0x{:x}: header truncated ({} bytes before the end at 0x{:x})", cstart,
+             region.size() - p, region.base() + region.size());
+      uint32_t magic = region.u32(p, "container magic");
+      if (magic != kFatbinMagic)
+        fail("container at 0x{:x}: bad magic 0x{:08x} (expected 0xba55ed50)", cstart, magic);
+      uint64_t hs = region.u16(p + 6, "container header size");
+      uint64_t fat = region.u64(p + 8, "container size");
+      if (hs < 16 || hs > region.size() - p)
+        fail("container at 0x{:x}: header size {} is invalid", cstart, hs);
+      if (fat > region.size() - p - hs)
+        fail("container at 0x{:x}: size 0x{:x} exceeds the enclosing range end at 0x{:x}", cstart, fat,
+             region.base() + region.size());
+      Bytes container = region.sub(p + hs, fat, "container");
+      uint32_t number = next_container++;
+      if (images) images->push_back(DeviceImage{source, FileFormat::kFatbin, cstart, hs + fat});
+      walk_entries(container, number);
+      p += hs + fat;
+    }
+  }
+
+  void walk_entries(Bytes c, uint32_t container) {
+    uint64_t q = 0;
+    uint64_t cend = c.base() + c.size();
+    while (q < c.size()) {
+      uint32_t index = next_entry++;
+      uint64_t at = c.base() + q;
+      uint64_t left = c.size() - q;
+      if (left < kEntryHeaderMin)
+        fail("entry {}: header at 0x{:x} truncated by container end at 0x{:x}", index, at, cend);
+      Bytes h = c.sub(q, left, "entry");
+      uint16_t kind = h.u16(0, "entry kind");
+      uint64_t header_size = h.u32(4, "entry header size");
+      uint64_t size = h.u64(8, "entry size");
+      uint64_t csize = h.u32(16, "entry compressed size");
+      uint32_t options_offset = h.u32(20, "entry options offset");
+      uint16_t minor = h.u16(24, "entry minor"), major = h.u16(26, "entry major");
+      uint32_t arch = h.u32(28, "entry arch");
+      uint32_t id_offset = h.u32(32, "entry identifier offset"), id_len = h.u32(36, "entry identifier size");
+      uint64_t flags = h.u64(40, "entry flags");
+      uint64_t dsize = h.u64(56, "entry decompressed size");
+      if (header_size < kEntryHeaderMin)
+        fail("entry {}: header size {} at 0x{:x} is smaller than 64", index, header_size, at);
+      if (header_size > left)
+        fail("entry {}: header size {} exceeds container end at 0x{:x}", index, header_size, cend);
+      if (size > left - header_size)
+        fail("entry {}: payload size {} exceeds container end at 0x{:x}", index, size, cend);
+      Job job;
+      Entry& e = job.entry;
+      e.index = index;
+      e.container = container;
+      e.kind = kind == 1 ? EntryKind::kPtx : kind == 2 ? EntryKind::kElf : kind == 8 ? EntryKind::kLtoIr
+                                                                                  : EntryKind::kUnknown;
+      e.arch = arch_name(e.kind, arch, flags);
+      if (e.kind == EntryKind::kPtx) e.ptx_version = std::to_string(major) + "." + std::to_string(minor);
+      else e.code_version = std::to_string(major) + "." + std::to_string(minor);
+      e.flags = flags;
+      e.header_offset = at;
+      e.payload_offset = at + header_size;
+      bool lz4 = flags & kFlagLz4, zstd = flags & kFlagZstd;
+      if (csize != 0 && (lz4 || zstd)) {
+        e.compression = lz4 && zstd ? Compression::kUnknown : lz4 ? Compression::kLz4 : Compression::kZstd;
+        if (csize > left - header_size)
+          fail("entry {}: compressed size {} exceeds container end at 0x{:x}", index, csize, cend);
+        if (csize > size)
+          fail("entry {}: compressed size {} exceeds its stored size {}", index, csize, size);
+        e.size = csize;
+        e.decompressed_size = dsize;
+      } else {
+        e.size = size;
+        e.decompressed_size = size;
+      }
+      job.stored = h.sub(header_size, e.size, "entry payload");
+      if (options_offset != 0) {
+        uint32_t off = h.u32(options_offset, "entry options"), len = h.u32(uint64_t(options_offset) + 4, "entry options");
+        Bytes opts = h.sub(off, len, "entry options");
+        if (e.kind == EntryKind::kPtx || e.kind == EntryKind::kLtoIr) e.options = printable(opts);
+      }
+      if (id_offset != 0 && id_len != 0) e.identifier = printable(h.sub(id_offset, id_len, "entry identifier"));
+      jobs.push_back(std::move(job));
+      q += header_size + size;
+    }
+  }
+};
+
+bool looks_like_ptx(const uint8_t* data, size_t size) {
+  size_t limit = std::min<size_t>(size, 1 << 20);
+  size_t p = 0;
+  auto at = [&](size_t i) { return reinterpret_cast<const char*>(data)[i]; };
+  while (p < limit) {
+    char c = at(p);
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') ++p;
+    else if (c == '/' && p + 1 < limit && at(p + 1) == '/') {
+      while (p < limit && at(p) != '\n') ++p;
+    } else if (c == '/' && p + 1 < limit && at(p + 1) == '*') {
+      p += 2;
+      while (p + 1 < limit && !(at(p) == '*' && at(p + 1) == '/')) ++p;
+      p += 2;
+    } else break;
+  }
+  static const char kVersion[] = ".version";
+  return p + 9 <= size && std::memcmp(data + p, kVersion, 8) == 0 &&
+         (at(p + 8) == ' ' || at(p + 8) == '\t');
+}
+
+// Inspects one device-code blob (cubin, fatbin or PTX) into `entries`.
+// Returns the first error ("" when valid).
+std::string inspect_blob(Bytes b, FileFormat format, const std::string& source, const InspectOptions& options,
+                         std::vector<Entry>& entries, std::vector<DeviceImage>* images) {
+  std::vector<Job> jobs;
+  std::string error;
+  if (format == FileFormat::kFatbin) {
+    FatbinWalk walk{jobs, images};
+    try {
+      walk.walk(b, source);
+    } catch (const FormatError& e) {
+      error = e.what();
+    }
+  } else {
+    Job job;
+    job.entry.kind = format == FileFormat::kCubin ? EntryKind::kElf : EntryKind::kPtx;
+    job.entry.header_offset = job.entry.payload_offset = b.base();
+    job.entry.size = job.entry.decompressed_size = b.size();
+    job.stored = b;
+    jobs.push_back(std::move(job));
+  }
+  run_jobs(jobs, options);
+  entries.reserve(entries.size() + jobs.size());
+  for (Job& j : jobs) {
+    if (!j.entry.error.empty() && error.empty())
+      error = format == FileFormat::kFatbin ? fmt::format("entry {}: {}", j.entry.index, j.entry.error)
+                                            : j.entry.error;
+    entries.push_back(std::move(j.entry));
+  }
+  return error;
+}
+
+constexpr std::string_view kTvmPrefix = "__tvm_ffi_";
+constexpr std::string_view kCubinPrefix = "__tvm_ffi__cubin_";
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+void scan_tvm_functions(const ElfFile& elf, FileReport& r) {
+  const ElfSection* table = nullptr;
+  for (const ElfSection& s : elf.sections())
+    if (s.type == kShtDynsym) table = &s;
+  bool dynamic = table != nullptr;
+  if (!table)  // relocatable objects: exports are the global symbols of .symtab
+    for (const ElfSection& s : elf.sections())
+      if (s.type == kShtSymtab) table = &s;
+  if (!table) return;
+  std::vector<std::string> names;
+  std::set<std::string> docs, metadata;
+  for (const ElfSymbol& sym : elf.symbols(*table)) {
+    if (sym.shndx == 0 || !starts_with(sym.name, kTvmPrefix)) continue;
+    if (sym.bind() != 1 && sym.bind() != 2) continue;  // GLOBAL or WEAK
+    if (!dynamic && sym.bind() == 0) continue;
+    if (sym.name == "__tvm_ffi__library_ctx" || sym.name == "__tvm_ffi__library_bin") {
+      r.tvm_ffi_module = true;
+      continue;
+    }
+    if (sym.type() != 2) continue;  // STT_FUNC
+    std::string_view rest = sym.name.substr(kTvmPrefix.size());
+    if (starts_with(rest, "_metadata_")) metadata.insert(std::string(rest.substr(10)));
+    else if (starts_with(rest, "_doc_")) docs.insert(std::string(rest.substr(5)));
+    else if (starts_with(rest, "_library_") || starts_with(rest, "_cubin_")) continue;
+    else names.emplace_back(rest);
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  for (const std::string& n : names)
+    r.functions.push_back(TvmFunction{n, std::string(kTvmPrefix) + n, docs.count(n) > 0, metadata.count(n) > 0});
+  if (!r.functions.empty()) r.tvm_ffi_module = true;
+}
+
+void scan_embedded_cubins(const ElfFile& elf, FileReport& r, const InspectOptions& options) {
+  for (const ElfSection& table : elf.sections()) {
+    if (table.type != kShtSymtab && table.type != kShtDynsym) continue;
+    std::vector<ElfSymbol> syms = elf.symbols(table);
+    std::unordered_map<std::string_view, const ElfSymbol*> by_name;
+    for (const ElfSymbol& s : syms)
+      if (starts_with(s.name, kCubinPrefix) && s.shndx != 0) by_name.emplace(s.name, &s);
+    std::vector<std::pair<std::string_view, const ElfSymbol*>> starts(by_name.begin(), by_name.end());
+    std::sort(starts.begin(), starts.end());
+    for (auto& [name, start] : starts) {
+      auto end_it = by_name.find(std::string(name) + "_end");
+      if (end_it == by_name.end()) continue;  // this is an _end symbol (or a lone start)
+      bool seen = false;
+      for (const EmbeddedCubin& c : r.embedded_cubins) seen = seen || c.symbol == name;
+      if (seen) continue;  // listed from .symtab already
+      EmbeddedCubin c;
+      c.symbol = std::string(name);
+      c.name = std::string(name.substr(kCubinPrefix.size()));
+      const ElfSymbol* end = end_it->second;
+      try {
+        if (start->shndx >= elf.sections().size() || end->shndx != start->shndx)
+          fail("symbols {} and {}_end are not in the same section", name, name);
+        const ElfSection& s = elf.sections()[start->shndx];
+        if (s.type == kShtNobits) fail("{} is in a section without file data", name);
+        uint64_t base = elf.type() == 1 ? 0 : s.addr;  // ET_REL values are section offsets
+        if (start->value < base || end->value < start->value || end->value - base > s.size)
+          fail("{} .. {}_end (0x{:x}..0x{:x}) is outside section {} (0x{:x}, size 0x{:x})", name, name,
+               start->value, end->value, s.name, s.addr, s.size);
+        c.offset = s.offset + (start->value - base);
+        c.size = end->value - start->value;
+        Bytes blob = elf.bytes().sub(c.offset, c.size, "embedded cubin");
+        c.format = detect_format(blob.data(), blob.size());
+        if (c.format != FileFormat::kCubin && c.format != FileFormat::kFatbin && c.format != FileFormat::kPtx)
+          fail("{} holds {} bytes that are not a cubin, fatbin or PTX", name, c.size);
+        r.images.push_back(DeviceImage{c.symbol, c.format, c.offset, c.size});
+        c.error = inspect_blob(blob, c.format, c.symbol, options, c.entries, nullptr);
+      } catch (const FormatError& e) {
+        c.error = e.what();
+      }
+      if (!c.error.empty() && r.error.empty()) r.error = "embedded cubin " + c.name + ": " + c.error;
+      r.embedded_cubins.push_back(std::move(c));
+    }
+  }
+}
+
+void inspect_host_elf(Bytes b, FileReport& r, const InspectOptions& options) {
+  ElfFile elf(b);
+  // Both the executable (.nv_fatbin) and the relocatable (__nv_relfatbin)
+  // sections are listed; an entry's container number says which image it is in.
+  std::vector<std::pair<Bytes, std::string>> regions;
+  for (const ElfSection& s : elf.sections())
+    if ((s.name == ".nv_fatbin" || s.name == "__nv_relfatbin") && s.type != kShtNobits)
+      regions.emplace_back(elf.contents(s), std::string(s.name));
+  std::vector<Job> jobs;
+  FatbinWalk walk{jobs, &r.images};
+  for (auto& [region, name] : regions) {
+    try {
+      walk.walk(region, name);
+    } catch (const FormatError& e) {
+      if (r.error.empty()) r.error = name + ": " + e.what();
+    }
+  }
+  run_jobs(jobs, options);
+  for (Job& j : jobs) {
+    if (!j.entry.error.empty() && r.error.empty()) r.error = fmt::format("entry {}: {}", j.entry.index, j.entry.error);
+    r.entries.push_back(std::move(j.entry));
+  }
+  scan_tvm_functions(elf, r);
+  scan_embedded_cubins(elf, r, options);
+}
+
+}  // namespace
+
+FileFormat detect_format(const uint8_t* data, size_t size) {
+  if (is_elf(data, size)) return elf_machine(data, size) == kEmCuda ? FileFormat::kCubin : FileFormat::kHostElf;
+  if (size >= 4) {
+    uint32_t magic;
+    std::memcpy(&magic, data, 4);
+    if (magic == kFatbinMagic) return FileFormat::kFatbin;
+  }
+  if (looks_like_ptx(data, size)) return FileFormat::kPtx;
+  return FileFormat::kUnknown;
+}
+
+FileReport inspect_bytes(const uint8_t* data, size_t size, const std::string& name, const InspectOptions& options) {
+  FileReport r;
+  r.path = name;
+  r.file_size = size;
+  r.format = detect_format(data, size);
+  Bytes b(data, size);
+  try {
+    switch (r.format) {
+      case FileFormat::kCubin:
+      case FileFormat::kFatbin:
+      case FileFormat::kPtx:
+        r.error = inspect_blob(b, r.format, "", options, r.entries, nullptr);
+        break;
+      case FileFormat::kHostElf:
+        inspect_host_elf(b, r, options);
+        break;
+      default:
+        if (size == 0) r.error = "empty file";
+        else if (size >= 8 && std::memcmp(data, "!<arch>\n", 8) == 0)
+          r.error = "ar archives are not supported: extract the members (ar x) and inspect them";
+        else
+          r.error = "unrecognized content: not a cubin, fatbin, PTX or ELF file";
+    }
+  } catch (const FormatError& e) {
+    if (r.error.empty()) r.error = e.what();
+  } catch (const std::bad_alloc&) {
+    r.error = "out of memory";
+  }
+  return r;
+}
+
+FileReport inspect_file(const std::string& path, const InspectOptions& options) {
+  std::unique_ptr<util::MappedFile> file;
+  try {
+    file = std::make_unique<util::MappedFile>(path);
+  } catch (const Error& e) {
+    FileReport r;
+    r.path = path;
+    r.error = e.what();
+    if (r.error.rfind("cannot open", 0) != 0) r.error = "cannot open " + path + ": " + r.error;
+    return r;
+  }
+  return inspect_bytes(file->data(), file->size(), path, options);
+}
+
+std::vector<uint8_t> entry_payload(const uint8_t* file, size_t file_size, const Entry& entry,
+                                   uint64_t max_entry_bytes) {
+  try {
+    Bytes stored = Bytes(file, file_size).sub(entry.payload_offset, entry.size, "entry payload");
+    if (entry.compression == Compression::kNone) return std::vector<uint8_t>(stored.data(), stored.data() + stored.size());
+    Scratch scratch;
+    Bytes out = decompress(entry.compression, stored, entry.decompressed_size, max_entry_bytes, scratch);
+    return std::vector<uint8_t>(out.data(), out.data() + out.size());
+  } catch (const FormatError& e) {
+    throw invalid_error(fmt::format("entry {}: {}", entry.index, e.what()));
+  }
+}
+
+}  // namespace tvmffi_jit::devcode
