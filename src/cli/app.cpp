@@ -14,6 +14,7 @@ namespace {
 
 // The subcommand table: one row per src/cli/cmd_<name>.cpp.
 const std::vector<RegisterCommand> kCommands = {
+    register_inspect_command,
 };
 
 const char* kExitCodeHelp =
