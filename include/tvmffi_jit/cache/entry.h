@@ -1,0 +1,65 @@
+// Cache entries: one directory holding the artifact file(s) and entry.json.
+//
+// entry.json (format_version = kCacheFormatVersion):
+//   {
+//     "format_version": 1,
+//     "kind": "module" | "object",
+//     "name": "<module name>",                 // objects: the source file name
+//     "key": "<64 hex>",                       // the full key; the directory has 16
+//     "tool_version": "0.1.0",
+//     "created": <unix seconds>,
+//     "artifacts": [{"file": "<name>", "size": <bytes>, "sha256": "<hex>"}],
+//     "headers": [{"path": "/abs/h.h", "size": <bytes>, "sha256": "<hex>"}],
+//     "inputs": { ... summary for `cache show`, never used for decisions ... },
+//     "compiler_output": "<warnings and notes the compilers printed>"
+//   }
+// An entry directory appears only by the rename of a complete staging
+// directory, so entry.json and every artifact it names exist together; a
+// reader still checks each artifact's size (cheap) and `cache verify` its
+// SHA-256. An unknown format_version, a malformed file or a missing field
+// is a miss, never an error.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tvmffi_jit::cache {
+
+inline constexpr const char* kEntryFileName = "entry.json";
+
+struct ArtifactRecord {
+  std::string file;  // a plain file name inside the entry directory
+  uint64_t size = 0;
+  std::string sha256;
+};
+
+struct HeaderRecord {
+  std::string path;  // absolute, as the compiler's depfile named it
+  uint64_t size = 0;
+  std::string sha256;
+};
+
+struct EntryRecord {
+  int format_version = 0;
+  std::string kind;  // "module" | "object"
+  std::string name;
+  std::string key;
+  std::string tool_version;
+  int64_t created = 0;
+  std::vector<ArtifactRecord> artifacts;
+  std::vector<HeaderRecord> headers;
+  nlohmann::json inputs = nlohmann::json::object();
+  std::string compiler_output;
+};
+
+nlohmann::json entry_to_json(const EntryRecord& e);
+// nullopt (with `why`) for anything not a well-formed entry of our format.
+std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string* why);
+// Reads <dir>/entry.json; nullopt (with `why`) when missing or malformed.
+std::optional<EntryRecord> read_entry(const std::string& dir, std::string* why);
+
+}  // namespace tvmffi_jit::cache

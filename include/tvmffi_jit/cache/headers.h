@@ -1,0 +1,38 @@
+// The headers a compile read, recorded after a build and re-checked on every
+// lookup (ccache's "direct mode" without its mtime shortcut): each recorded
+// header is re-hashed, and a missing or changed one makes the entry a miss.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tvmffi_jit/cache/entry.h"
+
+namespace tvmffi_jit::cache {
+
+// The prerequisites of a Make-style depfile as gcc/clang (-MD -MF) and nvcc
+// (-MD -MF / --generate-dependencies-with-compile --dependency-output) write
+// it: every target's dependency list, with backslash-newline continuations,
+// `\ ` escaped spaces and `$$` unescaped, in order, without duplicates.
+std::vector<std::string> parse_depfile(std::string_view text);
+
+// Hashes the given files (absolute paths, relative ones resolved against
+// `base_dir`), skipping any under one of `exclude_dirs` (the build's own
+// generated files, whose content is already in the key) and any equal to one
+// of `exclude_files` (the translation unit itself). Throws Error(kIo) if a
+// header cannot be read: a depfile naming a file that is gone means the
+// build raced with an edit, and recording it would be wrong.
+std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, const std::string& base_dir,
+                                       const std::vector<std::string>& exclude_dirs,
+                                       const std::vector<std::string>& exclude_files);
+
+// Re-hashes recorded headers; nullopt when all match, else the first
+// mismatch ("/abs/h.h changed", "/abs/h.h is gone").
+std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers);
+
+// Merges header lists, keeping the first record of each path.
+void merge_headers(std::vector<HeaderRecord>& into, const std::vector<HeaderRecord>& more);
+
+}  // namespace tvmffi_jit::cache

@@ -1,0 +1,98 @@
+// Cache keys: SHA-256 over delimiter-tagged fields (util::KeyHasher).
+//
+// A module key covers everything that decides the bytes of the artifact and
+// can be known before compiling; the headers the compilers read are only known
+// afterwards and are checked on lookup against the entry's recorded list
+// (cache/headers.h). Nothing here reads a file's mtime: sources enter by
+// content, compilers by their version output (cache/compiler_identity.h).
+//
+// Include resolution depends on where a source lives (`#include "h.h"` is
+// searched first in the including file's directory), so a file source enters
+// with its absolute directory, and include paths enter absolute. Two copies
+// of one project in two folders therefore get two keys; see docs/cache.md.
+//
+// Version history (kCacheFormatVersion covers this field layout and the
+// entry.json grammar in cache/entry.h; bump it on any change to either):
+//   1: initial layout.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tvmffi_jit::cache {
+
+inline constexpr int kCacheFormatVersion = 1;
+
+struct SourceInput {
+  std::string name;       // file name for file sources, "<inline cpp>" style label for inline pieces
+  std::string directory;  // absolute directory of a file source; empty for inline text
+  std::string content;
+};
+
+struct CompilerInput {
+  std::string role;      // "cxx", "cc", "nvcc", "host-cxx", "linker"...
+  std::string path;      // absolute path as invoked
+  std::string resolved;  // symlinks resolved
+  std::string identity;  // `--version` output, or "sha256:<content hash>" when that failed
+};
+
+struct FlagGroup {
+  std::string step;  // what these flags are for: "cxx", "cuda", "link", "compile a.cc"...
+  std::vector<std::string> flags;
+};
+
+struct ModuleKeyInputs {
+  std::string tool_version;  // defaults to TVMFFI_JIT_VERSION when empty
+  std::string emit_kind;     // "module", "object", "cubin", "fatbin", "ptx"
+  std::string name;
+  std::vector<SourceInput> sources;
+  std::vector<std::pair<std::string, std::string>> functions;  // name, docstring
+  std::vector<FlagGroup> flags;
+  std::vector<std::string> include_paths;
+  std::vector<std::string> archs;
+  std::vector<CompilerInput> compilers;
+  std::string tvm_ffi_version;
+  std::string tvm_ffi_include_dir;
+  // Relevant environment, name -> value; an unset variable is passed with
+  // `set` false so "unset" and "set to empty" differ.
+  struct EnvVar {
+    std::string name;
+    std::string value;
+    bool set = false;
+  };
+  std::vector<EnvVar> environment;
+  // Anything else the planner knows that changes the output (device
+  // compiler, kernel names, embedded binaries' content hashes...), as
+  // tag/value pairs in a fixed order.
+  std::vector<std::pair<std::string, std::string>> extra;
+};
+
+// One translation unit's object: keyed on its own inputs only, so changing
+// one of N sources recompiles one TU.
+struct ObjectKeyInputs {
+  std::string tool_version;
+  std::string language;  // "c++", "cuda", "c"
+  CompilerInput compiler;
+  std::vector<std::string> flags;  // the full compile argv minus the program, input and output paths
+  SourceInput source;
+  std::vector<std::string> include_paths;
+  std::vector<ModuleKeyInputs::EnvVar> environment;
+  std::vector<std::pair<std::string, std::string>> extra;
+};
+
+struct Key {
+  std::string hex;    // 64 hex chars
+  std::string trace;  // readable copy of every hashed field (when asked for)
+  std::string short_hex() const { return hex.substr(0, 16); }
+};
+
+Key compute_module_key(const ModuleKeyInputs& in, bool keep_trace = false);
+Key compute_object_key(const ObjectKeyInputs& in, bool keep_trace = false);
+
+// The environment variables that change what a build does (CXX, CC,
+// CUDA_HOME), read from the process environment.
+std::vector<ModuleKeyInputs::EnvVar> relevant_environment();
+const std::vector<std::string>& relevant_environment_names();
+
+}  // namespace tvmffi_jit::cache

@@ -1,0 +1,66 @@
+// Listing, verifying and evicting cache entries (`tvmffi-jit cache ...`).
+//
+// Everything here works on lstat() results and renames entries out of the
+// way before deleting them: symlinks inside the root are never followed,
+// and a concurrent reader sees an entry whole or not at all.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tvmffi_jit/cache/entry.h"
+#include "tvmffi_jit/cache/store.h"
+
+namespace tvmffi_jit::cache {
+
+struct EntryInfo {
+  std::string dir;       // absolute
+  std::string dir_name;  // "<name>_<key16>" or, for objects, the full key
+  bool is_object = false;
+  bool is_symlink = false;
+  std::optional<EntryRecord> entry;  // nullopt when entry.json is missing or malformed
+  std::string problem;               // why `entry` is nullopt
+  uint64_t bytes = 0;                // sum of the regular files in the directory
+  int64_t last_used = 0;             // unix seconds (directory mtime: set on publish and on every hit)
+};
+
+// Module entries first (sorted by name), then objects when asked for.
+std::vector<EntryInfo> list_entries(const std::string& root, bool include_objects);
+
+// Entries whose directory name, module name or key (prefix of >= 4 hex digits) matches.
+std::vector<EntryInfo> find_entries(const std::string& root, const std::string& name_or_key);
+
+struct VerifyProblem {
+  std::string dir;
+  std::string problem;
+  bool removed = false;
+};
+
+struct VerifyReport {
+  size_t checked = 0;
+  std::vector<VerifyProblem> problems;
+};
+
+// Re-hashes every artifact of every entry (modules and objects) against
+// entry.json; with `remove`, bad entries are removed.
+VerifyReport verify_cache(const Store& store, bool remove);
+
+struct CleanReport {
+  size_t entries_removed = 0;
+  uint64_t bytes_removed = 0;
+  size_t temporaries_removed = 0;  // abandoned staging dirs and trash
+  uint64_t bytes_kept = 0;
+};
+
+// Removes entries last used more than `older_than_seconds` ago (all entries
+// when nullopt), the compiler memo with them when removing everything, and
+// abandoned staging directories (their process is gone, or they are older
+// than a day, or than `older_than_seconds`).
+CleanReport clean_cache(const Store& store, std::optional<int64_t> older_than_seconds);
+
+// Removes least recently used entries until the entries total at most `max_bytes`.
+CleanReport gc_cache(const Store& store, uint64_t max_bytes);
+
+}  // namespace tvmffi_jit::cache

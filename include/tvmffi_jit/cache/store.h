@@ -1,0 +1,102 @@
+// The content-addressed store: lookup, per-key lock, staging, publish.
+//
+// Publishing protocol (correct without any lock, e.g. on NFS):
+//   1. build into a private staging dir <root>/tmp/stage.<host>.<pid>.<rand>/
+//   2. move the artifacts into <staging>/entry/, write entry.json there
+//   3. rename(<staging>/entry, <root>/<name>_<key16>) — one atomic step
+//   4. if the target already exists and is a valid entry for this key,
+//      another process won: discard ours and use theirs. If it exists but
+//      is broken or stale (artifact missing/wrong size, headers changed), it
+//      is first renamed into tmp/ (atomic disappearance), then removed, and
+//      the publish retried.
+// The per-key flock only keeps concurrent identical builds from all running
+// the compiler; waiting is bounded and names the holder's pid.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tvmffi_jit/cache/entry.h"
+#include "tvmffi_jit/cache/root.h"
+#include "tvmffi_jit/cache/stats.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/lock.h"
+
+namespace tvmffi_jit::cache {
+
+struct LookupResult {
+  bool hit = false;
+  std::string entry_dir;
+  std::optional<EntryRecord> entry;  // when hit (and when a readable entry was found but rejected)
+  std::string miss_reason;           // "absent", "artifact x.so has 12 bytes, entry.json says 99", ...
+  bool corrupt = false;              // an entry existed but was unusable (not just absent or stale headers)
+  std::string artifact_path(size_t i = 0) const;
+};
+
+// A private build directory under <root>/tmp, removed on destruction unless
+// published or kept.
+class Staging {
+ public:
+  Staging(Staging&&) noexcept = default;
+  Staging& operator=(Staging&&) noexcept = default;
+  const std::string& path() const { return dir_.path(); }
+  std::string build_dir() const;  // <staging>/build: give this to the executor
+  std::string entry_dir() const;  // <staging>/entry: what gets renamed
+  void keep() { dir_.keep(); }
+
+ private:
+  friend class Store;
+  explicit Staging(util::TempDir dir) : dir_(std::move(dir)) {}
+  util::TempDir dir_;
+};
+
+struct PublishResult {
+  std::string entry_dir;  // the published entry (ours or the winner's)
+  EntryRecord entry;
+  bool ours = false;      // false: another process published a valid entry first
+};
+
+class Store {
+ public:
+  explicit Store(CacheRoot root);
+  const std::string& root() const { return root_.path; }
+  bool writable() const { return root_.writable; }
+  const std::string& unwritable_why() const { return root_.unwritable_why; }
+
+  std::string module_entry_dir(const std::string& name, const std::string& key_hex) const;
+  std::string object_entry_dir(const std::string& key_hex) const;
+  std::string compilers_dir() const;
+  std::string tmp_dir() const;
+  std::string locks_dir() const;
+
+  // Reads entry.json, checks the full key, every artifact's size and the
+  // recorded headers. On a hit, marks the entry used (its directory mtime,
+  // for gc ordering only).
+  LookupResult lookup(const std::string& entry_dir, const std::string& key_hex) const;
+
+  // Per-entry lock; see util/lock.h. `what` goes into the holder line.
+  util::FileLock lock(const std::string& entry_dir, const std::string& what, double timeout_seconds) const;
+
+  // A fresh staging dir. Throws Error(kIo) if it cannot be created.
+  Staging stage() const;
+
+  // Moves `files` ((source path, file name in the entry)) into the staging
+  // entry dir, fills in artifact sizes and hashes and the format fields of
+  // `record`, writes entry.json and renames into `entry_dir`. Throws
+  // Error(kIo) if publishing fails (the caller then keeps the staging dir).
+  PublishResult publish(Staging& staging, const std::string& entry_dir, EntryRecord record,
+                        const std::vector<std::pair<std::string, std::string>>& files) const;
+
+  // Makes an entry disappear atomically (rename into tmp/), then deletes it.
+  // Never follows symlinks. Returns false if there was nothing to remove.
+  bool remove_entry(const std::string& entry_dir) const;
+
+  void count(const StatsCounters& delta) const;
+
+ private:
+  CacheRoot root_;
+};
+
+}  // namespace tvmffi_jit::cache

@@ -1,0 +1,76 @@
+#include "tvmffi_jit/cache/compiler_identity.h"
+
+#include <nlohmann/json.hpp>
+
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/process.h"
+
+namespace tvmffi_jit::cache {
+
+namespace {
+
+constexpr int kMemoVersion = 1;
+
+nlohmann::json stamp_json(const util::FileStamp& s) {
+  return {{"size", s.size}, {"mtime_ns", s.mtime_ns}, {"inode", s.inode}, {"device", s.device}};
+}
+
+std::string memo_path(const std::string& dir, const std::string& invoked) {
+  return util::join_path(dir, util::sha256_hex(invoked).substr(0, 32) + ".json");
+}
+
+std::string query_identity(const std::string& invoked, const std::string& resolved, double timeout) {
+  util::ProcessOptions po;
+  po.merge_stderr = true;
+  po.timeout_seconds = timeout;
+  // LC_ALL=C: a localised --version text would give one compiler two keys.
+  po.env = {{"LC_ALL", "C"}};
+  util::ProcessResult r = util::run_process({invoked, "--version"}, po);
+  if (r.ok() && !r.out.empty()) return r.out;
+  spdlog::debug("'{} --version' failed ({}); identifying it by content", invoked, r.status_text());
+  return "sha256:" + util::sha256_file_hex(resolved);
+}
+
+}  // namespace
+
+CompilerInput identify_compiler(const std::string& role, const std::string& program, const IdentifyOptions& options) {
+  auto found = util::find_program(program);
+  if (!found) throw missing_tool_error("cannot find the compiler '" + program + "' (looked on PATH)");
+  CompilerInput c;
+  c.role = role;
+  c.path = util::absolute_path(*found);
+  c.resolved = util::canonical_path(c.path);
+  auto stamp = util::file_stamp(c.resolved);
+  if (!stamp) throw missing_tool_error("cannot stat the compiler " + c.resolved);
+
+  std::string memo;
+  if (!options.memo_dir.empty()) {
+    memo = memo_path(options.memo_dir, c.path);
+    if (auto text = util::try_read_file(memo)) {
+      auto j = nlohmann::json::parse(*text, nullptr, false);
+      if (j.is_object() && j.value("version", 0) == kMemoVersion && j.value("path", "") == c.path &&
+          j.value("resolved", "") == c.resolved && j.value("stamp", nlohmann::json()) == stamp_json(*stamp) &&
+          j.contains("identity") && j["identity"].is_string()) {
+        c.identity = j["identity"].get<std::string>();
+        return c;
+      }
+    }
+  }
+  c.identity = query_identity(c.path, c.resolved, options.timeout_seconds);
+  if (!memo.empty() && options.memo_writable) {
+    nlohmann::json j = {{"version", kMemoVersion}, {"path", c.path},         {"resolved", c.resolved},
+                        {"stamp", stamp_json(*stamp)}, {"identity", c.identity}};
+    try {
+      util::make_directories(options.memo_dir, 0700);
+      util::write_file_atomic(memo, j.dump(2) + "\n", 0600);
+    } catch (const Error& e) {
+      spdlog::debug("cannot memoise the identity of {}: {}", c.path, e.what());
+    }
+  }
+  return c;
+}
+
+}  // namespace tvmffi_jit::cache

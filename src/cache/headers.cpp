@@ -1,0 +1,147 @@
+#include "tvmffi_jit/cache/headers.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <unordered_set>
+
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::cache {
+
+namespace {
+
+bool is_under(const std::string& path, const std::string& dir) {
+  if (dir.empty()) return false;
+  std::string d = dir.back() == '/' ? dir : dir + "/";
+  return util::starts_with(path, d);
+}
+
+// Hashes one file through a single open (size from the same fstat), so the
+// size and the hash describe the same file even if it is replaced meanwhile.
+bool hash_one(const std::string& path, uint64_t* size, std::string* hex) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return false;
+  }
+  util::Sha256 sha;
+  char buf[1 << 16];
+  uint64_t total = 0;
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      return false;
+    }
+    if (n == 0) break;
+    sha.update(buf, static_cast<size_t>(n));
+    total += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  *size = total;
+  *hex = sha.hex_digest();
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> parse_depfile(std::string_view text) {
+  std::vector<std::string> out;
+  std::unordered_set<std::string> seen;
+  std::string word;
+  bool in_prereqs = false;  // after the first unescaped ':' of a rule
+  auto flush = [&] {
+    if (word.empty()) return;
+    if (in_prereqs) {
+      if (seen.insert(word).second) out.push_back(word);
+    } else if (word.back() == ':') {
+      in_prereqs = true;  // "target:" glued to its colon
+    }
+    word.clear();
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\\' && i + 1 < text.size()) {
+      char n = text[i + 1];
+      if (n == '\n') { flush(); ++i; continue; }
+      if (n == '\r' && i + 2 < text.size() && text[i + 2] == '\n') { flush(); i += 2; continue; }
+      if (n == ' ' || n == '#' || n == '\\') { word += n; ++i; continue; }
+      word += c;
+      continue;
+    }
+    if (c == '$' && i + 1 < text.size() && text[i + 1] == '$') { word += '$'; ++i; continue; }
+    if (c == '\n' || c == '\r') {
+      flush();
+      in_prereqs = false;  // a new rule starts on the next line
+      continue;
+    }
+    if (c == ' ' || c == '\t') { flush(); continue; }
+    if (c == ':' && !in_prereqs) {
+      // "target: dep" — the colon ends the target list. A colon followed by a
+      // non-space is part of a path (none on Linux is common, but keep it).
+      if (i + 1 >= text.size() || text[i + 1] == ' ' || text[i + 1] == '\t' || text[i + 1] == '\n' ||
+          text[i + 1] == '\r' || text[i + 1] == '\\') {
+        word.clear();
+        in_prereqs = true;
+        continue;
+      }
+    }
+    word += c;
+  }
+  flush();
+  return out;
+}
+
+std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, const std::string& base_dir,
+                                       const std::vector<std::string>& exclude_dirs,
+                                       const std::vector<std::string>& exclude_files) {
+  std::vector<HeaderRecord> out;
+  std::unordered_set<std::string> seen;
+  std::unordered_set<std::string> excluded_files;
+  for (const auto& f : exclude_files) excluded_files.insert(util::absolute_path(f));
+  for (const auto& p : paths) {
+    std::string abs = p.empty() || p[0] != '/' ? util::absolute_path(util::join_path(base_dir, p)) : util::absolute_path(p);
+    if (excluded_files.count(abs) || !seen.insert(abs).second) continue;
+    bool skip = false;
+    for (const auto& d : exclude_dirs) skip = skip || is_under(abs, d);
+    if (skip) continue;
+    HeaderRecord r;
+    r.path = abs;
+    if (!hash_one(abs, &r.size, &r.sha256))
+      throw io_error("cannot read " + abs + ", which the compiler reported reading (was it removed during the build?)");
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers) {
+  for (const auto& h : headers) {
+    struct stat st;
+    if (::stat(h.path.c_str(), &st) != 0) return h.path + " is gone";
+    // A size difference is decisive on its own; equal sizes still re-hash.
+    if (static_cast<uint64_t>(st.st_size) != h.size) return h.path + " changed (size)";
+    uint64_t size = 0;
+    std::string hex;
+    if (!hash_one(h.path, &size, &hex)) return h.path + " cannot be read";
+    if (size != h.size || hex != h.sha256) return h.path + " changed";
+  }
+  return std::nullopt;
+}
+
+void merge_headers(std::vector<HeaderRecord>& into, const std::vector<HeaderRecord>& more) {
+  std::unordered_set<std::string> seen;
+  for (const auto& h : into) seen.insert(h.path);
+  for (const auto& h : more)
+    if (seen.insert(h.path).second) into.push_back(h);
+}
+
+}  // namespace tvmffi_jit::cache

@@ -1,0 +1,255 @@
+// tvmffi-jit cache path | list | show NAME_OR_KEY | verify [--remove] |
+//                  clean [--older-than DURATION] | gc --max-size SIZE | stats [--zero]
+//
+// Every subcommand takes --cache-dir and --json. Exit codes: 0 ok; 3 `verify`
+// found bad entries (even when it removed them); 2 usage (no entry matches
+// `show`, malformed size/duration); 5 the root is unsafe or unreadable.
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tvmffi_jit/cache/maintenance.h"
+#include "tvmffi_jit/cache/root.h"
+#include "tvmffi_jit/cache/stats.h"
+#include "tvmffi_jit/cache/store.h"
+#include "tvmffi_jit/cli/commands.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::cli {
+
+namespace {
+
+struct CacheArgs {
+  std::string cache_dir;
+  bool json = false;
+  std::string show_what;
+  bool verify_remove = false;
+  std::string older_than;
+  std::string max_size;
+  bool zero = false;
+};
+
+void out(const std::string& s) {
+  if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size()) throw io_error("cannot write to stdout");
+}
+
+void out_json(const nlohmann::json& j) { out(j.dump(2) + "\n"); }
+
+// Maintenance never creates a root; a missing one is simply empty.
+cache::Store open_store(const CacheArgs& a) {
+  return cache::Store(cache::open_root(cache::resolve_root_path(a.cache_dir), false));
+}
+
+std::string format_time(int64_t t) {
+  if (t <= 0) return "-";
+  std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+nlohmann::json info_json(const cache::EntryInfo& e, bool full) {
+  nlohmann::json j = {{"dir", e.dir}, {"kind", e.is_object ? "object" : "module"}, {"bytes", e.bytes},
+                      {"last_used", e.last_used}};
+  if (e.entry) {
+    j["name"] = e.entry->name;
+    j["key"] = e.entry->key;
+    j["created"] = e.entry->created;
+    j["artifacts"] = nlohmann::json::array();
+    for (const auto& a : e.entry->artifacts)
+      j["artifacts"].push_back({{"file", a.file}, {"path", e.dir + "/" + a.file}, {"size", a.size}, {"sha256", a.sha256}});
+    if (full) j["entry"] = cache::entry_to_json(*e.entry);
+  } else {
+    j["problem"] = e.problem;
+  }
+  return j;
+}
+
+void run_path(const CacheArgs& a) {
+  std::string root = cache::resolve_root_path(a.cache_dir);
+  if (a.json) out_json({{"path", root}});
+  else out(root + "\n");
+}
+
+void run_list(const CacheArgs& a) {
+  cache::Store store = open_store(a);
+  auto entries = cache::list_entries(store.root(), false);
+  if (a.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& e : entries) arr.push_back(info_json(e, false));
+    out_json({{"root", store.root()}, {"entries", arr}});
+    return;
+  }
+  for (const auto& e : entries) {
+    std::string name = e.entry ? e.entry->name : "?";
+    std::string key = e.entry ? e.entry->key.substr(0, 16) : e.dir_name.substr(e.dir_name.size() - 16);
+    std::string artifact = e.entry ? e.entry->artifacts.front().file : "(" + e.problem + ")";
+    out(name + "  " + key + "  " + util::format_bytes(e.bytes) + "  " + format_time(e.last_used) + "  " + artifact +
+        "\n");
+  }
+}
+
+void run_show(const CacheArgs& a) {
+  cache::Store store = open_store(a);
+  auto found = cache::find_entries(store.root(), a.show_what);
+  if (found.empty())
+    throw usage_error("no cache entry matches '" + a.show_what + "' in " + store.root() +
+                      " (give a module name, an entry directory name or at least 4 hex digits of a key)");
+  if (a.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& e : found) arr.push_back(info_json(e, true));
+    out_json({{"root", store.root()}, {"entries", arr}});
+    return;
+  }
+  for (const auto& e : found) {
+    out(e.dir + "\n");
+    if (!e.entry) {
+      out("  problem: " + e.problem + "\n");
+      continue;
+    }
+    const auto& r = *e.entry;
+    out("  kind: " + r.kind + "\n  name: " + r.name + "\n  key: " + r.key + "\n  tool version: " + r.tool_version +
+        "\n  created: " + format_time(r.created) + "\n  last used: " + format_time(e.last_used) + "\n");
+    for (const auto& art : r.artifacts)
+      out("  artifact: " + art.file + " (" + std::to_string(art.size) + " bytes, sha256 " + art.sha256 + ")\n");
+    out("  headers: " + std::to_string(r.headers.size()) + "\n");
+    for (const auto& h : r.headers) out("    " + h.path + "\n");
+    if (!r.inputs.empty()) out("  inputs: " + r.inputs.dump() + "\n");
+    if (!r.compiler_output.empty()) out("  compiler output:\n" + r.compiler_output + (r.compiler_output.back() == '\n' ? "" : "\n"));
+  }
+}
+
+int run_verify(const CacheArgs& a) {
+  cache::Store store = open_store(a);
+  auto report = cache::verify_cache(store, a.verify_remove);
+  if (a.json) {
+    nlohmann::json bad = nlohmann::json::array();
+    for (const auto& p : report.problems) bad.push_back({{"dir", p.dir}, {"problem", p.problem}, {"removed", p.removed}});
+    out_json({{"root", store.root()}, {"checked", report.checked}, {"bad", bad}});
+  } else {
+    for (const auto& p : report.problems)
+      out("bad: " + p.dir + ": " + p.problem + (p.removed ? " (removed)" : "") + "\n");
+    out("checked " + std::to_string(report.checked) + " entries, " + std::to_string(report.problems.size()) + " bad\n");
+  }
+  return report.problems.empty() ? 0 : static_cast<int>(ExitCode::kInvalid);
+}
+
+void print_clean(const CacheArgs& a, const cache::Store& store, const cache::CleanReport& r) {
+  if (a.json) {
+    out_json({{"root", store.root()},
+              {"entries_removed", r.entries_removed},
+              {"bytes_removed", r.bytes_removed},
+              {"temporaries_removed", r.temporaries_removed},
+              {"bytes_kept", r.bytes_kept}});
+  } else {
+    out("removed " + std::to_string(r.entries_removed) + " entries (" + util::format_bytes(r.bytes_removed) + ") and " +
+        std::to_string(r.temporaries_removed) + " abandoned temporary directories; " +
+        util::format_bytes(r.bytes_kept) + " kept\n");
+  }
+}
+
+void run_clean(const CacheArgs& a) {
+  std::optional<int64_t> older;
+  if (!a.older_than.empty()) {
+    older = util::parse_duration_seconds(a.older_than);
+    if (!older) throw usage_error("--older-than: cannot parse '" + a.older_than + "' (examples: 30s, 15m, 12h, 7d, 2w)");
+  }
+  cache::Store store = open_store(a);
+  print_clean(a, store, cache::clean_cache(store, older));
+}
+
+void run_gc(const CacheArgs& a) {
+  auto max = util::parse_size(a.max_size);
+  if (!max) throw usage_error("--max-size: cannot parse '" + a.max_size + "' (examples: 500M, 2G, 10GiB)");
+  cache::Store store = open_store(a);
+  print_clean(a, store, cache::gc_cache(store, *max));
+}
+
+void run_stats(const CacheArgs& a) {
+  cache::Store store = open_store(a);
+  if (a.zero) cache::zero_stats(store.root());
+  cache::StatsCounters s = cache::read_stats(store.root());
+  uint64_t modules = 0, objects = 0, module_bytes = 0, object_bytes = 0;
+  for (const auto& e : cache::list_entries(store.root(), true)) {
+    (e.is_object ? objects : modules) += 1;
+    (e.is_object ? object_bytes : module_bytes) += e.bytes;
+  }
+  if (a.json) {
+    nlohmann::json j = cache::stats_to_json(s);
+    j["root"] = store.root();
+    j["module_entries"] = modules;
+    j["object_entries"] = objects;
+    j["module_bytes"] = module_bytes;
+    j["object_bytes"] = object_bytes;
+    j["total_bytes"] = module_bytes + object_bytes;
+    out_json(j);
+    return;
+  }
+  uint64_t lookups = s.hits + s.misses;
+  std::string rate = lookups ? std::to_string(static_cast<int>(100.0 * s.hits / lookups + 0.5)) + "%" : "-";
+  out("cache root       " + store.root() + "\n" +
+      "module hits      " + std::to_string(s.hits) + "\n" +
+      "module misses    " + std::to_string(s.misses) + "\n" +
+      "hit rate         " + rate + "\n" +
+      "object hits      " + std::to_string(s.object_hits) + "\n" +
+      "object misses    " + std::to_string(s.object_misses) + "\n" +
+      "stores           " + std::to_string(s.stores) + " (" + util::format_bytes(s.bytes_stored) + ")\n" +
+      "store failures   " + std::to_string(s.store_failures) + "\n" +
+      "corrupt entries  " + std::to_string(s.corrupt_entries) + "\n" +
+      "modules          " + std::to_string(modules) + " (" + util::format_bytes(module_bytes) + ")\n" +
+      "objects          " + std::to_string(objects) + " (" + util::format_bytes(object_bytes) + ")\n");
+}
+
+}  // namespace
+
+void register_cache_command(CLI::App& app, CommandContext& ctx) {
+  auto args = std::make_shared<CacheArgs>();
+  CLI::App* cache = app.add_subcommand("cache", "Inspect, verify and evict the module cache");
+  cache->require_subcommand(1);
+  cache->footer("The root is --cache-dir, else $TVMFFI_JIT_CACHE_DIR, else $XDG_CACHE_HOME/tvmffi-jit, else\n"
+                "~/.cache/tvmffi-jit. Layout and guarantees: docs/cache.md.");
+  auto common = [&](CLI::App* sub) {
+    sub->add_option("--cache-dir", args->cache_dir, "Cache root (default: see `tvmffi-jit cache --help`)");
+    sub->add_flag("--json", args->json, "Print one JSON object");
+  };
+  CLI::App* path = cache->add_subcommand("path", "Print the cache root");
+  common(path);
+  path->callback([args, &ctx] { run_path(*args); ctx.exit_code = 0; });
+
+  CLI::App* list = cache->add_subcommand("list", "List module entries: name, key, size, last use, artifact");
+  common(list);
+  list->callback([args, &ctx] { run_list(*args); ctx.exit_code = 0; });
+
+  CLI::App* show = cache->add_subcommand("show", "Show the entries of a module name, entry directory or key prefix");
+  common(show);
+  show->add_option("name_or_key", args->show_what, "Module name, <name>_<key16> or >= 4 hex digits of a key")->required();
+  show->callback([args, &ctx] { run_show(*args); ctx.exit_code = 0; });
+
+  CLI::App* verify = cache->add_subcommand("verify", "Re-hash every artifact against entry.json; exit 3 if any is bad");
+  common(verify);
+  verify->add_flag("--remove", args->verify_remove, "Remove the bad entries (the next build rebuilds them)");
+  verify->callback([args, &ctx] { ctx.exit_code = run_verify(*args); });
+
+  CLI::App* clean = cache->add_subcommand("clean", "Remove entries (all, or those unused for a while)");
+  common(clean);
+  clean->add_option("--older-than", args->older_than, "Only entries last used longer ago than this (30m, 12h, 7d, 2w)");
+  clean->callback([args, &ctx] { run_clean(*args); ctx.exit_code = 0; });
+
+  CLI::App* gc = cache->add_subcommand("gc", "Remove least recently used entries until the cache fits a size");
+  common(gc);
+  gc->add_option("--max-size", args->max_size, "Size limit (500M, 2G, 10GiB)")->required();
+  gc->callback([args, &ctx] { run_gc(*args); ctx.exit_code = 0; });
+
+  CLI::App* stats = cache->add_subcommand("stats", "Hit/miss counters and the cache's size");
+  common(stats);
+  stats->add_flag("--zero", args->zero, "Reset the counters before printing them");
+  stats->callback([args, &ctx] { run_stats(*args); ctx.exit_code = 0; });
+}
+
+}  // namespace tvmffi_jit::cli
