@@ -15,6 +15,7 @@ namespace {
 // The subcommand table: one row per src/cli/cmd_<name>.cpp.
 const std::vector<RegisterCommand> kCommands = {
     register_inspect_command,
+    register_cache_command,
 };
 
 const char* kExitCodeHelp =
