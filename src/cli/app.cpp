@@ -16,6 +16,7 @@ namespace {
 const std::vector<RegisterCommand> kCommands = {
     register_inspect_command,
     register_cache_command,
+    register_build_command,
 };
 
 const char* kExitCodeHelp =

@@ -1,0 +1,196 @@
+#include "tvmffi_jit/build/executor.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "build/backends.h"
+#include "tvmffi_jit/cache/headers.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/process.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::build {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string resolve_in(const std::string& dir, const std::string& path) {
+  if (!path.empty() && path[0] == '/') return util::absolute_path(path);
+  return util::absolute_path(util::join_path(dir, path));
+}
+
+// Writes generated text only when it differs, so a rebuild in the same
+// directory keeps the file's mtime (tvm_ffi's _maybe_write).
+void write_if_changed(const std::string& path, const std::string& text) {
+  if (auto old = util::try_read_file(path); old && *old == text) return;
+  util::write_file_atomic(path, text);
+}
+
+// Output of successful commands (warnings, ptxas info) is shown, not
+// swallowed (apache/tvm-ffi#565): it is often the only hint of a problem.
+std::mutex g_output_mutex;
+void echo_output(const CommandRecord& rec, const ExecuteOptions& options) {
+  if (options.quiet || rec.output.empty()) return;
+  std::lock_guard<std::mutex> lock(g_output_mutex);
+  std::fwrite(rec.output.data(), 1, rec.output.size(), stderr);
+  if (rec.output.back() != '\n') std::fputc('\n', stderr);
+}
+
+void log_command(const std::vector<std::string>& argv, const ExecuteOptions& options) {
+  if (options.verbose) spdlog::info("{}", util::format_command(argv));
+}
+
+CompiledUnit read_unit(const CompileStep& step, const std::string& dir) {
+  CompiledUnit unit;
+  unit.object_path = util::join_path(dir, step.object_name);
+  unit.depfile_path = util::join_path(dir, step.depfile_name);
+  std::string input = resolve_in(dir, step.compiler_input());
+  if (auto text = util::try_read_file(unit.depfile_path)) {
+    for (const auto& dep : cache::parse_depfile(*text)) {
+      std::string abs = resolve_in(dir, dep);
+      if (abs != input) unit.dependencies.push_back(abs);
+    }
+  }
+  return unit;
+}
+
+}  // namespace
+
+namespace detail {
+
+CommandRecord run_checked(const std::vector<std::string>& argv, const std::string& dir, const std::string& what) {
+  util::ProcessOptions po;
+  po.cwd = dir;
+  po.merge_stderr = true;
+  util::ProcessResult r = util::run_process(argv, po);
+  CommandRecord rec;
+  rec.argv = argv;
+  rec.description = what;
+  rec.output = r.out;
+  rec.seconds = r.seconds;
+  if (!r.ok()) {
+    std::string out = r.out;
+    if (!out.empty() && out.back() != '\n') out += '\n';
+    throw build_error(what + " failed (" + r.status_text() + "):\n  cd " + util::shell_quote(dir) + " && " +
+                      util::format_command(argv) + "\n" + out);
+  }
+  return rec;
+}
+
+}  // namespace detail
+
+CommandRecord run_compile_step(const CompileStep& step, const std::string& build_dir, CompiledUnit* unit) {
+  if (step.generated_text) write_if_changed(util::join_path(build_dir, step.generated_name), *step.generated_text);
+  // A stale object from an earlier build in the same directory must not
+  // survive a failed compile.
+  util::remove_all(util::join_path(build_dir, step.object_name));
+  util::remove_all(util::join_path(build_dir, step.depfile_name));
+  CommandRecord rec = detail::run_checked(step.argv(), build_dir, "compiling " + step.display);
+  if (unit) *unit = read_unit(step, build_dir);
+  return rec;
+}
+
+BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, const ExecuteOptions& options) {
+  const auto start = Clock::now();
+  util::make_directories(build_dir);
+  BuildResult result;
+  result.build_dir = util::canonical_path(build_dir);
+  const std::string& dir = result.build_dir;
+  result.units.resize(plan.compile_steps.size());
+  result.device_units.resize(plan.device_steps.size());
+
+  // Every compile is independent (embedded cubins included), so they share
+  // one pool; the embed unit and the link wait for all of them.
+  struct Job {
+    const CompileStep* step;
+    CompiledUnit* unit;
+  };
+  std::vector<Job> jobs;
+  for (size_t i = 0; i < plan.device_steps.size(); ++i) jobs.push_back({&plan.device_steps[i], &result.device_units[i]});
+  for (size_t i = 0; i < plan.compile_steps.size(); ++i) jobs.push_back({&plan.compile_steps[i], &result.units[i]});
+
+  int workers = options.jobs > 0 ? options.jobs : static_cast<int>(std::thread::hardware_concurrency());
+  workers = std::max(1, std::min<int>(workers, static_cast<int>(jobs.size())));
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr first_error;
+  std::mutex mutex;
+  auto worker = [&] {
+    for (;;) {
+      if (failed.load()) return;
+      size_t i = next.fetch_add(1);
+      if (i >= jobs.size()) return;
+      try {
+        log_command(jobs[i].step->argv(), options);
+        CommandRecord rec = run_compile_step(*jobs[i].step, dir, jobs[i].unit);
+        echo_output(rec, options);
+        std::lock_guard<std::mutex> lock(mutex);
+        result.commands.push_back(std::move(rec));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!first_error) first_error = std::current_exception();
+        failed = true;
+        return;
+      }
+    }
+  };
+  if (workers == 1) {
+    worker();
+  } else {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < workers; ++t) threads.emplace_back(worker);
+    for (auto& t : threads) t.join();
+  }
+  if (first_error) std::rethrow_exception(first_error);
+
+  if (plan.nvrtc) {
+    if (options.verbose) spdlog::info("nvrtc {} --gpu-architecture={}", plan.nvrtc->request.source_name, plan.nvrtc->request.arch);
+    CommandRecord rec = detail::run_nvrtc_step(*plan.nvrtc, dir, &result);
+    echo_output(rec, options);
+    result.commands.push_back(std::move(rec));
+  }
+
+  if (!plan.embeds.empty()) {
+    CommandRecord rec = detail::compile_embed_unit(plan, dir);
+    if (options.verbose) spdlog::info("{}", util::format_command(rec.argv));
+    echo_output(rec, options);
+    result.commands.push_back(std::move(rec));
+  }
+
+  if (plan.link) {
+    const LinkStep& link = *plan.link;
+    std::string out = util::join_path(dir, link.output_name);
+    util::remove_all(out);
+    if (link.kind == LinkStep::Kind::kCopyObject) {
+      auto copy_start = Clock::now();
+      std::string input = resolve_in(dir, link.inputs.at(0));
+      if (options.verbose) spdlog::info("cp {} {}", util::shell_quote(input), util::shell_quote(link.output_name));
+      util::write_file_atomic(out, util::read_file(input));
+      CommandRecord rec;
+      rec.description = "copy " + link.inputs[0] + " to " + link.output_name;
+      rec.seconds = std::chrono::duration<double>(Clock::now() - copy_start).count();
+      result.commands.push_back(std::move(rec));
+    } else {
+      std::vector<std::string> argv = link.argv();
+      log_command(argv, options);
+      CommandRecord rec = detail::run_checked(argv, dir, "linking " + link.output_name);
+      echo_output(rec, options);
+      result.commands.push_back(std::move(rec));
+    }
+  }
+
+  result.artifact_path = util::join_path(dir, plan.artifact_name);
+  if (!util::is_regular_file(result.artifact_path))
+    throw build_error("the build finished but did not produce " + result.artifact_path);
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+}  // namespace tvmffi_jit::build

@@ -1,0 +1,193 @@
+// tvmffi-jit build [SOURCES...] [-m FILE] [--name N] [--function f[=doc]] ...
+//
+// The orchestrator: manifest (+ command line) -> toolchain -> plan -> build
+// into a directory -> print the artifact path. Every check that can fail
+// without a compiler happens before the build directory is created, so a bad
+// manifest (exit 2) or a missing toolchain (exit 4) writes nothing.
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tvmffi_jit/build/executor.h"
+#include "tvmffi_jit/build/manifest.h"
+#include "tvmffi_jit/build/plan.h"
+#include "tvmffi_jit/cli/commands.h"
+#include "tvmffi_jit/driver/devices.h"
+#include "tvmffi_jit/toolchain/compilers.h"
+#include "tvmffi_jit/toolchain/cuda_arch.h"
+#include "tvmffi_jit/toolchain/toolchain.h"
+#include "tvmffi_jit/toolchain/tvm_ffi.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::cli {
+
+namespace {
+
+struct BuildArgs {
+  std::string manifest;
+  build::CommandLineInputs inputs;
+  std::string build_dir;
+  std::string tvm_ffi_root;
+  int jobs = 0;
+  bool json = false;
+  int verbosity = 0;
+  bool quiet = false;
+};
+
+// Finds what this build needs and no more: a CUDA-free module does not look
+// for nvcc, a cubin does not need tvm-ffi. What is absent is recorded and
+// make_plan() turns it into exit 4 only if the build needs it.
+toolchain::Toolchain find_toolchain(const build::Manifest& m, const BuildArgs& args) {
+  toolchain::Toolchain tc;
+  toolchain::EnvLookup env = toolchain::process_environment();
+  const bool host_build = m.emit == build::EmitKind::kModule || m.emit == build::EmitKind::kObject;
+  if (host_build) {
+    bool need_c = false;
+    for (const auto& s : m.sources) need_c = need_c || util::extension(s) == ".c";
+    tc.host = toolchain::find_host_compilers(env, need_c);
+  }
+  if (m.needs_cuda()) tc.cuda = toolchain::find_cuda_toolkit(env, &tc.cuda_missing_reason);
+  toolchain::TvmFfiSearch search;
+  if (!args.tvm_ffi_root.empty()) search.root = args.tvm_ffi_root;
+  if (host_build) {
+    tc.tvm_ffi = toolchain::find_tvm_ffi(search);
+  } else {
+    // Kernel-only builds add tvm-ffi's include directories when it is there.
+    try {
+      tc.tvm_ffi = toolchain::find_tvm_ffi(search);
+    } catch (const Error& e) {
+      tc.tvm_ffi_missing_reason = e.what();
+    }
+  }
+  return tc;
+}
+
+toolchain::DetectedGpus detect_gpus() {
+  driver::DriverStatus status = driver::query_driver();
+  toolchain::DetectedGpus gpus;
+  gpus.available = status.available;
+  gpus.reason = status.reason;
+  for (const auto& g : status.gpus) gpus.capabilities.emplace_back(g.cc_major, g.cc_minor);
+  return gpus;
+}
+
+nlohmann::json result_json(const build::BuildPlan& plan, const build::BuildResult& r) {
+  nlohmann::json j;
+  j["path"] = r.artifact_path;
+  j["name"] = plan.name;
+  j["emit"] = build::emit_kind_name(plan.emit);
+  j["compiler"] = build::device_compiler_name(plan.compiler);
+  j["functions"] = plan.functions;
+  j["archs"] = nlohmann::json::array();
+  for (const auto& a : plan.archs) j["archs"].push_back(a.text());
+  if (!plan.arch_source.empty()) j["arch_source"] = plan.arch_source;
+  j["build_dir"] = r.build_dir;
+  j["commands"] = nlohmann::json::array();
+  for (const auto& c : r.commands) {
+    nlohmann::json cj;
+    cj["description"] = c.description;
+    cj["argv"] = c.argv;
+    cj["seconds"] = c.seconds;
+    cj["output"] = c.output;
+    j["commands"].push_back(std::move(cj));
+  }
+  if (plan.nvrtc) {
+    j["lowered_names"] = nlohmann::json::object();
+    for (const auto& [expr, mangled] : r.lowered_names) j["lowered_names"][expr] = mangled;
+  }
+  j["seconds"] = r.seconds;
+  return j;
+}
+
+void write_stdout(const std::string& s) {
+  if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size() || std::fflush(stdout) != 0)
+    throw io_error("cannot write to stdout");
+}
+
+int run_build(const BuildArgs& args, CommandContext& ctx) {
+  // 1. What to build: the manifest, extended by the command line; fully
+  //    validated (exit 2) before anything else happens.
+  build::Manifest manifest = args.manifest.empty() ? build::Manifest{} : build::load_manifest(args.manifest);
+  build::apply_command_line(manifest, args.inputs);
+
+  // 2. With what, and how: toolchain (exit 4 when missing) and the plan.
+  toolchain::Toolchain tc = find_toolchain(manifest, args);
+  build::PlanOptions plan_options;
+  if (const char* v = std::getenv("TVM_FFI_CUDA_ARCH_LIST")) plan_options.env_arch_list = std::string(v);
+  plan_options.detect_gpus = detect_gpus;
+  build::BuildPlan plan = build::make_plan(manifest, tc, plan_options);
+
+  // 3. Where: --build-dir as given, else a fresh directory under the system
+  //    temp dir that outlives this process (the artifact is in it).
+  std::string build_dir = args.build_dir;
+  if (build_dir.empty()) {
+    util::TempDir temp(util::temp_root(), "tvmffi-jit-" + plan.name + "-");
+    temp.keep();
+    build_dir = temp.path();
+  }
+
+  // 4. Build into that directory.
+  build::ExecuteOptions exec;
+  exec.jobs = args.jobs;
+  exec.verbose = ctx.global.verbosity > 0;
+  exec.quiet = ctx.global.quiet;
+  if (exec.verbose) spdlog::info("building {} in {}", plan.name, build_dir);
+  build::BuildResult result = build::execute_plan(plan, build_dir, exec);
+
+  // 5. Report: one line (the path) or one JSON object on stdout.
+  if (args.json) write_stdout(result_json(plan, result).dump(2) + "\n");
+  else write_stdout(result.artifact_path + "\n");
+  return 0;
+}
+
+}  // namespace
+
+void register_build_command(CLI::App& app, CommandContext& ctx) {
+  auto args = std::make_shared<BuildArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "build", "Build C++/CUDA sources (files, inline code in a JSON manifest, or both) into a TVM FFI module\n"
+               "(.so), a relocatable object, or a cubin/fatbin/PTX; prints the artifact's absolute path.");
+  build::CommandLineInputs& in = args->inputs;
+  sub->add_option("sources", in.sources, "Source files (.c .cc .cpp .cxx .cu .o), added to the manifest's");
+  sub->add_option("-m,--manifest", args->manifest, "JSON manifest (keys as tvm_ffi.cpp.build_inline; docs/manifest.md)");
+  sub->add_option("--name", in.name, "Module name (default: the manifest's, else the first source's stem)");
+  sub->add_option("--function", in.functions, "Export function f (f=doc adds a docstring); repeatable")->allow_extra_args(false);
+  sub->add_option("--cflag", in.cflags, "Extra C/C++ compiler flag (--cflag=-DX=1); repeatable")->allow_extra_args(false);
+  sub->add_option("--cuda-cflag", in.cuda_cflags, "Extra nvcc flag (--cuda-cflag=--use_fast_math); repeatable")
+      ->allow_extra_args(false);
+  sub->add_option("--ldflag", in.ldflags, "Extra link flag (--ldflag=-lcuda); repeatable")->allow_extra_args(false);
+  sub->add_option("-I,--include", in.include_paths, "Extra include directory; repeatable")->allow_extra_args(false);
+  sub->add_option("--arch", in.arch,
+                  "CUDA archs: X.Y, X.Ya, X.Yf, optional +PTX, separated by spaces, commas or semicolons; repeatable.\n"
+                  "Default: the manifest's cuda_arch, else $TVM_FFI_CUDA_ARCH_LIST, else the visible GPUs")
+      ->allow_extra_args(false);
+  sub->add_option("--emit", in.emit, "module (default: .so), object (.o), cubin, fatbin or ptx");
+  sub->add_option("--compiler", in.compiler, "Device compiler for --emit cubin/ptx: nvcc (default) or nvrtc");
+  sub->add_option("--kernel-name", in.kernel_names, "NVRTC name expression to lower (e.g. 'add<float>'); repeatable")
+      ->allow_extra_args(false);
+  sub->add_option("--embed-cubin", in.embed_cubin,
+                  "NAME=FILE: link FILE (.cubin/.fatbin, or a .cu compiled to a cubin) for TVM_FFI_EMBED_CUBIN(NAME)")
+      ->allow_extra_args(false);
+  sub->add_option("--build-dir", args->build_dir, "Build in DIR (default: a new directory under the system temp dir)");
+  sub->add_option("--tvm-ffi-root", args->tvm_ffi_root,
+                  "tvm-ffi installation (default: $TVM_FFI_ROOT, tvm-ffi-config, python3 -c 'import tvm_ffi')");
+  sub->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: one per core)")->check(CLI::NonNegativeNumber);
+  sub->add_flag("--json", args->json, "Print one JSON object (path, name, emit, functions, archs, commands, seconds)");
+  sub->add_flag("-v,--verbose", args->verbosity, "Show every command (also accepted before the subcommand)");
+  sub->add_flag("-q,--quiet", args->quiet, "Only errors on stderr");
+  sub->callback([args, &ctx] {
+    if (args->verbosity || args->quiet) {
+      ctx.global.verbosity += args->verbosity;
+      ctx.global.quiet = ctx.global.quiet || args->quiet;
+      util::init_logging(ctx.global.verbosity, ctx.global.quiet);
+    }
+    ctx.exit_code = run_build(*args, ctx);
+  });
+}
+
+}  // namespace tvmffi_jit::cli

@@ -1,0 +1,145 @@
+#include "tvmffi_jit/toolchain/cuda_arch.h"
+
+#include <cctype>
+
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::toolchain {
+
+namespace {
+
+const char* kArchForms = "expected X.Y, X.Ya or X.Yf, optionally followed by +PTX (e.g. 8.0, 9.0a, 10.0f, 9.0+PTX)";
+
+bool all_digits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+bool parse_entry(std::string_view entry, CudaArch* out) {
+  CudaArch a;
+  std::string lower = util::to_lower(entry);
+  std::string_view s = lower;
+  if (util::ends_with(s, "+ptx")) {
+    a.ptx = true;
+    s.remove_suffix(4);
+  }
+  size_t dot = s.find('.');
+  if (dot == std::string_view::npos) return false;
+  std::string_view major = s.substr(0, dot);
+  std::string_view rest = s.substr(dot + 1);
+  if (!rest.empty() && (rest.back() == 'a' || rest.back() == 'f')) {
+    a.suffix = rest.back();
+    rest.remove_suffix(1);
+  }
+  // Compute capabilities have a one- or two-digit major and a one-digit minor
+  // (sm_90, sm_100, sm_121); anything else is a typo such as "90" or "9.00".
+  if (!all_digits(major) || major.size() > 2 || !all_digits(rest) || rest.size() != 1) return false;
+  a.major = std::stoi(std::string(major));
+  a.minor = rest[0] - '0';
+  if (a.major == 0) return false;
+  *out = a;
+  return true;
+}
+
+void add_unique(std::vector<CudaArch>& list, const CudaArch& a) {
+  for (auto& existing : list) {
+    if (existing.major == a.major && existing.minor == a.minor && existing.suffix == a.suffix) {
+      existing.ptx = existing.ptx || a.ptx;
+      return;
+    }
+  }
+  list.push_back(a);
+}
+
+}  // namespace
+
+std::string CudaArch::text() const {
+  std::string t = std::to_string(major) + "." + std::to_string(minor);
+  if (suffix) t += suffix;
+  if (ptx) t += "+PTX";
+  return t;
+}
+
+std::string CudaArch::sm() const {
+  std::string t = "sm_" + std::to_string(major) + std::to_string(minor);
+  if (suffix) t += suffix;
+  return t;
+}
+
+std::string CudaArch::compute() const {
+  std::string t = "compute_" + std::to_string(major) + std::to_string(minor);
+  if (suffix) t += suffix;
+  return t;
+}
+
+bool try_parse_arch_list(std::string_view text, std::vector<CudaArch>* out, std::string* problem) {
+  std::vector<CudaArch> list;
+  for (const auto& entry : util::split_any(text, " \t\n,;")) {
+    CudaArch a;
+    if (!parse_entry(entry, &a)) {
+      *problem = "bad CUDA architecture \"" + entry + "\": " + kArchForms;
+      return false;
+    }
+    add_unique(list, a);
+  }
+  if (list.empty()) {
+    *problem = std::string("empty CUDA architecture list: ") + kArchForms;
+    return false;
+  }
+  merge_arch_lists(*out, list);
+  return true;
+}
+
+std::vector<CudaArch> parse_arch_list(std::string_view text, const std::string& origin) {
+  std::vector<CudaArch> out;
+  std::string problem;
+  if (!try_parse_arch_list(text, &out, &problem)) throw usage_error(origin + ": " + problem);
+  return out;
+}
+
+void merge_arch_lists(std::vector<CudaArch>& a, const std::vector<CudaArch>& b) {
+  for (const auto& x : b) add_unique(a, x);
+}
+
+std::vector<std::string> gencode_flags(const std::vector<CudaArch>& archs) {
+  std::vector<std::string> flags;
+  for (const auto& a : archs) {
+    flags.push_back("-gencode=arch=" + a.compute() + ",code=" + a.sm());
+    if (a.ptx) flags.push_back("-gencode=arch=" + a.compute() + ",code=" + a.compute());
+  }
+  return flags;
+}
+
+ArchResolution resolve_archs(const std::vector<CudaArch>& command_line,
+                             const std::vector<CudaArch>& manifest,
+                             const std::optional<std::string>& env_arch_list,
+                             const DetectGpus& detect) {
+  if (!command_line.empty()) return {command_line, "--arch"};
+  if (!manifest.empty()) return {manifest, "manifest"};
+  if (env_arch_list && !util::trim(*env_arch_list).empty())
+    return {parse_arch_list(*env_arch_list, "TVM_FFI_CUDA_ARCH_LIST"), "TVM_FFI_CUDA_ARCH_LIST"};
+  std::string why = "no GPU detection available";
+  if (detect) {
+    DetectedGpus gpus = detect();
+    if (gpus.available && !gpus.capabilities.empty()) {
+      std::vector<CudaArch> archs;
+      for (const auto& [major, minor] : gpus.capabilities) {
+        CudaArch a;
+        a.major = major;
+        a.minor = minor;
+        add_unique(archs, a);
+      }
+      return {archs, "driver"};
+    }
+    why = gpus.available ? "the CUDA driver sees no GPU" : "CUDA driver: " + gpus.reason;
+  }
+  throw missing_tool_error(
+      "cannot choose a CUDA architecture (" + why +
+      "): pass --arch (e.g. --arch 9.0), set \"cuda_arch\" in the manifest, or set "
+      "TVM_FFI_CUDA_ARCH_LIST (e.g. TVM_FFI_CUDA_ARCH_LIST=\"8.0 9.0\")");
+}
+
+}  // namespace tvmffi_jit::toolchain
