@@ -1,0 +1,1 @@
+/* Parse-only fixture. */
