@@ -1,0 +1,32 @@
+// What `doctor` and `--version` find on this machine. Private to the cli layer.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tvmffi_jit::cli {
+
+// The multi-line `tvmffi-jit --version` text: the tool, then tvm-ffi, nvcc and
+// the driver as found (or "not found: <why>"). Never throws; spawns at most
+// `nvcc --version` and tvm-ffi's locator.
+std::string version_report();
+
+struct DoctorOptions {
+  std::string cache_dir;                    // --cache-dir (empty: the documented resolution)
+  std::optional<std::string> tvm_ffi_root;  // --tvm-ffi-root
+  std::vector<std::string> require;         // --require: components that must be found besides the defaults
+};
+
+// The component names --require accepts, in report order.
+std::vector<std::string> component_names();
+
+// Everything `doctor --json` prints (the document described in
+// docs/tooling.md). Never throws for a missing component: each one has
+// "found": false, "problem" and "fix", and "ok" is false when a required one
+// is missing.
+nlohmann::json collect_doctor_report(const DoctorOptions& options);
+
+}  // namespace tvmffi_jit::cli
