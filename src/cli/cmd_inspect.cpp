@@ -50,7 +50,7 @@ int run_inspect(const InspectArgs& args) {
       write_stdout(devcode::format_text(report));
     }
   }
-  if (args.json) write_stdout(devcode::to_json(reports).dump() + "\n");
+  if (args.json && !devcode::write_json(stdout, reports)) throw io_error("cannot write to stdout");
   if (std::fflush(stdout) != 0) throw io_error("cannot write to stdout");
   return all_ok ? 0 : static_cast<int>(ExitCode::kInvalid);
 }

@@ -183,7 +183,7 @@ void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry) {
     if (sym.type() == kSttFunc && (sym.other & kStoCudaEntry) && defined) {
       Kernel k;
       k.name = std::string(sym.name);
-      k.demangled = options.demangle ? demangle(sym.name) : k.name;
+      k.demangled = k.name;  // demangled after parsing, once per distinct name
       k.code_bytes = sym.size;
       const ElfSection* shared = section_named(".nv.shared.", sym.name);
       const ElfSection* local = section_named(".nv.local.", sym.name);

@@ -149,6 +149,20 @@ void run_jobs(std::vector<Job>& jobs, const InspectOptions& options) {
   for (std::thread& t : threads) t.join();
 }
 
+// Libraries repeat kernel names across architectures (libcublasLt: 42,200
+// kernels, 14,871 names), so each distinct name is demangled once.
+void demangle_kernels(std::vector<Entry>& entries, const InspectOptions& options) {
+  if (!options.demangle) return;
+  std::unordered_map<std::string, std::string> cache;
+  for (Entry& e : entries)
+    for (Kernel& k : e.kernels) {
+      if (k.name.size() < 2 || k.name[0] != '_' || k.name[1] != 'Z') continue;
+      auto [it, inserted] = cache.try_emplace(k.name);
+      if (inserted) it->second = demangle(k.name);
+      k.demangled = it->second;
+    }
+}
+
 std::string arch_name(EntryKind kind, uint32_t arch, uint64_t flags) {
   const char* prefix = kind == EntryKind::kPtx ? "compute_" : kind == EntryKind::kLtoIr ? "lto_" : "sm_";
   std::string s = prefix + std::to_string(arch);
@@ -313,6 +327,7 @@ std::string inspect_blob(Bytes b, FileFormat format, const std::string& source, 
                                             : j.entry.error;
     entries.push_back(std::move(j.entry));
   }
+  demangle_kernels(entries, options);
   return error;
 }
 
@@ -421,6 +436,7 @@ void inspect_host_elf(Bytes b, FileReport& r, const InspectOptions& options) {
     if (!j.entry.error.empty() && r.error.empty()) r.error = fmt::format("entry {}: {}", j.entry.index, j.entry.error);
     r.entries.push_back(std::move(j.entry));
   }
+  demangle_kernels(r.entries, options);
   scan_tvm_functions(elf, r);
   scan_embedded_cubins(elf, r, options);
 }

@@ -9,77 +9,216 @@ namespace {
 
 using nlohmann::json;
 
-template <typename T>
-json opt(const std::optional<T>& v) {
-  return v ? json(*v) : json(nullptr);
-}
-json opt_dim(const std::optional<Dim3>& d) {
-  return d ? json::array({d->x, d->y, d->z}) : json(nullptr);
-}
-json str_or_null(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
-
-json kernel_json(const Kernel& k) {
-  return json{{"name", k.name},
-              {"demangled", k.demangled},
-              {"registers", opt(k.registers)},
-              {"stack_bytes", opt(k.stack_bytes)},
-              {"shared_bytes", opt(k.shared_bytes)},
-              {"param_bytes", opt(k.param_bytes)},
-              {"max_threads", opt(k.max_threads)},
-              {"min_stack_bytes", opt(k.min_stack_bytes)},
-              {"local_bytes", opt(k.local_bytes)},
-              {"const0_bytes", opt(k.const0_bytes)},
-              {"param_count", opt(k.param_count)},
-              {"max_ntid", opt_dim(k.max_ntid)},
-              {"req_ntid", opt_dim(k.req_ntid)},
-              {"cluster_dims", opt_dim(k.cluster_dims)},
-              {"explicit_cluster", k.explicit_cluster},
-              {"max_registers", opt(k.max_registers)},
-              {"min_ctas_per_sm", opt(k.min_ctas_per_sm)},
-              {"code_bytes", opt(k.code_bytes)}};
-}
-
-json entry_json(const Entry& e) {
-  json kernels = json::array();
-  for (const Kernel& k : e.kernels) kernels.push_back(kernel_json(k));
-  json globals = json::array();
-  for (const Global& g : e.globals) globals.push_back(json{{"name", g.name}, {"space", g.space}, {"size", g.size}});
-  json banks = json::array();
-  for (auto& [bank, bytes] : e.constant_banks) banks.push_back(json{{"bank", bank}, {"bytes", bytes}});
-  json j{{"index", e.index},
-         {"container", e.container},
-         {"kind", to_string(e.kind)},
-         {"arch", e.arch},
-         {"ptx_version", str_or_null(e.ptx_version)},
-         {"compression", to_string(e.compression)},
-         {"size", e.size},
-         {"decompressed_size", e.decompressed_size},
-         {"header_offset", e.header_offset},
-         {"payload_offset", e.payload_offset},
-         {"flags", e.flags},
-         {"code_version", str_or_null(e.code_version)},
-         {"identifier", str_or_null(e.identifier)},
-         {"options", str_or_null(e.options)},
-         {"kernels", std::move(kernels)},
-         {"globals", std::move(globals)},
-         {"error", str_or_null(e.error)}};
-  if (e.kind == EntryKind::kElf) {
-    j["elf"] = json{{"type", str_or_null(e.elf_type)},
-                    {"abi_version", e.elf_abi_version},
-                    {"flags", e.elf_flags},
-                    {"virtual_arch", str_or_null(e.virtual_arch)},
-                    {"toolkit", str_or_null(e.toolkit)},
-                    {"ptxas_options", str_or_null(e.ptxas_options)},
-                    {"global_bytes", e.global_bytes},
-                    {"constant_banks", std::move(banks)}};
+// Appends compact JSON to a string. Keys are written in schema order
+// (docs/inspect.md); this writer is the one definition of the JSON form.
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::string& out) : out_(out) {}
+  void begin_object() { comma(); out_ += '{'; first_ = true; }
+  void end_object() { out_ += '}'; first_ = false; }
+  void begin_array() { comma(); out_ += '['; first_ = true; }
+  void end_array() { out_ += ']'; first_ = false; }
+  void key(const char* k) {
+    comma();
+    out_ += '"';
+    out_ += k;
+    out_ += "\":";
+    first_ = true;  // the value follows without a comma
   }
-  return j;
+  void value(const std::string& s) {
+    comma();
+    string(s);
+  }
+  void value(const char* s) { value(std::string(s)); }
+  void value(uint64_t v) { comma(); out_ += std::to_string(v); }
+  void value(bool v) { comma(); out_ += v ? "true" : "false"; }
+  void null() { comma(); out_ += "null"; }
+  template <typename T>
+  void value(const std::optional<T>& v) {
+    if (v) value(static_cast<uint64_t>(*v));
+    else null();
+  }
+  void value(const std::optional<Dim3>& d) {
+    if (!d) return null();
+    begin_array();
+    value(uint64_t(d->x));
+    value(uint64_t(d->y));
+    value(uint64_t(d->z));
+    end_array();
+  }
+  void string_or_null(const std::string& s) {
+    if (s.empty()) null();
+    else value(s);
+  }
+  template <typename T>
+  void field(const char* k, const T& v) {
+    key(k);
+    value(v);
+  }
+  void field_or_null(const char* k, const std::string& s) {
+    key(k);
+    string_or_null(s);
+  }
+
+ private:
+  void comma() {
+    if (!first_) out_ += ',';
+    first_ = false;
+  }
+  void string(const std::string& s) {
+    bool plain = true;
+    for (unsigned char c : s)
+      if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') { plain = false; break; }
+    if (plain) {
+      out_ += '"';
+      out_ += s;
+      out_ += '"';
+    } else {
+      // Escapes and UTF-8 repair: names come from untrusted files, invalid
+      // UTF-8 is replaced by U+FFFD rather than rejected.
+      out_ += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+    }
+  }
+  std::string& out_;
+  bool first_ = true;
+};
+
+void write_kernel(JsonWriter& w, const Kernel& k) {
+  w.begin_object();
+  w.field("name", k.name);
+  w.field("demangled", k.demangled);
+  w.field("registers", k.registers);
+  w.field("stack_bytes", k.stack_bytes);
+  w.field("shared_bytes", k.shared_bytes);
+  w.field("param_bytes", k.param_bytes);
+  w.field("max_threads", k.max_threads);
+  w.field("min_stack_bytes", k.min_stack_bytes);
+  w.field("local_bytes", k.local_bytes);
+  w.field("const0_bytes", k.const0_bytes);
+  w.field("param_count", k.param_count);
+  w.field("max_ntid", k.max_ntid);
+  w.field("req_ntid", k.req_ntid);
+  w.field("cluster_dims", k.cluster_dims);
+  w.field("explicit_cluster", k.explicit_cluster);
+  w.field("max_registers", k.max_registers);
+  w.field("min_ctas_per_sm", k.min_ctas_per_sm);
+  w.field("code_bytes", k.code_bytes);
+  w.end_object();
 }
 
-json entries_json(const std::vector<Entry>& entries) {
-  json a = json::array();
-  for (const Entry& e : entries) a.push_back(entry_json(e));
-  return a;
+void write_entry(JsonWriter& w, const Entry& e) {
+  w.begin_object();
+  w.field("index", uint64_t(e.index));
+  w.field("container", uint64_t(e.container));
+  w.field("kind", to_string(e.kind));
+  w.field("arch", e.arch);
+  w.field_or_null("ptx_version", e.ptx_version);
+  w.field("compression", to_string(e.compression));
+  w.field("size", e.size);
+  w.field("decompressed_size", e.decompressed_size);
+  w.field("header_offset", e.header_offset);
+  w.field("payload_offset", e.payload_offset);
+  w.field("flags", e.flags);
+  w.field_or_null("code_version", e.code_version);
+  w.field_or_null("identifier", e.identifier);
+  w.field_or_null("options", e.options);
+  if (e.kind == EntryKind::kElf) {
+    w.key("elf");
+    w.begin_object();
+    w.field_or_null("type", e.elf_type);
+    w.field("abi_version", uint64_t(e.elf_abi_version));
+    w.field("flags", uint64_t(e.elf_flags));
+    w.field_or_null("virtual_arch", e.virtual_arch);
+    w.field_or_null("toolkit", e.toolkit);
+    w.field_or_null("ptxas_options", e.ptxas_options);
+    w.field("global_bytes", e.global_bytes);
+    w.key("constant_banks");
+    w.begin_array();
+    for (auto& [bank, bytes] : e.constant_banks) {
+      w.begin_object();
+      w.field("bank", uint64_t(bank));
+      w.field("bytes", bytes);
+      w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+  }
+  w.key("kernels");
+  w.begin_array();
+  for (const Kernel& k : e.kernels) write_kernel(w, k);
+  w.end_array();
+  w.key("globals");
+  w.begin_array();
+  for (const Global& g : e.globals) {
+    w.begin_object();
+    w.field("name", g.name);
+    w.field("space", g.space);
+    w.field("size", g.size);
+    w.end_object();
+  }
+  w.end_array();
+  w.field_or_null("error", e.error);
+  w.end_object();
+}
+
+// Writes one file object; `flush` is called between entries so a caller can
+// stream the text out instead of holding all of it.
+template <typename Flush>
+void write_file(JsonWriter& w, const FileReport& r, Flush&& flush) {
+  w.begin_object();
+  w.field("path", r.path);
+  w.field("format", to_string(r.format));
+  w.field("file_size", r.file_size);
+  w.field("kernel_count", uint64_t(r.kernel_count()));
+  w.field("tvm_ffi_module", r.tvm_ffi_module);
+  w.key("entries");
+  w.begin_array();
+  for (const Entry& e : r.entries) {
+    write_entry(w, e);
+    flush();
+  }
+  w.end_array();
+  w.key("images");
+  w.begin_array();
+  for (const DeviceImage& i : r.images) {
+    w.begin_object();
+    w.field("source", i.source);
+    w.field("format", to_string(i.format));
+    w.field("offset", i.offset);
+    w.field("size", i.size);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("functions");
+  w.begin_array();
+  for (const TvmFunction& f : r.functions) {
+    w.begin_object();
+    w.field("name", f.name);
+    w.field("symbol", f.symbol);
+    w.field("has_doc", f.has_doc);
+    w.field("has_metadata", f.has_metadata);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("embedded_cubins");
+  w.begin_array();
+  for (const EmbeddedCubin& c : r.embedded_cubins) {
+    w.begin_object();
+    w.field("name", c.name);
+    w.field("symbol", c.symbol);
+    w.field("offset", c.offset);
+    w.field("size", c.size);
+    w.field("format", to_string(c.format));
+    w.key("entries");
+    w.begin_array();
+    for (const Entry& e : c.entries) write_entry(w, e);
+    w.end_array();
+    w.field_or_null("error", c.error);
+    w.end_object();
+  }
+  w.end_array();
+  w.field_or_null("error", r.error);
+  w.end_object();
 }
 
 std::string dim(const std::optional<Dim3>& d) {
@@ -140,38 +279,44 @@ void format_entries(const std::vector<Entry>& entries, const std::string& indent
 }  // namespace
 
 nlohmann::json to_json(const FileReport& r) {
-  json images = json::array();
-  for (const DeviceImage& i : r.images)
-    images.push_back(json{{"source", i.source}, {"format", to_string(i.format)}, {"offset", i.offset}, {"size", i.size}});
-  json functions = json::array();
-  for (const TvmFunction& f : r.functions)
-    functions.push_back(
-        json{{"name", f.name}, {"symbol", f.symbol}, {"has_doc", f.has_doc}, {"has_metadata", f.has_metadata}});
-  json cubins = json::array();
-  for (const EmbeddedCubin& c : r.embedded_cubins)
-    cubins.push_back(json{{"name", c.name},
-                          {"symbol", c.symbol},
-                          {"offset", c.offset},
-                          {"size", c.size},
-                          {"format", to_string(c.format)},
-                          {"entries", entries_json(c.entries)},
-                          {"error", str_or_null(c.error)}});
-  return json{{"path", r.path},
-              {"format", to_string(r.format)},
-              {"file_size", r.file_size},
-              {"kernel_count", r.kernel_count()},
-              {"tvm_ffi_module", r.tvm_ffi_module},
-              {"entries", entries_json(r.entries)},
-              {"images", std::move(images)},
-              {"functions", std::move(functions)},
-              {"embedded_cubins", std::move(cubins)},
-              {"error", str_or_null(r.error)}};
+  std::string text;
+  JsonWriter w(text);
+  write_file(w, r, [] {});
+  return json::parse(text);
 }
 
 nlohmann::json to_json(const std::vector<FileReport>& reports) {
-  json files = json::array();
-  for (const FileReport& r : reports) files.push_back(to_json(r));
-  return json{{"schema_version", 1}, {"files", std::move(files)}};
+  std::string text;
+  JsonWriter w(text);
+  w.begin_object();
+  w.field("schema_version", uint64_t(1));
+  w.key("files");
+  w.begin_array();
+  for (const FileReport& r : reports) write_file(w, r, [] {});
+  w.end_array();
+  w.end_object();
+  return json::parse(text);
+}
+
+bool write_json(std::FILE* out, const std::vector<FileReport>& reports) {
+  std::string buf;
+  bool ok = true;
+  auto flush = [&] {
+    if (buf.size() < (1 << 16)) return;
+    ok = ok && std::fwrite(buf.data(), 1, buf.size(), out) == buf.size();
+    buf.clear();
+  };
+  JsonWriter w(buf);
+  w.begin_object();
+  w.field("schema_version", uint64_t(1));
+  w.key("files");
+  w.begin_array();
+  for (const FileReport& r : reports) write_file(w, r, flush);
+  w.end_array();
+  w.end_object();
+  buf += '\n';
+  ok = ok && std::fwrite(buf.data(), 1, buf.size(), out) == buf.size();
+  return ok;
 }
 
 std::string format_text(const FileReport& r) {

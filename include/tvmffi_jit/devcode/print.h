@@ -16,6 +16,11 @@ namespace tvmffi_jit::devcode {
 nlohmann::json to_json(const std::vector<FileReport>& reports);
 nlohmann::json to_json(const FileReport& report);
 
+// Streams the same document as to_json(reports) (compact, one line, keys in
+// schema order) to `out`, so memory stays flat on libraries with tens of
+// thousands of kernels. Returns false if writing failed.
+bool write_json(std::FILE* out, const std::vector<FileReport>& reports);
+
 // Human-readable tables, one block per file.
 std::string format_text(const FileReport& report);
 
