@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -237,8 +238,16 @@ NvrtcResult nvrtc_compile(const NvrtcRequest& request) {
   // and CCCL's cuda/std, which NVRTC does not find on its own), then the
   // user's options, so a user -arch or -I can still override what precedes it.
   result.effective_options.push_back("--gpu-architecture=" + nvrtc_arch(request.arch, request.output));
-  for (const auto& dir : request.include_paths) result.effective_options.push_back("-I" + dir);
-  for (const auto& dir : api.toolkit_include_dirs) result.effective_options.push_back("-I" + dir);
+  // A directory listed twice (tvm-ffi's include and dlpack dirs are one in a
+  // wheel) is searched once.
+  std::vector<std::string> seen_dirs;
+  auto add_include = [&](const std::string& dir) {
+    if (std::find(seen_dirs.begin(), seen_dirs.end(), dir) != seen_dirs.end()) return;
+    seen_dirs.push_back(dir);
+    result.effective_options.push_back("-I" + dir);
+  };
+  for (const auto& dir : request.include_paths) add_include(dir);
+  for (const auto& dir : api.toolkit_include_dirs) add_include(dir);
   for (const auto& opt : request.options) result.effective_options.push_back(opt);
 
   std::string source_name = request.source_name.empty() ? "source.cu" : request.source_name;

@@ -174,7 +174,7 @@ TEST_CASE("NVRTC sees include paths, defines, quote includes next to the source,
       "  x[0] = FROM_INCLUDE_PATH + NEXT_TO_SOURCE;\n"
       "}\n");
   r.source_name = dir.path() + "/src/k.cu";
-  r.include_paths = {dir.path() + "/inc"};
+  r.include_paths = {dir.path() + "/inc", dir.path() + "/inc"};  // listed twice, searched once
   r.options = {"-DKERNEL_NAME=configured_kernel", "-std=c++17"};
   build::NvrtcResult result = build::nvrtc_compile(r);
   INFO(result.log);
@@ -184,6 +184,7 @@ TEST_CASE("NVRTC sees include paths, defines, quote includes next to the source,
   auto user = std::find(result.effective_options.begin(), result.effective_options.end(), "-I" + dir.path() + "/inc");
   REQUIRE(user != result.effective_options.end());
   CHECK(user == result.effective_options.begin() + 1);
+  CHECK(std::count(result.effective_options.begin(), result.effective_options.end(), "-I" + dir.path() + "/inc") == 1);
 }
 
 TEST_CASE("NVRTC cannot include host C++ headers such as <cstdint>", "[build][nvrtc]") {
