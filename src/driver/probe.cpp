@@ -1,0 +1,364 @@
+// The child side of crash-isolated validation (`tvmffi-jit __driver-probe`).
+//
+// Protocol (private to this layer; validate.cpp is the other end):
+//   stdin:  {"device": N, "items": [{"id": K, "kind": "image", "path": P,
+//                                    "candidates": [{"arch": "sm_90", "names": [...]}, ...]},
+//                                   {"id": K, "kind": "module", "path": P,
+//                                    "tvm_ffi_library": L, "symbols": [...]}]}
+//   stdout: one JSON object per line: first {"driver": {...}}, then one
+//           {"item": K, ...} per item, flushed as soon as it is known, so the
+//           parent keeps every finished result when a later item kills us.
+//   stderr: "@@probe item=K step=S" before each step, written unbuffered, so
+//           the parent can say which call the driver died in.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <iterator>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "arch_select.h"
+#include "cuda_api.h"
+#include "probe_protocol.h"
+#include "tvmffi_jit/driver/validate.h"
+
+namespace tvmffi_jit::driver {
+
+namespace {
+
+using nlohmann::json;
+
+void mark(int item, const std::string& step) {
+  std::string line = std::string(kProbeMarker) + " item=" + std::to_string(item) + " step=" + step + "\n";
+  // write(2) directly: stdio buffering would lose the marker when the next
+  // call crashes the process.
+  const char* p = line.data();
+  size_t left = line.size();
+  while (left > 0) {
+    ssize_t n = ::write(STDERR_FILENO, p, left);
+    if (n <= 0) break;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+void emit(const json& j) {
+  std::string line = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+const char* loading_mode_name(CUmoduleLoadingMode m) {
+  switch (m) {
+    case CU_MODULE_EAGER_LOADING: return "eager";
+    case CU_MODULE_LAZY_LOADING: return "lazy";
+  }
+  return "unknown";
+}
+
+struct Session {
+  const DriverHandle& drv;
+  const CudaApi& api;
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  int cc_major = 0, cc_minor = 0;
+  bool ready = false;  // a device and its primary context are current
+  std::string why_not;
+};
+
+json open_session(Session& s, int ordinal) {
+  json d;
+  d["library"] = s.drv.library;
+  d["available"] = s.drv.available;
+  d["driver_version"] = s.drv.driver_version;
+  d["device"] = ordinal;
+  d["library_api"] = s.drv.api.has_library_api();
+  d["kernel_enumeration"] = s.drv.api.cuLibraryGetKernelCount && s.drv.api.cuLibraryEnumerateKernels;
+  if (!s.drv.available) {
+    s.why_not = s.drv.reason;
+    d["reason"] = s.why_not;
+    return d;
+  }
+  const CudaApi& a = s.api;
+  if (s.drv.init_result != CUDA_SUCCESS) {
+    s.why_not = s.drv.reason;
+    d["reason"] = s.why_not;
+    return d;
+  }
+  int count = 0;
+  CUresult rc = a.cuDeviceGetCount(&count);
+  if (rc != CUDA_SUCCESS || count == 0) {
+    s.why_not = rc != CUDA_SUCCESS ? "cuDeviceGetCount: " + error_name(a, rc) : "the driver reports no CUDA device";
+    d["reason"] = s.why_not;
+    return d;
+  }
+  d["device_count"] = count;
+  rc = a.cuDeviceGet(&s.dev, ordinal);
+  if (rc != CUDA_SUCCESS) {
+    s.why_not = "device " + std::to_string(ordinal) + " not found (" + std::to_string(count) +
+                " device(s)): cuDeviceGet returned " + error_name(a, rc);
+    d["reason"] = s.why_not;
+    return d;
+  }
+  char name[256] = {};
+  if (a.cuDeviceGetName(name, sizeof name - 1, s.dev) == CUDA_SUCCESS) d["device_name"] = name;
+  int major = 0, minor = 0;
+  a.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, s.dev);
+  a.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, s.dev);
+  s.cc_major = major;
+  s.cc_minor = minor;
+  d["cc_major"] = major;
+  d["cc_minor"] = minor;
+  CUmoduleLoadingMode mode{};
+  d["load_mode"] = a.cuModuleGetLoadingMode && a.cuModuleGetLoadingMode(&mode) == CUDA_SUCCESS
+                       ? loading_mode_name(mode)
+                       : "unknown";
+  if (!a.has_library_api()) {
+    s.why_not = "driver " + std::to_string(s.drv.driver_version) +
+                " has no library API (cuLibraryLoadFromFile needs CUDA 12.0 or newer)";
+    d["reason"] = s.why_not;
+    return d;
+  }
+  // The real load error of an unusable image only comes back from
+  // cuLibraryGetKernel/cuLibraryGetModule with a context current.
+  rc = a.cuDevicePrimaryCtxRetain(&s.ctx, s.dev);
+  if (rc == CUDA_SUCCESS) rc = a.cuCtxSetCurrent(s.ctx);
+  if (rc != CUDA_SUCCESS) {
+    s.why_not = "cannot make the primary context of device " + std::to_string(ordinal) +
+                " current: " + error_name(a, rc);
+    d["reason"] = s.why_not;
+    return d;
+  }
+  s.ready = true;
+  return d;
+}
+
+// Attribute numbers read for every kernel; the first seven are required.
+struct AttrSpec {
+  CUfunction_attribute attr;
+  const char* key;
+  bool required;
+};
+const AttrSpec kAttributes[] = {
+    {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "max_threads_per_block", true},
+    {CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, "shared_size_bytes", true},
+    {CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, "const_size_bytes", true},
+    {CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, "local_size_bytes", true},
+    {CU_FUNC_ATTRIBUTE_NUM_REGS, "num_regs", true},
+    {CU_FUNC_ATTRIBUTE_PTX_VERSION, "ptx_version", true},
+    {CU_FUNC_ATTRIBUTE_BINARY_VERSION, "binary_version", true},
+    {CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, "max_dynamic_shared_bytes", false},
+    {CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, "cluster_width", false},
+    {CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT, "cluster_height", false},
+    {CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH, "cluster_depth", false},
+};
+
+constexpr unsigned kLogBytes = 64 * 1024;
+
+std::string log_text(const std::vector<char>& buf, void* written) {
+  // The driver writes the bytes used (including the NUL) back into the size
+  // slot; trust it only when it is in range.
+  size_t used = static_cast<size_t>(reinterpret_cast<uintptr_t>(written));
+  size_t n = strnlen(buf.data(), used > 0 && used <= buf.size() ? used : buf.size());
+  std::string s(buf.data(), n);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+json probe_image(Session& s, int id, const std::string& path, const std::vector<std::string>& offline_names) {
+  const CudaApi& a = s.api;
+  json r;
+  r["item"] = id;
+  auto fail = [&](const std::string& step, CUresult rc) {
+    if (!r.contains("failed_step")) {
+      r["failed_step"] = step;
+      r["result"] = error_name(a, rc);
+    }
+  };
+
+  std::vector<char> error_log(kLogBytes, 0), info_log(kLogBytes, 0);
+  CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                         CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
+  // Integer options travel by value in the void* slot, and come back there.
+  void* values[] = {error_log.data(), reinterpret_cast<void*>(uintptr_t{kLogBytes}), info_log.data(),
+                    reinterpret_cast<void*>(uintptr_t{kLogBytes})};
+  CUlibrary lib = nullptr;
+  mark(id, "cuLibraryLoadFromFile");
+  CUresult rc = a.cuLibraryLoadFromFile(&lib, path.c_str(), opts, values, 4, nullptr, nullptr, 0);
+  r["error_log"] = log_text(error_log, values[1]);
+  r["info_log"] = log_text(info_log, values[3]);
+  if (rc != CUDA_SUCCESS) {
+    fail("cuLibraryLoadFromFile", rc);
+    return r;
+  }
+
+  std::vector<std::string> names;
+  std::set<std::string> enumerated;
+  if (a.cuLibraryGetKernelCount && a.cuLibraryEnumerateKernels) {
+    unsigned count = 0;
+    mark(id, "cuLibraryGetKernelCount");
+    rc = a.cuLibraryGetKernelCount(&count, lib);
+    if (rc != CUDA_SUCCESS) {
+      fail("cuLibraryGetKernelCount", rc);
+    } else {
+      r["kernel_count"] = count;
+      std::vector<CUkernel> kernels(count);
+      mark(id, "cuLibraryEnumerateKernels");
+      rc = count ? a.cuLibraryEnumerateKernels(kernels.data(), count, lib) : CUDA_SUCCESS;
+      if (rc != CUDA_SUCCESS) {
+        fail("cuLibraryEnumerateKernels", rc);
+      } else {
+        for (unsigned i = 0; i < count; ++i) {
+          const char* name = nullptr;
+          if (!a.cuKernelGetName) break;
+          mark(id, "cuKernelGetName");
+          rc = a.cuKernelGetName(&name, kernels[i]);
+          if (rc != CUDA_SUCCESS || !name) {
+            fail("cuKernelGetName", rc);
+            break;
+          }
+          names.push_back(name);
+          enumerated.insert(name);
+        }
+      }
+    }
+  }
+  // Resolve the offline names too: a kernel the driver does not list, or a
+  // driver that cannot list (12.0-12.3), still gets cuLibraryGetKernel.
+  for (const auto& n : offline_names)
+    if (!enumerated.count(n)) names.push_back(n);
+
+  CUmodule mod = nullptr;
+  mark(id, "cuLibraryGetModule");
+  rc = a.cuLibraryGetModule(&mod, lib);
+  if (rc != CUDA_SUCCESS) fail("cuLibraryGetModule", rc);
+
+  json kernels = json::array();
+  for (const auto& name : names) {
+    json k;
+    k["name"] = name;
+    k["enumerated"] = enumerated.count(name) > 0;
+    CUkernel kernel = nullptr;
+    mark(id, "cuLibraryGetKernel(" + name + ")");
+    rc = a.cuLibraryGetKernel(&kernel, lib, name.c_str());
+    k["resolved"] = rc == CUDA_SUCCESS;
+    if (rc != CUDA_SUCCESS) {
+      k["resolve_error"] = error_name(a, rc);
+      fail("cuLibraryGetKernel(" + name + ")", rc);
+      kernels.push_back(std::move(k));
+      continue;
+    }
+    json attrs = json::object();
+    mark(id, "cuKernelGetAttribute(" + name + ")");
+    for (const auto& spec : kAttributes) {
+      int v = 0;
+      rc = a.cuKernelGetAttribute(&v, spec.attr, kernel, s.dev);
+      if (rc == CUDA_SUCCESS) {
+        attrs[spec.key] = v;
+      } else if (spec.required) {
+        fail(std::string("cuKernelGetAttribute(") + name + ", " + spec.key + ")", rc);
+      }
+    }
+    k["attributes"] = std::move(attrs);
+    kernels.push_back(std::move(k));
+  }
+  r["kernels"] = std::move(kernels);
+  mark(id, "cuLibraryUnload");
+  rc = a.cuLibraryUnload(lib);
+  if (rc != CUDA_SUCCESS) fail("cuLibraryUnload", rc);
+  return r;
+}
+
+json probe_module(int id, const std::string& path, const std::string& tvm_ffi_library,
+                  const std::vector<std::string>& symbols) {
+  json r;
+  r["item"] = id;
+  if (!tvm_ffi_library.empty()) {
+    mark(id, "dlopen(libtvm_ffi)");
+    // RTLD_GLOBAL: the module has NEEDED libtvm_ffi.so and no RUNPATH; an
+    // already loaded library with that soname satisfies it.
+    if (!dlopen(tvm_ffi_library.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+      const char* e = dlerror();
+      r["error"] = "cannot load " + tvm_ffi_library + ": " + (e ? e : "unknown error");
+      r["loaded"] = false;
+      return r;
+    }
+  }
+  mark(id, "dlopen");
+  // RTLD_NOW makes every undefined symbol an error here rather than at the
+  // first call.
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* e = dlerror();
+    r["error"] = e ? e : "dlopen failed";
+    r["loaded"] = false;
+    return r;
+  }
+  r["loaded"] = true;
+  json resolved = json::object();
+  mark(id, "dlsym");
+  for (const auto& sym : symbols) resolved[sym] = dlsym(h, sym.c_str()) != nullptr;
+  r["symbols"] = std::move(resolved);
+  // Deliberately not dlclose'd: module destructors may need libtvm_ffi's
+  // global state, and the process ends right after.
+  return r;
+}
+
+}  // namespace
+
+int run_driver_probe() {
+  json request;
+  try {
+    std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+    request = json::parse(text);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "__driver-probe: bad request: %s\n", e.what());
+    return 2;
+  }
+  const DriverHandle& drv = open_driver();
+  Session s{drv, drv.api, 0, nullptr, 0, 0, false, ""};
+  int ordinal = request.value("device", 0);
+  bool has_images = false;
+  for (const auto& item : request.value("items", json::array()))
+    if (item.value("kind", "") == "image") has_images = true;
+  // Only initialise a device when there is something to load on it; a
+  // module-only request must not need a GPU.
+  json d = has_images ? open_session(s, ordinal) : json{{"available", drv.available}, {"library", drv.library}};
+  emit(json{{"driver", d}});
+
+  for (const auto& item : request.value("items", json::array())) {
+    int id = item.value("id", 0);
+    std::string kind = item.value("kind", "");
+    std::string path = item.value("path", "");
+    if (kind == "module") {
+      emit(probe_module(id, path, item.value("tvm_ffi_library", ""),
+                        item.value("symbols", std::vector<std::string>{})));
+    } else if (kind == "image") {
+      if (!s.ready) {
+        emit(json{{"item", id}, {"skipped", s.why_not}});
+        continue;
+      }
+      // The names the driver should find: those of the image it will pick
+      // for this device (a fatbin holds several).
+      std::vector<std::string> archs;
+      std::vector<std::vector<std::string>> names;
+      for (const auto& c : item.value("candidates", json::array())) {
+        archs.push_back(c.value("arch", ""));
+        names.push_back(c.value("names", std::vector<std::string>{}));
+      }
+      auto chosen = select_image(archs, s.cc_major, s.cc_minor);
+      emit(probe_image(s, id, path, chosen ? names[*chosen] : std::vector<std::string>{}));
+    }
+  }
+  if (s.ctx) s.api.cuDevicePrimaryCtxRelease(s.dev);
+  return 0;
+}
+
+}  // namespace tvmffi_jit::driver
