@@ -14,6 +14,7 @@ namespace {
 
 // The subcommand table: one row per src/cli/cmd_<name>.cpp.
 const std::vector<RegisterCommand> kCommands = {
+    register_driver_probe_command,
     register_inspect_command,
     register_cache_command,
     register_build_command,

@@ -23,5 +23,6 @@ void register_build_command(CLI::App& app, CommandContext& ctx);
 void register_inspect_command(CLI::App& app, CommandContext& ctx);
 void register_cache_command(CLI::App& app, CommandContext& ctx);
 void register_doctor_command(CLI::App& app, CommandContext& ctx);
+void register_driver_probe_command(CLI::App& app, CommandContext& ctx);  // hidden: driver validation child
 
 }  // namespace tvmffi_jit::cli
