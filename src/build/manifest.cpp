@@ -13,7 +13,9 @@
 
 namespace tvmffi_jit::build {
 
-using nlohmann::json;
+// ordered_json: "functions" and "embed_cubin" objects keep the order they were written in
+// (the export lines follow it, as they follow a Python dict's insertion order).
+using json = nlohmann::ordered_json;
 
 namespace {
 
