@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/driver_load.h"
 #include "tvmffi_jit/cli/commands.h"
 #include "tvmffi_jit/devcode/parse.h"
 #include "tvmffi_jit/devcode/print.h"
@@ -24,6 +25,8 @@ struct InspectArgs {
   unsigned jobs = 0;  // 0 = one per core
   bool no_demangle = false;
   bool no_ptx = false;
+  bool load = false;  // --load: also validate through the CUDA driver (docs/driver.md)
+  DriverLoadOptions driver;
 };
 
 void write_stdout(const std::string& s) {
@@ -44,11 +47,12 @@ int run_inspect(const InspectArgs& args) {
       all_ok = false;
       std::fprintf(stderr, "tvmffi-jit: %s: %s\n", path.c_str(), report.error.c_str());
     }
-    if (args.json) {
-      reports.push_back(std::move(report));
-    } else {
-      write_stdout(devcode::format_text(report));
-    }
+    if (!args.json) write_stdout(devcode::format_text(report));
+    if (args.json || args.load) reports.push_back(std::move(report));
+  }
+  if (args.load) {
+    int code = finish_inspect_load(reports, args.driver, args.json);
+    return all_ok ? code : static_cast<int>(ExitCode::kInvalid);
   }
   if (args.json && !devcode::write_json(stdout, reports)) throw io_error("cannot write to stdout");
   if (std::fflush(stdout) != 0) throw io_error("cannot write to stdout");
@@ -66,9 +70,12 @@ void register_inspect_command(CLI::App& app, CommandContext& ctx) {
       ->check(CLI::Range(1u, 1024u));
   sub->add_flag("--no-demangle", args->no_demangle, "Do not demangle kernel names (faster on huge libraries)");
   sub->add_flag("--no-ptx", args->no_ptx, "Do not decompress and list PTX entries");
+  sub->add_flag("--load", args->load,
+                "Also load each file through the CUDA driver (in a child process) and give a verdict");
+  add_driver_load_options(sub, args->driver);
   sub->add_option("files", args->files, "cubin, fatbin, PTX or ELF (.so/.o/executable) files")->required();
   sub->footer("Exit codes: 0 every file parsed; 3 a file is invalid or unreadable (its error says why);\n"
-              "2 usage error.");
+              "2 usage error; with --load also 3 if the driver rejects a file, 4 if there is no driver or device.");
   sub->callback([args, &ctx] { ctx.exit_code = run_inspect(*args); });
 }
 

@@ -128,6 +128,11 @@ void plan_file(Plan& plan, size_t fi, const devcode::FileReport& r, const Valida
                        std::vector<const devcode::Entry*> entries) {
     ImageVerdict img;
     img.entry = static_cast<int>(v.images.size()) + 1;
+    // Refined to the entry the driver picks once the device is known.
+    std::set<std::string> names;
+    for (const auto* e : entries)
+      for (const auto& k : e->kernels) names.insert(k.name);
+    img.offline_kernel_count = names.size();
     img.source = source;
     img.loaded_path = path;
     Item item;
@@ -654,7 +659,8 @@ std::string format_text(const FileVerdict& v) {
   for (const auto& img : v.images) {
     std::string head = "  entry " + std::to_string(img.entry) + " (" + img.source + ")";
     if (!img.offline_arch.empty()) head += " as " + img.offline_arch;
-    head += ": " + std::string(img.valid ? "loads" : img.crashed ? "CRASH" : "FAILS");
+    bool skipped = img.failed_step == "skipped";
+    head += ": " + std::string(img.valid ? "loads" : img.crashed ? "CRASH" : skipped ? "not loaded" : "FAILS");
     if (img.driver_kernel_count) head += ", " + std::to_string(*img.driver_kernel_count) + " kernel(s)";
     head += ", offline " + std::to_string(img.offline_kernel_count);
     line(head);

@@ -5,7 +5,8 @@
  * and answers every entry point the tool asks for. Behaviour:
  *
  *   FAKE_CUDA_MODE=ok (default)  loads succeed; kernels are the STT_FUNC
- *                                 symbols with STO_ENTRY of a cubin, the
+ *                                 symbols with STO_ENTRY of a cubin (or of the
+ *                                 first uncompressed cubin in a fatbin), the
  *                                 `.entry` names of PTX, or FAKE_CUDA_KERNELS
  *   FAKE_CUDA_MODE=zero_kernels  load "succeeds" with 0 kernels and a ptxas
  *                                 message in the error log; cuLibraryGetKernel
@@ -278,7 +279,15 @@ static CUresult cuLibraryLoadFromFile(struct fake_library** out, const char* pat
   const char* names = getenv("FAKE_CUDA_KERNELS");
   if (names) kernels_from_list(lib, names);
   else if (n >= 4 && memcmp(buf, "\x7f" "ELF", 4) == 0) kernels_from_cubin(lib, buf, n);
-  else kernels_from_ptx(lib, (const char*)buf);
+  else if (n >= 4 && memcmp(buf, "\x50\xed\x55\xba", 4) == 0) {
+    /* A fatbin: use the first uncompressed CUDA ELF inside it. */
+    for (size_t off = 0; off + 64 <= n; ++off) {
+      if (memcmp(buf + off, "\x7f" "ELF", 4) == 0 && buf[off + 0x12] == 190) {
+        kernels_from_cubin(lib, buf + off, n - off);
+        break;
+      }
+    }
+  } else kernels_from_ptx(lib, (const char*)buf);
   fill_log(jit_values, NULL, n_jit, jit_opts, "");
   if (mode_is("kernel_error")) lib->deferred_error = CUDA_ERROR_NO_BINARY_FOR_GPU;
   *out = lib;

@@ -1,0 +1,43 @@
+#include "cli/driver_load.h"
+
+#include <cstdio>
+
+#include "tvmffi_jit/devcode/print.h"
+#include "tvmffi_jit/util/error.h"
+
+namespace tvmffi_jit::cli {
+
+void add_driver_load_options(CLI::App* sub, DriverLoadOptions& o) {
+  sub->add_option("--device", o.device, "CUDA device ordinal to load on (default 0)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--timeout", o.timeout,
+                  "Seconds the driver may take before the load counts as hung (default 60)")
+      ->check(CLI::PositiveNumber);
+}
+
+driver::ValidateOptions to_validate_options(const DriverLoadOptions& o) {
+  driver::ValidateOptions v;
+  v.device = o.device;
+  v.timeout_seconds = o.timeout;
+  return v;
+}
+
+int finish_inspect_load(const std::vector<devcode::FileReport>& reports, const DriverLoadOptions& o, bool json) {
+  std::vector<driver::FileVerdict> verdicts = driver::validate_files(reports, to_validate_options(o));
+  std::string out;
+  if (json) {
+    nlohmann::json doc = devcode::to_json(reports);
+    for (size_t i = 0; i < verdicts.size() && i < doc["files"].size(); ++i)
+      doc["files"][i]["driver"] = driver::to_json(verdicts[i]);
+    out = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  } else {
+    for (const auto& v : verdicts) out += v.path + ": driver\n" + driver::format_text(v);
+  }
+  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0)
+    throw io_error("cannot write to stdout");
+  for (const auto& v : verdicts)
+    if (v.verdict != driver::Verdict::kValid && v.offline_valid)  // offline errors are already printed
+      std::fprintf(stderr, "tvmffi-jit: %s: %s\n", v.path.c_str(), v.message.c_str());
+  return driver::exit_code_for(verdicts);
+}
+
+}  // namespace tvmffi_jit::cli

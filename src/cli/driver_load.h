@@ -1,0 +1,32 @@
+// The CLI end of driver validation, shared by `inspect --load` and
+// `build --validate`: options, output and exit codes (docs/driver.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "tvmffi_jit/devcode/report.h"
+#include "tvmffi_jit/driver/validate.h"
+
+namespace tvmffi_jit::cli {
+
+struct DriverLoadOptions {
+  int device = 0;        // --device N
+  double timeout = 60;   // --timeout S (per child process)
+};
+
+// Adds --device and --timeout to `sub`.
+void add_driver_load_options(CLI::App* sub, DriverLoadOptions& o);
+
+driver::ValidateOptions to_validate_options(const DriverLoadOptions& o);
+
+// `inspect --load`: validates every report, prints (text: one driver block
+// per file after the offline listing; JSON: the offline document with a
+// `driver` object added to each file) and returns the exit code: 3 if any
+// file is invalid offline or in the driver, else 4 if there was no driver or
+// no device, else 0. Text output of the offline part is the caller's.
+int finish_inspect_load(const std::vector<devcode::FileReport>& reports, const DriverLoadOptions& o, bool json);
+
+}  // namespace tvmffi_jit::cli
