@@ -40,7 +40,7 @@ class Bytes {
 
   Bytes sub(uint64_t offset, uint64_t length, const char* what) const {
     if (!contains(offset, length))
-      fail("{} at 0x{:x} size 0x{:x} exceeds the enclosing range end at 0x{:x}", what, base_ + offset,
+      fail("{} at 0x{:x} size 0x{:x} runs past the end of its data at 0x{:x}", what, base_ + offset,
            length, base_ + size_);
     return Bytes(data_ + offset, length, base_ + offset);
   }
@@ -52,7 +52,7 @@ class Bytes {
   template <typename T>
   T read(uint64_t offset, const char* what) const {
     if (!contains(offset, sizeof(T)))
-      fail("{} at 0x{:x} is past the end at 0x{:x}", what, base_ + offset, base_ + size_);
+      fail("{} at 0x{:x} is past the end of its data at 0x{:x}", what, base_ + offset, base_ + size_);
     T v;
     std::memcpy(&v, data_ + offset, sizeof(T));  // host is little endian (x86-64/aarch64)
     return v;

@@ -204,7 +204,7 @@ struct FatbinWalk {
       if (hs < 16 || hs > region.size() - p)
         fail("container at 0x{:x}: header size {} is invalid", cstart, hs);
       if (fat > region.size() - p - hs)
-        fail("container at 0x{:x}: size 0x{:x} exceeds the enclosing range end at 0x{:x}", cstart, fat,
+        fail("container at 0x{:x}: size 0x{:x} runs past the end of its data at 0x{:x}", cstart, fat,
              region.base() + region.size());
       Bytes container = region.sub(p + hs, fat, "container");
       uint32_t number = next_container++;

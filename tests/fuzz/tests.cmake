@@ -1,0 +1,10 @@
+# Fuzz-corpus replays: every corpus input goes through the same
+# LLVMFuzzerTestOneInput as the libFuzzer build, in the normal (gcc) build and
+# again under ASan+UBSan in CI (label `fuzz`).
+add_executable(fuzz_replay_devcode
+  ${CMAKE_CURRENT_LIST_DIR}/replay_main.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/devcode_fuzz.cpp)
+target_link_libraries(fuzz_replay_devcode PRIVATE tvmffi_jit tvmffi_jit_settings)
+add_test(NAME fuzz.devcode
+  COMMAND fuzz_replay_devcode ${CMAKE_CURRENT_LIST_DIR}/corpus/devcode)
+set_tests_properties(fuzz.devcode PROPERTIES LABELS fuzz TIMEOUT 300)
