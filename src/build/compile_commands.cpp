@@ -124,4 +124,31 @@ void update_compile_commands(const std::string& path, const std::vector<CompileC
   util::write_file_atomic(path, format_compile_commands(merged));
 }
 
+std::vector<CompileCommand> plan_compile_commands(const BuildPlan& plan, const Manifest& manifest,
+                                                  const std::string& directory) {
+  std::vector<CompileCommand> commands;
+  for (const auto* steps : {&plan.device_steps, &plan.compile_steps}) {
+    for (const auto& step : *steps) {
+      std::string file = step.input_path;
+      if (step.generated_text) {
+        file.clear();
+        for (const auto& source : manifest.sources) {
+          if (step.generated_text->find("#include \"" + source + "\"") != std::string::npos) {
+            file = source;
+            break;
+          }
+        }
+      }
+      if (file.empty()) continue;  // inline code: no file of the user's to describe
+      std::vector<std::string> argv = step.argv();
+      const std::string given_input = step.compiler_input();
+      for (auto& arg : argv) {
+        if (arg == given_input) arg = file;
+      }
+      commands.push_back({directory, std::move(argv), file, ""});
+    }
+  }
+  return commands;
+}
+
 }  // namespace tvmffi_jit::build

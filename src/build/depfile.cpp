@@ -80,4 +80,26 @@ void write_depfile(const std::string& path, const std::vector<std::string>& targ
   util::write_file_atomic(path, text);
 }
 
+std::vector<std::string> build_inputs(const Manifest& manifest, const BuildResult& result,
+                                      const std::vector<std::string>& recorded_headers) {
+  std::vector<std::string> inputs;
+  std::unordered_set<std::string> seen;
+  const std::string generated_prefix = result.build_dir.empty() ? "" : result.build_dir + "/";
+  auto add = [&](const std::string& path) {
+    if (path.empty()) return;
+    if (!generated_prefix.empty() && path.compare(0, generated_prefix.size(), generated_prefix) == 0) return;
+    if (seen.insert(path).second) inputs.push_back(path);
+  };
+  add(manifest.manifest_path);
+  for (const auto& source : manifest.sources) add(source);
+  for (const auto& embed : manifest.embed_cubin) add(embed.path);
+  for (const auto* units : {&result.device_units, &result.units}) {
+    for (const auto& unit : *units) {
+      for (const auto& dep : unit.dependencies) add(dep);
+    }
+  }
+  for (const auto& header : recorded_headers) add(header);
+  return inputs;
+}
+
 }  // namespace tvmffi_jit::build

@@ -127,24 +127,52 @@ void mark_missing(json& c, const std::string& problem, const std::string& fix) {
   c["fix"] = fix;
 }
 
+// The C++ compiler is found exactly as builds find it. The C compiler is
+// looked up on its own (find_host_compilers resolves CXX first and would
+// blame a broken CXX on cc), with the same rules: $CC or "cc", a path or a
+// name on PATH.
+std::optional<std::string> find_c_compiler(const toolchain::EnvLookup& env, std::string* problem) {
+  const std::optional<std::string> configured = toolchain::non_empty(env, "CC");
+  const std::string program = configured.value_or("cc");
+  if (program.find('/') != std::string::npos) {
+    if (util::is_regular_file(program)) return util::absolute_path(program);
+  } else if (auto found = util::find_program(program)) {
+    return *found;
+  }
+  *problem = configured ? "CC=" + program + ": compiler not found" : "no cc on PATH";
+  return std::nullopt;
+}
+
 json probe_host_compiler(const toolchain::EnvLookup& env, bool c_compiler) {
   json c = component(c_compiler ? "cc" : "c++");
   const char* var = c_compiler ? "CC" : "CXX";
+  const std::string fix = c_compiler
+                              ? "install a C compiler (apt-get install gcc) or set CC; needed only for .c sources"
+                              : "install a C++ compiler (apt-get install g++) or set CXX=/path/to/c++";
+  std::string path;
   try {
-    toolchain::HostCompilers found = toolchain::find_host_compilers(env, c_compiler);
-    const std::string path = c_compiler ? found.cc : found.cxx;
-    c["path"] = path;
-    c["found_by"] = toolchain::non_empty(env, var) ? var : "PATH";
-    if (auto v = version_line(path)) {
-      c["found"] = true;
-      c["version"] = *v;
+    if (c_compiler) {
+      std::string problem;
+      auto found = find_c_compiler(env, &problem);
+      if (!found) {
+        mark_missing(c, problem, fix);
+        return c;
+      }
+      path = *found;
     } else {
-      mark_missing(c, path + " --version failed", std::string("point ") + var + " at a working compiler");
+      path = toolchain::find_host_compilers(env, false).cxx;
     }
   } catch (const Error& e) {
-    mark_missing(c, e.what(),
-                 c_compiler ? "install a C compiler (apt-get install gcc) or set CC; needed only for .c sources"
-                            : "install a C++ compiler (apt-get install g++) or set CXX=/path/to/c++");
+    mark_missing(c, e.what(), fix);
+    return c;
+  }
+  c["path"] = path;
+  c["found_by"] = toolchain::non_empty(env, var) ? var : "PATH";
+  if (auto v = version_line(path)) {
+    c["found"] = true;
+    c["version"] = *v;
+  } else {
+    mark_missing(c, path + " --version failed", std::string("point ") + var + " at a working compiler");
   }
   return c;
 }

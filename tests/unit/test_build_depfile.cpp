@@ -1,10 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "tvmffi_jit/build/compile_commands.h"
 #include "tvmffi_jit/build/depfile.h"
+#include "tvmffi_jit/build/wrapper.h"
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -75,4 +77,62 @@ TEST_CASE("a file that is not a compilation database is left alone", "[build][co
   util::write_file(path, "{\"not\": \"an array\"}");
   CHECK_THROWS_AS(build::update_compile_commands(path, {CompileCommand{"/b", {"c++"}, "/a.cpp", ""}}), Error);
   CHECK(util::read_file(path) == "{\"not\": \"an array\"}");
+}
+
+TEST_CASE("a build's inputs are the manifest, sources, embeds and headers, never generated files",
+          "[build][depfile]") {
+  build::Manifest m;
+  m.manifest_path = "/proj/m.json";
+  m.sources = {"/proj/a.cc", "/proj/k.cu"};
+  m.embed_cubin = {{"k", "/proj/k.cubin"}};
+  build::BuildResult r;
+  r.build_dir = "/tmp/build-x";
+  build::CompiledUnit unit;
+  unit.dependencies = {"/proj/a.h", "/tmp/build-x/cpp_0_a.exports.cpp", "/usr/include/stdio.h", "/proj/a.h"};
+  r.units = {unit};
+  build::CompiledUnit device;
+  device.dependencies = {"/proj/k.h"};
+  r.device_units = {device};
+  CHECK(build::build_inputs(m, r, {}) == std::vector<std::string>{"/proj/m.json", "/proj/a.cc", "/proj/k.cu",
+                                                                  "/proj/k.cubin", "/proj/k.h", "/proj/a.h",
+                                                                  "/usr/include/stdio.h"});
+  // After a cache hit nothing was compiled; the entry's recorded headers stand in.
+  build::BuildResult hit;
+  CHECK(build::build_inputs(m, hit, {"/proj/a.h", "/proj/a.cc"}) ==
+        std::vector<std::string>{"/proj/m.json", "/proj/a.cc", "/proj/k.cu", "/proj/k.cubin", "/proj/a.h"});
+}
+
+TEST_CASE("compile commands describe the user's files, with the export wrapper replaced by the file",
+          "[build][compile_commands]") {
+  build::Manifest m;
+  m.name = "mod";
+  m.sources = {"/proj/a.cc", "/proj/b.cc"};
+  m.functions = {{"f", ""}};
+  build::BuildPlan plan;
+  build::CompileStep wrapped;
+  wrapped.compiler = "/usr/bin/c++";
+  wrapped.flags = {"-std=c++17", "-I/opt/tvm/include"};
+  wrapped.generated_name = "cpp_0_a.exports.cpp";
+  wrapped.generated_text = build::file_export_unit("/proj/a.cc", m.functions);
+  wrapped.object_name = "cpp_0.o";
+  wrapped.depfile_name = "cpp_0.o.d";
+  build::CompileStep plain = wrapped;
+  plain.generated_text.reset();
+  plain.generated_name.clear();
+  plain.input_path = "/proj/b.cc";
+  plain.object_name = "cpp_1.o";
+  build::CompileStep inline_unit = wrapped;
+  inline_unit.generated_name = "main.cpp";
+  inline_unit.generated_text = "int main_inline() { return 0; }\n";
+  plan.compile_steps = {wrapped, plain, inline_unit};
+
+  const auto db = build::plan_compile_commands(plan, m, "/proj");
+  REQUIRE(db.size() == 2);
+  CHECK(db[0].file == "/proj/a.cc");
+  CHECK(db[0].directory == "/proj");
+  CHECK(std::find(db[0].arguments.begin(), db[0].arguments.end(), "/proj/a.cc") != db[0].arguments.end());
+  CHECK(std::find(db[0].arguments.begin(), db[0].arguments.end(), "cpp_0_a.exports.cpp") == db[0].arguments.end());
+  CHECK(std::find(db[0].arguments.begin(), db[0].arguments.end(), "-I/opt/tvm/include") != db[0].arguments.end());
+  CHECK(db[1].file == "/proj/b.cc");
+  CHECK(db[1].arguments == plain.argv());
 }

@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "tvmffi_jit/build/manifest.h"
+#include "tvmffi_jit/build/plan.h"
+
 namespace tvmffi_jit::build {
 
 struct CompileCommand {
@@ -32,5 +35,15 @@ std::vector<CompileCommand> parse_compile_commands(const std::string& text, cons
 // replaced. An existing file that is not a database is an error (exit 5)
 // rather than something to overwrite.
 void update_compile_commands(const std::string& path, const std::vector<CompileCommand>& commands);
+
+// The database entries of a plan: one per translation unit that is a file of
+// the user's (inline sources only exist in a build directory that is gone
+// after a cached build, so they are left out). A unit compiled through the
+// export wrapper (wrapper.h: `#include "<file>"`) is listed under the user's
+// file with the wrapper's input replaced by it: same flags, the file clangd
+// opens. `directory` is the working directory recorded (the plan's commands
+// name only their outputs relatively).
+std::vector<CompileCommand> plan_compile_commands(const BuildPlan& plan, const Manifest& manifest,
+                                                  const std::string& directory);
 
 }  // namespace tvmffi_jit::build

@@ -23,6 +23,9 @@
 #include <string_view>
 #include <vector>
 
+#include "tvmffi_jit/build/executor.h"
+#include "tvmffi_jit/build/manifest.h"
+
 namespace tvmffi_jit::build {
 
 // One path escaped for a depfile (see the format above). Newlines cannot be
@@ -38,5 +41,14 @@ std::string format_depfile(const std::vector<std::string>& targets, const std::v
 // build system never reads half a depfile.
 void write_depfile(const std::string& path, const std::vector<std::string>& targets,
                    const std::vector<std::string>& prerequisites);
+
+// Every file a build read, in a stable order: the manifest, the sources, the
+// embedded binaries, then each header the compilers reported (`result.units`
+// and `result.device_units` after a compile; `recorded_headers`, from the cache
+// entry, after a hit), without duplicates. Files under the build directory are
+// left out: they are generated, and naming a file that will not exist would
+// make Make rebuild every time.
+std::vector<std::string> build_inputs(const Manifest& manifest, const BuildResult& result,
+                                      const std::vector<std::string>& recorded_headers);
 
 }  // namespace tvmffi_jit::build

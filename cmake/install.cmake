@@ -1,0 +1,32 @@
+# Install rules beyond the binary (which CMakeLists.txt installs): the man
+# page, the manifest schema, shell completions (in tvmffi-jit's share folder
+# and where bash-completion and zsh look), the examples, and a CMake package
+# so projects can `find_package(tvmffi_jit)` and call tvmffi_jit_add_module().
+include(CMakePackageConfigHelpers)
+
+set(_tvmffi_jit_share ${CMAKE_CURRENT_SOURCE_DIR}/share/tvmffi-jit)
+
+install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/man/tvmffi-jit.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+install(FILES ${_tvmffi_jit_share}/manifest.schema.json DESTINATION ${CMAKE_INSTALL_DATADIR}/tvmffi-jit)
+install(DIRECTORY ${_tvmffi_jit_share}/completions ${_tvmffi_jit_share}/examples
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/tvmffi-jit)
+install(FILES ${_tvmffi_jit_share}/completions/tvmffi-jit.bash
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME tvmffi-jit)
+install(FILES ${_tvmffi_jit_share}/completions/_tvmffi-jit DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/site-functions)
+
+set(TVMFFI_JIT_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/tvmffi_jit)
+configure_package_config_file(
+  ${CMAKE_CURRENT_LIST_DIR}/tvmffi_jitConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/cmake/tvmffi_jitConfig.cmake
+  INSTALL_DESTINATION ${TVMFFI_JIT_INSTALL_CMAKEDIR}
+  PATH_VARS CMAKE_INSTALL_BINDIR CMAKE_INSTALL_DATADIR)
+# 0.x: minor versions may change the CLI, so only the same minor is compatible.
+write_basic_package_version_file(
+  ${CMAKE_CURRENT_BINARY_DIR}/cmake/tvmffi_jitConfigVersion.cmake
+  VERSION ${PROJECT_VERSION}
+  COMPATIBILITY SameMinorVersion)
+install(FILES
+  ${CMAKE_CURRENT_BINARY_DIR}/cmake/tvmffi_jitConfig.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/cmake/tvmffi_jitConfigVersion.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/tvmffi_jit_functions.cmake
+  DESTINATION ${TVMFFI_JIT_INSTALL_CMAKEDIR})
