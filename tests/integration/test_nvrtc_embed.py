@@ -308,6 +308,18 @@ def test_bad_source_exits_1_with_the_nvrtc_log(work, env):
     assert r.stdout == ""
 
 
+def test_nvrtc_finds_quote_includes_next_to_the_source_from_any_cwd(work, env, tmp_path):
+    src_dir = work / "with_header"
+    src_dir.mkdir()
+    (src_dir / "helper.cuh").write_text("#define HELPER_VALUE 41\n")
+    (src_dir / "uses_helper.cu").write_text(
+        '#include "helper.cuh"\nextern "C" __global__ void uses_helper(int* x) { x[0] = HELPER_VALUE + 1; }\n')
+    r = run_tool("build", "--json", src_dir / "uses_helper.cu", "--compiler", "nvrtc", "--emit", "cubin",
+                 "--arch", "9.0", "--build-dir", work / "quote_include", env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert Elf(json.loads(r.stdout)["path"]).kernels() == {"uses_helper"}
+
+
 def test_nvrtc_rejects_host_headers_that_nvcc_accepts(work, env):
     src = work / "host_header.cu"
     src.write_text('#include <cstdint>\nextern "C" __global__ void k(std::int32_t* x) { x[0] = 1; }\n')
