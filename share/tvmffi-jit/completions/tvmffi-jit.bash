@@ -3,14 +3,13 @@
 # The option lists mirror `tvmffi-jit <command> --help` (the tests check that
 # every option there appears here).
 
-_tvmffi_jit_commands="build inspect validate cache doctor"
+_tvmffi_jit_commands="build inspect cache doctor"
 _tvmffi_jit_cache_commands="path list show verify clean gc stats"
 _tvmffi_jit_global_opts="-h --help --version -v --verbose -q --quiet"
 _tvmffi_jit_build_opts="-h --help -m --manifest --name --function --cflag --cuda-cflag --ldflag -I --include
   --arch --emit --compiler --kernel-name --embed-cubin --build-dir --tvm-ffi-root -j --jobs --json
   -v --verbose -q --quiet --cache-dir --no-cache -o --output --link-to --depfile --compile-commands"
-_tvmffi_jit_inspect_opts="-h --help --json -j --jobs --no-demangle --no-ptx"
-_tvmffi_jit_validate_opts="-h --help --json --device --timeout"
+_tvmffi_jit_inspect_opts="-h --help --json -j --jobs --no-demangle --no-ptx --load --device --timeout"
 _tvmffi_jit_doctor_opts="-h --help --json --cache-dir --tvm-ffi-root --require"
 _tvmffi_jit_cache_common_opts="-h --help --cache-dir --json"
 _tvmffi_jit_archs="7.5 8.0 8.6 8.7 8.9 9.0 9.0a 10.0 10.0a 10.0f 10.3 11.0 12.0 12.0a 12.0f 12.1 9.0+PTX 10.0+PTX 12.0+PTX"
@@ -128,7 +127,7 @@ _tvmffi_jit() {
         _tvmffi_jit_files "$cur" "@(c|cc|cpp|cxx|cu|o|C|CC|CPP|CXX|CU)"
       fi
       ;;
-    inspect | validate)
+    inspect)
       if [[ $cur == -* ]]; then
         local opts_var=_tvmffi_jit_${command}_opts
         COMPREPLY=($(compgen -W "${!opts_var}" -- "$cur"))
