@@ -258,7 +258,7 @@ bool Manifest::needs_cuda() const {
 }
 
 ManifestError::ManifestError(std::string where, std::string pointer, std::string problem)
-    : Error(ExitCode::kUsage, where + ": " + pointer + ": " + problem),
+    : Error(ExitCode::kUsage, where + ": " + (pointer.empty() ? "" : pointer + ": ") + problem),
       where_(std::move(where)),
       pointer_(std::move(pointer)),
       problem_(std::move(problem)) {}

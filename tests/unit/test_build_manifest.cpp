@@ -223,7 +223,8 @@ TEST_CASE("each kind of bad manifest names the key and the problem", "[build][ma
     } else {
       CHECK(f.problem == expected);
     }
-    if (!c.combination) CHECK(f.what == "m.json: " + std::string(c.pointer) + ": " + f.problem);
+    if (!c.combination)
+      CHECK(f.what == "m.json: " + (f.pointer.empty() ? "" : std::string(c.pointer) + ": ") + f.problem);
   }
 }
 

@@ -62,7 +62,8 @@ struct Manifest {
 // A manifest problem: `where` is the manifest path (or "command line"),
 // `pointer` a JSON pointer ("/extra_cflags/2") or an option name
 // ("--function"), `problem` the text after it. what() is the one-line
-// "<where>: <pointer>: <problem>" the user sees. Exit code 2.
+// "<where>: <pointer>: <problem>" the user sees ("<where>: <problem>" when
+// the pointer is empty, i.e. the whole document). Exit code 2.
 class ManifestError : public Error {
  public:
   ManifestError(std::string where, std::string pointer, std::string problem);
