@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tvmffi_jit/build/cached_build.h"
 #include "tvmffi_jit/build/executor.h"
 #include "tvmffi_jit/build/manifest.h"
 #include "tvmffi_jit/build/plan.h"
@@ -32,12 +33,17 @@ struct BuildArgs {
   std::string manifest;
   build::CommandLineInputs inputs;
   std::string build_dir;
+  std::string cache_dir;  // --cache-dir (cache on unless --build-dir or --no-cache)
+  bool force = false;
+  bool no_cache = false;
   std::string tvm_ffi_root;
   int jobs = 0;
   bool json = false;
   int verbosity = 0;
   bool quiet = false;
 };
+
+bool uses_cache(const BuildArgs& args) { return args.build_dir.empty() && !args.no_cache; }
 
 // Finds what this build needs and no more: a CUDA-free module does not look
 // for nvcc, a cubin does not need tvm-ffi. What is absent is recorded and
@@ -55,11 +61,11 @@ toolchain::Toolchain find_toolchain(const build::Manifest& m, const BuildArgs& a
   toolchain::TvmFfiSearch search;
   if (!args.tvm_ffi_root.empty()) search.root = args.tvm_ffi_root;
   if (host_build) {
-    tc.tvm_ffi = toolchain::find_tvm_ffi(search);
+    tc.tvm_ffi = uses_cache(args) ? build::find_tvm_ffi_memoized(search, args.cache_dir) : toolchain::find_tvm_ffi(search);
   } else {
     // Kernel-only builds add tvm-ffi's include directories when it is there.
     try {
-      tc.tvm_ffi = toolchain::find_tvm_ffi(search);
+      tc.tvm_ffi = uses_cache(args) ? build::find_tvm_ffi_memoized(search, args.cache_dir) : toolchain::find_tvm_ffi(search);
     } catch (const Error& e) {
       tc.tvm_ffi_missing_reason = e.what();
     }
@@ -122,7 +128,34 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   plan_options.detect_gpus = detect_gpus;
   build::BuildPlan plan = build::make_plan(manifest, tc, plan_options);
 
-  // 3. Where: --build-dir as given, else a fresh directory under the system
+  build::ExecuteOptions exec;
+  exec.jobs = args.jobs;
+  exec.verbose = ctx.global.verbosity > 0;
+  exec.quiet = ctx.global.quiet;
+
+  // 3a. Cached (the default): docs/cache.md.
+  if (uses_cache(args)) {
+    build::CachedBuildOptions co;
+    co.cache_dir = args.cache_dir;
+    co.force = args.force;
+    co.exec = exec;
+    build::CachedBuildResult cr = build::cached_build(plan, manifest, tc, co);
+    if (args.json) {
+      nlohmann::json j = result_json(plan, cr.build);
+      j["cache"] = cr.cache;
+      j["key"] = cr.key;
+      j["entry_dir"] = cr.entry_dir.empty() ? nlohmann::json() : nlohmann::json(cr.entry_dir);
+      if (cr.cache == "miss") j["miss_reason"] = cr.miss_reason;
+      j["objects_reused"] = cr.objects_reused;
+      j["objects_compiled"] = cr.objects_compiled;
+      write_stdout(j.dump(2) + "\n");
+    } else {
+      write_stdout(cr.build.artifact_path + "\n");
+    }
+    return 0;
+  }
+
+  // 3b. Where: --build-dir as given, else a fresh directory under the system
   //    temp dir that outlives this process (the artifact is in it).
   std::string build_dir = args.build_dir;
   if (build_dir.empty()) {
@@ -132,16 +165,17 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   }
 
   // 4. Build into that directory.
-  build::ExecuteOptions exec;
-  exec.jobs = args.jobs;
-  exec.verbose = ctx.global.verbosity > 0;
-  exec.quiet = ctx.global.quiet;
   if (exec.verbose) spdlog::info("building {} in {}", plan.name, build_dir);
   build::BuildResult result = build::execute_plan(plan, build_dir, exec);
 
   // 5. Report: one line (the path) or one JSON object on stdout.
-  if (args.json) write_stdout(result_json(plan, result).dump(2) + "\n");
-  else write_stdout(result.artifact_path + "\n");
+  if (args.json) {
+    nlohmann::json j = result_json(plan, result);
+    j["cache"] = "off";
+    write_stdout(j.dump(2) + "\n");
+  } else {
+    write_stdout(result.artifact_path + "\n");
+  }
   return 0;
 }
 
@@ -173,11 +207,15 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--embed-cubin", in.embed_cubin,
                   "NAME=FILE: link FILE (.cubin/.fatbin, or a .cu compiled to a cubin) for TVM_FFI_EMBED_CUBIN(NAME)")
       ->allow_extra_args(false);
-  sub->add_option("--build-dir", args->build_dir, "Build in DIR (default: a new directory under the system temp dir)");
+  sub->add_option("--build-dir", args->build_dir, "Build in DIR, bypassing the cache");
+  sub->add_option("--cache-dir", args->cache_dir,
+                  "Cache root (default: $TVMFFI_JIT_CACHE_DIR, else $XDG_CACHE_HOME/tvmffi-jit, else ~/.cache/tvmffi-jit)");
+  sub->add_flag("--force", args->force, "Rebuild even if the cache has the module (and replace the entry)");
+  sub->add_flag("--no-cache", args->no_cache, "Build in a new temp directory without the cache");
   sub->add_option("--tvm-ffi-root", args->tvm_ffi_root,
                   "tvm-ffi installation (default: $TVM_FFI_ROOT, tvm-ffi-config, python3 -c 'import tvm_ffi')");
   sub->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: one per core)")->check(CLI::NonNegativeNumber);
-  sub->add_flag("--json", args->json, "Print one JSON object (path, name, emit, functions, archs, commands, seconds)");
+  sub->add_flag("--json", args->json, "Print one JSON object (path, name, emit, functions, archs, commands, seconds, cache, key)");
   sub->add_flag("-v,--verbose", args->verbosity, "Show every command (also accepted before the subcommand)");
   sub->add_flag("-q,--quiet", args->quiet, "Only errors on stderr");
   sub->callback([args, &ctx] {
