@@ -160,7 +160,9 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
     if (use_nvrtc) {
       NvrtcStep step;
       step.request.source = is_inline ? join_inline_sources(m.cuda_sources) : util::read_file(source_file);
-      step.request.source_name = is_inline ? m.name + ".cu" : util::file_name(source_file);
+      // NVRTC searches `#include "x.h"` next to the source *name*, as nvcc does
+      // next to the file: the full path keeps quote includes working from any cwd.
+      step.request.source_name = is_inline ? m.name + ".cu" : source_file;
       step.request.arch = m.emit == EmitKind::kCubin ? plan.archs[0].sm() : plan.archs[0].compute();
       step.request.output = m.emit == EmitKind::kCubin ? NvrtcOutput::kCubin : NvrtcOutput::kPtx;
       if (tc.tvm_ffi) step.request.include_paths = {tc.tvm_ffi->include_dir, tc.tvm_ffi->dlpack_include_dir};
