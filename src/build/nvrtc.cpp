@@ -1,4 +1,5 @@
 #include "tvmffi_jit/build/nvrtc.h"
+#include "tvmffi_jit/build/nvrtc_includes.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -324,5 +325,7 @@ std::string nvrtc_identity() {
   const NvrtcApi& api = nvrtc_api();
   return api.path + " " + std::to_string(api.major) + "." + std::to_string(api.minor);
 }
+
+std::vector<std::string> nvrtc_toolkit_include_dirs() { return nvrtc_api().toolkit_include_dirs; }
 
 }  // namespace tvmffi_jit::build
