@@ -16,7 +16,8 @@ namespace tvmffi_jit::devcode {
 namespace {
 
 constexpr uint32_t kShtCudaInfo = 0x70000000;
-constexpr uint8_t kSttObject = 1, kSttFunc = 2;
+// ET_REL cubins give variables type 13 (STT_LOPROC, "CUDA object").
+constexpr uint8_t kSttObject = 1, kSttFunc = 2, kSttCudaObject = 13;
 constexpr uint8_t kStoCudaEntry = 0x10, kStoCudaManaged = 0x04;
 
 // EIATTR_* codes used here (§4.5).
@@ -235,7 +236,7 @@ void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry) {
       else if (k.req_ntid) k.max_threads = k.req_ntid->product();
       kernel_of_symbol[sym.index] = static_cast<int32_t>(entry.kernels.size());
       entry.kernels.push_back(std::move(k));
-    } else if (sym.type() == kSttObject && defined && !sym.name.empty() && sym.name[0] != '$' &&
+    } else if ((sym.type() == kSttObject || sym.type() == kSttCudaObject) && defined && !sym.name.empty() && sym.name[0] != '$' &&
                sym.name[0] != '.') {
       std::string_view sec = sections[sym.shndx].name;
       uint32_t bank;

@@ -7,6 +7,7 @@ namespace tvmffi_jit::devcode {
 namespace {
 constexpr uint64_t kEhdrSize = 64;
 constexpr uint64_t kShdrSize = 64;
+constexpr uint64_t kPhdrSize = 56;
 constexpr uint64_t kSymSize = 24;
 constexpr uint32_t kShnXindex = 0xffff;
 constexpr uint32_t kShtStrtab = 3;
@@ -35,6 +36,20 @@ ElfFile::ElfFile(Bytes b) : bytes_(b) {
   type_ = b.u16(16, "e_type");
   machine_ = b.u16(18, "e_machine");
   flags_ = b.u32(48, "e_flags");
+  // Program headers (cubins and linked host files have them): the table and
+  // every segment's file bytes must be inside the file.
+  uint64_t phoff = b.u64(32, "e_phoff");
+  uint16_t phentsize = b.u16(54, "e_phentsize");
+  uint64_t phnum = b.u16(56, "e_phnum");
+  if (phnum != 0) {
+    if (phentsize != kPhdrSize) fail("ELF header: e_phentsize {} (expected 56)", phentsize);
+    Bytes ph = b.sub(phoff, phnum * kPhdrSize, "program header table");
+    for (uint64_t i = 0; i < phnum; ++i) {
+      uint64_t off = ph.u64(i * kPhdrSize + 8, "p_offset"), filesz = ph.u64(i * kPhdrSize + 32, "p_filesz");
+      if (!b.contains(off, filesz))
+        fail("segment {} at 0x{:x} size 0x{:x} exceeds file size 0x{:x}", i, off, filesz, b.size());
+    }
+  }
   uint64_t shoff = b.u64(40, "e_shoff");
   uint16_t shentsize = b.u16(58, "e_shentsize");
   uint64_t shnum = b.u16(60, "e_shnum");
@@ -64,7 +79,7 @@ ElfFile::ElfFile(Bytes b) : bytes_(b) {
     s.link = h.u32(40, "sh_link");
     s.info = h.u32(44, "sh_info");
     s.entsize = h.u64(56, "sh_entsize");
-    if (i != 0 && s.type != kShtNobits && !b.contains(s.offset, s.size))
+    if (i != 0 && has_file_data(s.type) && !b.contains(s.offset, s.size))
       fail("section {} at 0x{:x} size 0x{:x} exceeds file size 0x{:x}", i, s.offset, s.size, b.size());
   }
   if (shnum == 0) return;
@@ -86,7 +101,7 @@ const ElfSection* ElfFile::find_section(std::string_view name) const {
 }
 
 Bytes ElfFile::contents(const ElfSection& s) const {
-  if (s.type == kShtNobits || s.index == 0) return Bytes(bytes_.data(), 0, 0);
+  if (!has_file_data(s.type) || s.index == 0) return Bytes(bytes_.data(), 0, 0);
   return bytes_.sub(s.offset, s.size, "section");
 }
 

@@ -19,6 +19,14 @@ constexpr uint32_t kShtSymtab = 2;
 constexpr uint32_t kShtDynsym = 11;
 constexpr uint32_t kShtNote = 7;
 
+// Sections without bytes in the file: SHT_NOBITS, and the CUDA types that
+// ET_REL cubins use instead of it for .nv.global (0x70000007), .nv.local.*
+// (0x70000009), .nv.shared.* (0x7000000a) and .nv.shared.reserved.* (0x70000015).
+inline bool has_file_data(uint32_t type) {
+  return type != kShtNobits && type != 0x70000007 && type != 0x70000009 && type != 0x7000000a &&
+         type != 0x70000015;
+}
+
 struct ElfSection {
   uint32_t index = 0;
   std::string_view name;

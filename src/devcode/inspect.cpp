@@ -392,7 +392,7 @@ void scan_embedded_cubins(const ElfFile& elf, FileReport& r, const InspectOption
         if (start->shndx >= elf.sections().size() || end->shndx != start->shndx)
           fail("symbols {} and {}_end are not in the same section", name, name);
         const ElfSection& s = elf.sections()[start->shndx];
-        if (s.type == kShtNobits) fail("{} is in a section without file data", name);
+        if (!has_file_data(s.type)) fail("{} is in a section without file data", name);
         uint64_t base = elf.type() == 1 ? 0 : s.addr;  // ET_REL values are section offsets
         if (start->value < base || end->value < start->value || end->value - base > s.size)
           fail("{} .. {}_end (0x{:x}..0x{:x}) is outside section {} (0x{:x}, size 0x{:x})", name, name,
