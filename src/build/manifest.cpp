@@ -95,6 +95,14 @@ std::string source_problem(const std::string& given, const std::string& resolved
   return check_readable_file(given, resolved);
 }
 
+// The same file twice would be compiled twice and fail to link with
+// duplicate symbols; say so where the mistake is.
+std::string duplicate_source_problem(const Manifest& m, const std::string& given, const std::string& resolved) {
+  for (const auto& s : m.sources)
+    if (s == resolved) return "source " + in_quotes(given) + " is listed twice";
+  return "";
+}
+
 std::string include_dir_problem(const std::string& given, const std::string& resolved) {
   if (given.empty()) return "empty path";
   if (!util::is_directory(resolved))
@@ -138,6 +146,7 @@ void parse_key(const Reader& r, Manifest& m, const std::string& key, const json&
     for (size_t i = 0; i < given.size(); ++i) {
       std::string resolved = given[i].empty() ? "" : resolve(r.base_dir, given[i]);
       std::string p = source_problem(given[i], resolved);
+      if (p.empty()) p = duplicate_source_problem(m, given[i], resolved);
       if (!p.empty()) r.fail(v.is_array() ? ptr + "/" + std::to_string(i) : ptr, p);
       m.sources.push_back(resolved);
     }
@@ -378,7 +387,9 @@ void apply_command_line(Manifest& m, const CommandLineInputs& cli) {
   Reader r{kCommandLine, util::current_directory()};
   for (const auto& given : cli.sources) {
     std::string resolved = given.empty() ? "" : resolve(r.base_dir, given);
-    if (auto p = source_problem(given, resolved); !p.empty()) r.fail("source " + in_quotes(given), p);
+    std::string p = source_problem(given, resolved);
+    if (p.empty()) p = duplicate_source_problem(m, given, resolved);
+    if (!p.empty()) r.fail("source " + in_quotes(given), p);
     m.sources.push_back(resolved);
   }
   if (cli.name) {

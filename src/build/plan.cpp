@@ -286,7 +286,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
       s.generated_name = std::string(lang == Language::kCuda ? "cuda_" : "cpp_") + std::to_string(index) + "_" +
                          stem(path) + (lang == Language::kCuda ? ".exports.cu" : ".exports.cpp");
       s.generated_text = file_export_unit(path, m.functions);
-      host_file.clear();  // a file listed twice is wrapped once
+      host_file.clear();
     } else {
       s.input_path = path;
     }

@@ -170,6 +170,7 @@ TEST_CASE("each kind of bad manifest names the key and the problem", "[build][ma
        "unsupported source type \".h\" (expected .c .cc .cpp .cxx .cu or .o)", false},
       {R"({"name": "m", "sources": ["inc.cc"]})", "/sources/0", "no such file...", false},
       {R"({"name": "m", "sources": [""]})", "/sources/0", "empty path", false},
+      {R"({"name": "m", "sources": ["a.cc", "./a.cc"]})", "/sources/1", "source \"./a.cc\" is listed twice", false},
       {R"({"name": "m", "cpp_sources": "x", "functions": 7})", "/functions",
        "expected a string, an array of strings or an object of name: docstring, got number", false},
       {R"({"name": "m", "cpp_sources": "x", "functions": ["add", "1x"]})", "/functions/1",
@@ -313,6 +314,11 @@ TEST_CASE("command-line mistakes are usage errors naming the option", "[build][m
     CommandLineInputs c = base;
     c.arch = {"9.0 nine"};
     CHECK(problem_of(c).rfind("--arch 9.0 nine: bad CUDA architecture \"nine\"", 0) == 0);
+  }
+  {
+    CommandLineInputs c = base;
+    c.sources.push_back(d.path("a.cc"));
+    CHECK(problem_of(c) == "source \"" + d.path("a.cc") + "\": source \"" + d.path("a.cc") + "\" is listed twice");
   }
   {
     CommandLineInputs c = base;
