@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/driver_load.h"
 #include "tvmffi_jit/build/cached_build.h"
 #include "tvmffi_jit/build/executor.h"
 #include "tvmffi_jit/build/manifest.h"
@@ -41,6 +42,9 @@ struct BuildArgs {
   bool json = false;
   int verbosity = 0;
   bool quiet = false;
+  bool validate = false;        // --validate: check the artifact offline and through the driver
+  bool require_driver = false;  // --require-driver: no driver is exit 4 instead of a warning
+  DriverLoadOptions driver;     // --device, --timeout
 };
 
 bool uses_cache(const BuildArgs& args) { return args.build_dir.empty() && !args.no_cache; }
@@ -140,6 +144,10 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     co.force = args.force;
     co.exec = exec;
     build::CachedBuildResult cr = build::cached_build(plan, manifest, tc, co);
+    nlohmann::json validation;
+    int validated = args.validate ? validate_build_output(cr.build.artifact_path, args.driver, args.require_driver,
+                                                          args.json ? &validation : nullptr)
+                                  : 0;
     if (args.json) {
       nlohmann::json j = result_json(plan, cr.build);
       j["cache"] = cr.cache;
@@ -148,11 +156,12 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
       if (cr.cache == "miss") j["miss_reason"] = cr.miss_reason;
       j["objects_reused"] = cr.objects_reused;
       j["objects_compiled"] = cr.objects_compiled;
+      if (args.validate) j["validation"] = validation;
       write_stdout(j.dump(2) + "\n");
     } else {
       write_stdout(cr.build.artifact_path + "\n");
     }
-    return 0;
+    return validated;
   }
 
   // 3b. Where: --build-dir as given, else a fresh directory under the system
@@ -167,16 +176,21 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   // 4. Build into that directory.
   if (exec.verbose) spdlog::info("building {} in {}", plan.name, build_dir);
   build::BuildResult result = build::execute_plan(plan, build_dir, exec);
+  nlohmann::json validation;
+  int validated = args.validate ? validate_build_output(result.artifact_path, args.driver, args.require_driver,
+                                                        args.json ? &validation : nullptr)
+                                : 0;
 
   // 5. Report: one line (the path) or one JSON object on stdout.
   if (args.json) {
     nlohmann::json j = result_json(plan, result);
     j["cache"] = "off";
+    if (args.validate) j["validation"] = validation;
     write_stdout(j.dump(2) + "\n");
   } else {
     write_stdout(result.artifact_path + "\n");
   }
-  return 0;
+  return validated;
 }
 
 }  // namespace
@@ -218,6 +232,11 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
   sub->add_flag("--json", args->json, "Print one JSON object (path, name, emit, functions, archs, commands, seconds, cache, key)");
   sub->add_flag("-v,--verbose", args->verbosity, "Show every command (also accepted before the subcommand)");
   sub->add_flag("-q,--quiet", args->quiet, "Only errors on stderr");
+  sub->add_flag("--validate", args->validate,
+                "Check the artifact offline, then load it through the CUDA driver in a child process (docs/driver.md);\n"
+                "exit 3 if invalid. Without a driver: offline checks only and a warning");
+  sub->add_flag("--require-driver", args->require_driver, "With --validate: no driver or device is exit 4");
+  add_driver_load_options(sub, args->driver);
   sub->callback([args, &ctx] {
     if (args->verbosity || args->quiet) {
       ctx.global.verbosity += args->verbosity;

@@ -2,8 +2,11 @@
 
 #include <cstdio>
 
+#include "tvmffi_jit/devcode/parse.h"
 #include "tvmffi_jit/devcode/print.h"
 #include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/log.h"
 
 namespace tvmffi_jit::cli {
 
@@ -38,6 +41,39 @@ int finish_inspect_load(const std::vector<devcode::FileReport>& reports, const D
     if (v.verdict != driver::Verdict::kValid && v.offline_valid)  // offline errors are already printed
       std::fprintf(stderr, "tvmffi-jit: %s: %s\n", v.path.c_str(), v.message.c_str());
   return driver::exit_code_for(verdicts);
+}
+
+}  // namespace tvmffi_jit::cli
+
+namespace tvmffi_jit::cli {
+
+int validate_build_output(const std::string& path, const DriverLoadOptions& o, bool require_driver,
+                          nlohmann::json* json) {
+  devcode::FileReport report = devcode::inspect_file(path);
+  // A relocatable object is linked, not dlopen'ed: check its device code only.
+  if (util::extension(path) == ".o") report.tvm_ffi_module = false;
+  driver::FileVerdict v = driver::validate_file(path, report, to_validate_options(o));
+  if (json) *json = {{"offline", devcode::to_json(report)}, {"driver", driver::to_json(v)}};
+  if (!util::log_quiet() || v.verdict == driver::Verdict::kInvalid) {
+    std::string text = path + ": validation\n" + driver::format_text(v);
+    std::fwrite(text.data(), 1, text.size(), stderr);
+  }
+  switch (v.verdict) {
+    case driver::Verdict::kValid:
+      return 0;
+    case driver::Verdict::kInvalid:
+      std::fprintf(stderr, "tvmffi-jit: %s: %s\n", path.c_str(), v.message.c_str());
+      return static_cast<int>(ExitCode::kInvalid);
+    case driver::Verdict::kNoDriver:
+      if (require_driver) {
+        std::fprintf(stderr, "tvmffi-jit: %s: %s (--require-driver)\n", path.c_str(), v.message.c_str());
+        return static_cast<int>(ExitCode::kMissingTool);
+      }
+      spdlog::warn("{}: {}; only the offline checks{} ran", path, v.message,
+                   v.module.checked ? " and the module load" : "");
+      return 0;
+  }
+  return static_cast<int>(ExitCode::kInvalid);
 }
 
 }  // namespace tvmffi_jit::cli

@@ -30,3 +30,15 @@ driver::ValidateOptions to_validate_options(const DriverLoadOptions& o);
 int finish_inspect_load(const std::vector<devcode::FileReport>& reports, const DriverLoadOptions& o, bool json);
 
 }  // namespace tvmffi_jit::cli
+
+namespace tvmffi_jit::cli {
+
+// `build --validate`: inspects the artifact offline and validates it through
+// the driver. Prints the verdict on stderr (stdout is the artifact path) and,
+// when `json` is given, stores the report there ({"offline": ..., "driver": ...}).
+// Returns 3 if the artifact is invalid; with no driver or device, 4 if
+// `require_driver`, else 0 after a warning (the offline checks still ran).
+int validate_build_output(const std::string& path, const DriverLoadOptions& o, bool require_driver,
+                          nlohmann::json* json);
+
+}  // namespace tvmffi_jit::cli
