@@ -132,6 +132,7 @@ void Progress::ensure_configured_locked() {
 void Progress::start(size_t total) {
   std::lock_guard<std::mutex> lock(mutex_);
   ensure_configured_locked();
+  if (depth_++ > 0) return;  // nested: the outer run's total and numbering stand
   running_ = true;
   total_ = total;
   counter_ = 0;
@@ -176,6 +177,11 @@ size_t Progress::next(std::string_view label) {
 
 void Progress::finish() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (depth_ > 1) {
+    --depth_;
+    return;
+  }
+  depth_ = 0;
   if (status_visible_) {
     write_locked("\n");
     status_visible_ = false;

@@ -101,6 +101,25 @@ TEST_CASE("on a terminal one status line is rewritten in place and ended once", 
   CHECK(out.text() == "\r\x1b[K[1/2] c++ a.cpp\r\x1b[K[2/2] link m.so\n");
 }
 
+TEST_CASE("a nested run keeps the outer total and only the outer finish ends the line", "[util][progress]") {
+  MemoryStream out;
+  Progress progress(options(ProgressMode::kTerminal, out.file()));
+  progress.start(3);
+  progress.next("c++ a.cpp");
+  progress.next("c++ b.cpp");
+  progress.start(1);  // e.g. the executor linking for the cache
+  progress.next("link m.so");
+  progress.finish();
+  CHECK(out.text() == "\r\x1b[K[1/3] c++ a.cpp\r\x1b[K[2/3] c++ b.cpp\r\x1b[K[3/3] link m.so");
+  progress.finish();
+  CHECK(out.text() == "\r\x1b[K[1/3] c++ a.cpp\r\x1b[K[2/3] c++ b.cpp\r\x1b[K[3/3] link m.so\n");
+  // A new run starts counting again.
+  progress.start(1);
+  progress.next("c++ c.cpp");
+  progress.finish();
+  CHECK(out.text().substr(out.text().size() - 16) == "[1/1] c++ c.cpp\n");
+}
+
 TEST_CASE("quiet mode prints nothing at all", "[util][progress]") {
   MemoryStream out;
   Progress progress(options(ProgressMode::kSilent, out.file()));

@@ -74,15 +74,18 @@ class Progress {
   ProgressMode mode() const;
 
   // A run of `total` steps begins. In terminal mode this also routes spdlog's
-  // records through print_above() until finish().
+  // records through print_above() until finish(). Runs nest: a start() inside
+  // a run (the cache compiling units, then handing the link to the executor)
+  // keeps the outer total and numbering, and only the outermost finish() ends
+  // the run, so the caller that knows the whole count sets it.
   void start(size_t total);
   // Shows "[done/total] label". Callable from any thread.
   void step(size_t done, size_t total, std::string_view label);
   // Counts one more step of the current run and shows it; returns its number.
   size_t next(std::string_view label);
-  // Ends the run: a status line on screen is ended with a newline (it stays
-  // visible, as ninja leaves its last line) and logging goes back to stderr.
-  // Safe to call twice or without start().
+  // Ends the run (the outermost one, see start()): a status line on screen is
+  // ended with a newline (it stays visible, as ninja leaves its last line) and
+  // logging goes back to stderr. Safe to call without start().
   void finish();
 
   // Writes `text` (one or more lines) to the progress stream on lines of its
@@ -104,9 +107,20 @@ class Progress {
   bool running_ = false;
   size_t total_ = 0;
   size_t counter_ = 0;
+  int depth_ = 0;               // nesting of start()/finish()
   std::string status_;          // last status text (without escapes)
   bool status_visible_ = false; // terminal mode: the status line is on screen
   std::unique_ptr<LogRoute> log_route_;
+};
+
+// start() on construction, finish() on destruction (also when a step throws),
+// on Progress::global().
+class ProgressScope {
+ public:
+  explicit ProgressScope(size_t total) { Progress::global().start(total); }
+  ~ProgressScope() { Progress::global().finish(); }
+  ProgressScope(const ProgressScope&) = delete;
+  ProgressScope& operator=(const ProgressScope&) = delete;
 };
 
 }  // namespace tvmffi_jit::util
