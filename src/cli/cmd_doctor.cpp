@@ -262,7 +262,7 @@ DriverProbe probe_driver() {
   } else {
     mark_missing(p.driver, status.reason.empty() ? "no CUDA driver" : status.reason,
                  "install the NVIDIA driver (libcuda.so.1) or set TVMFFI_JIT_LIBCUDA=/path/to/libcuda.so.1; "
-                 "needed for `validate` and for builds without --arch");
+                 "needed for `inspect --load` and for builds without --arch");
   }
   for (const auto& gpu : status.gpus) {
     json g = json::object();
@@ -281,7 +281,7 @@ DriverProbe probe_driver() {
   } else {
     mark_missing(p.gpu, status.available ? "the driver sees no GPU" : "no driver, so no GPU can be seen",
                  "check nvidia-smi and CUDA_VISIBLE_DEVICES; without a GPU, builds need --arch or "
-                 "TVM_FFI_CUDA_ARCH_LIST and `validate` cannot run");
+                 "TVM_FFI_CUDA_ARCH_LIST and `inspect --load` cannot run");
   }
   return p;
 }
@@ -367,13 +367,21 @@ json probe_cache(const DoctorOptions& options) {
   c["entries"] = s.module_entries + s.object_entries;
   c["module_entries"] = s.module_entries;
   c["object_entries"] = s.object_entries;
-  const bool writable = ::access(root.c_str(), W_OK | X_OK) == 0;
-  c["writable"] = writable;
-  if (writable) {
+  // The same checks a build makes before using the root (ownership, mode,
+  // a write probe), so doctor says what the build would refuse.
+  cache::CacheRoot opened;
+  try {
+    opened = cache::open_root(root, false);
+  } catch (const Error& e) {
+    mark_missing(c, e.what(), "pick a directory of your own with TVMFFI_JIT_CACHE_DIR or --cache-dir");
+    return c;
+  }
+  c["writable"] = opened.writable;
+  if (opened.writable) {
     c["found"] = true;
     c["version"] = std::to_string(s.module_entries + s.object_entries) + " entries, " + util::format_bytes(s.bytes);
   } else {
-    mark_missing(c, root + " is not writable: builds work but nothing is cached",
+    mark_missing(c, opened.unwritable_why + ": builds work but nothing is cached",
                  "fix the permissions of " + root + " or set TVMFFI_JIT_CACHE_DIR to a writable directory");
   }
   return c;
@@ -383,7 +391,9 @@ std::string line_for(const json& c) {
   std::string detail;
   if (c["found"].get<bool>()) {
     if (c["version"].is_string()) detail = c["version"].get<std::string>();
-    if (c["path"].is_string() && c["name"] != "cache") detail += (detail.empty() ? "" : "  ") + c["path"].get<std::string>();
+    const std::string shown_path = c.contains("include_dir") ? c["include_dir"].get<std::string>()
+                                   : c["path"].is_string() ? c["path"].get<std::string>() : "";
+    if (!shown_path.empty() && c["name"] != "cache") detail += (detail.empty() ? "" : "  ") + shown_path;
     if (c["name"] == "cache") detail = c["path"].get<std::string>() + "  " + detail;
     if (c.contains("found_by") && c["found_by"].is_string()) detail += "  (" + c["found_by"].get<std::string>() + ")";
   } else {
