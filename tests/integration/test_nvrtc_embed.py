@@ -320,6 +320,22 @@ def test_nvrtc_finds_quote_includes_next_to_the_source_from_any_cwd(work, env, t
     assert Elf(json.loads(r.stdout)["path"]).kernels() == {"uses_helper"}
 
 
+def test_an_nvrtc_cache_entry_is_stale_once_an_included_header_changes(work, env):
+    # NVRTC writes no depfile; the cache must still notice a changed header.
+    src_dir = work / "cached_header"
+    src_dir.mkdir()
+    header = src_dir / "value.cuh"
+    (src_dir / "cached.cu").write_text(
+        '#include "value.cuh"\nextern "C" __global__ void cached(int* x) { x[0] = VALUE; }\n')
+    args = [src_dir / "cached.cu", "--compiler", "nvrtc", "--emit", "cubin", "--arch", "9.0"]
+    outputs = []
+    for value in (3, 4, 4):
+        header.write_text(f"#define VALUE {value}\n")
+        outputs.append(Path(build(*args, env=env)["path"]).read_bytes())
+    assert outputs[0] != outputs[1]  # rebuilt with the new header
+    assert outputs[1] == outputs[2]
+
+
 def test_nvrtc_rejects_host_headers_that_nvcc_accepts(work, env):
     src = work / "host_header.cu"
     src.write_text('#include <cstdint>\nextern "C" __global__ void k(std::int32_t* x) { x[0] = 1; }\n')
