@@ -252,6 +252,9 @@ static CUresult cuLibraryLoadFromFile(struct fake_library** out, const char* pat
   const char* fail_on = getenv("FAKE_CUDA_FAIL_ON_LOAD");
   int failing = !fail_on || !*fail_on || atoi(fail_on) == g_loads;
   if (failing && mode_is("crash")) {
+    /* Die by the signal itself, as the real driver does, even in a sanitizer
+     * build whose handler would otherwise turn it into an abort. */
+    signal(SIGSEGV, SIG_DFL);
     raise(SIGSEGV);
   }
   if (failing && mode_is("hang")) {
