@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """NVRTC against nvcc, source to cubin, for a small kernel and a many-kernel file.
 
-For each case it times, each run from a cold start (fresh build dir and cache dir):
+For each case it times, each run a cache miss (the source gets a new comment
+line per run, as after an edit) with the tool's cache otherwise warm (its
+tvm-ffi discovery memo is kept between runs, as in a CI job's cache):
 
   nvcc              nvcc -cubin -arch=sm_XX (the compiler alone, no tool around it)
   jit nvcc          tvmffi-jit build --compiler nvcc --emit cubin (whole process)
   jit nvrtc         tvmffi-jit build --compiler nvrtc --emit cubin (whole process)
-  jit nvrtc (root)  the same with TVM_FFI_ROOT set, so tvm-ffi is not located by
-                    starting Python (what a CI job that sets it sees)
+  jit nvrtc (root)  the same with TVM_FFI_ROOT set (tvm-ffi is given, not looked for)
   nvrtc in-process  the time spent inside nvrtcCompileProgram, from the -v log
 
 Wall time is the median of --repeat runs after one warm-up; CPU time
@@ -87,30 +88,31 @@ def tvm_ffi_root():
 
 
 def run_case(name, stem, source, args, scratch):
-    src = scratch / f"{stem}.cu"
-    src.write_text(source)
     sm = "sm_" + args.arch.replace(".", "")
     root = tvm_ffi_root()
     variants = {
-        "nvcc": lambda d: ([find_nvcc(), "-cubin", f"-arch={sm}", "-o", str(d / "out.cubin"), str(src)], {},
-                           d / "out.cubin"),
-        "jit nvcc": lambda d: ([args.tool, "build", str(src), "--compiler", "nvcc", "--emit", "cubin", "--arch",
-                                args.arch, "--build-dir", str(d / "b")], {}, None),
-        "jit nvrtc": lambda d: ([args.tool, "-v", "build", str(src), "--compiler", "nvrtc", "--emit", "cubin",
-                                 "--arch", args.arch, "--build-dir", str(d / "b")], {}, None),
+        "nvcc": lambda src, d: ([find_nvcc(), "-cubin", f"-arch={sm}", "-o", str(d / "out.cubin"), str(src)], {},
+                                d / "out.cubin"),
+        "jit nvcc": lambda src, d: ([args.tool, "build", str(src), "--compiler", "nvcc", "--emit", "cubin",
+                                     "--arch", args.arch], {}, None),
+        "jit nvrtc": lambda src, d: ([args.tool, "-v", "build", str(src), "--compiler", "nvrtc", "--emit", "cubin",
+                                      "--arch", args.arch], {}, None),
     }
     if root:
-        variants["jit nvrtc (root)"] = lambda d: (
-            [args.tool, "-v", "build", str(src), "--compiler", "nvrtc", "--emit", "cubin", "--arch", args.arch,
-             "--build-dir", str(d / "b")], {"TVM_FFI_ROOT": root}, None)
+        variants["jit nvrtc (root)"] = lambda src, d: (
+            [args.tool, "-v", "build", str(src), "--compiler", "nvrtc", "--emit", "cubin", "--arch", args.arch],
+            {"TVM_FFI_ROOT": root}, None)
     row = {"case": name, "kernels": None}
     in_process = []
     for label, make in variants.items():
         walls, cpus = [], []
-        for i in range(args.repeat + 1):  # the first run warms the page cache and is dropped
+        cache = scratch / ("cache-" + label.replace(" ", "-").replace("(", "").replace(")", ""))
+        for i in range(args.repeat + 1):  # the first run warms the page cache and the tool's memo; dropped
             d = Path(tempfile.mkdtemp(dir=scratch))
-            argv, extra_env, artifact = make(d)
-            env = dict(os.environ, TVMFFI_JIT_CACHE_DIR=str(d / "cache"), **extra_env)
+            src = d / f"{stem}.cu"
+            src.write_text(f"// {label} run {i}\n" + source)  # new content: a cache miss every time
+            argv, extra_env, artifact = make(src, d)
+            env = dict(os.environ, TVMFFI_JIT_CACHE_DIR=str(cache), **extra_env)
             wall, cpu, err, out = timed(argv, env)
             artifact = artifact or Path(out.strip().splitlines()[-1])
             kernels = cubin_kernel_count(artifact)
@@ -139,7 +141,7 @@ def print_table(rows):
     cols = ["nvcc", "jit nvcc", "jit nvrtc", "jit nvrtc (root)", "nvrtc in-process"]
     present = [c for c in cols if any(c in r for r in rows)]
     print("| case | kernels | " + " | ".join(f"{c} wall (cpu)" if c != "nvrtc in-process" else c for c in present)
-          + " | nvcc / jit nvrtc | nvcc / nvrtc in-process |")
+          + " | nvcc / jit nvrtc, wall (cpu) | nvcc / nvrtc in-process |")
     print("|---" * (len(present) + 4) + "|")
     for r in rows:
         cells = []
@@ -151,9 +153,11 @@ def print_table(rows):
                 cells.append(f"{fmt(v['wall'])} ({fmt(v['cpu'])})")
             else:
                 cells.append(fmt(v["wall"]))
-        ratio = r["nvcc"]["wall"] / r["jit nvrtc"]["wall"]
+        wall = r["nvcc"]["wall"] / r["jit nvrtc"]["wall"]
+        cpu = r["nvcc"]["cpu"] / r["jit nvrtc"]["cpu"]
         ratio_in = r["nvcc"]["wall"] / r["nvrtc in-process"]["wall"] if "nvrtc in-process" in r else float("nan")
-        print(f"| {r['case']} | {r['kernels']} | " + " | ".join(cells) + f" | {ratio:.1f}x | {ratio_in:.1f}x |")
+        print(f"| {r['case']} | {r['kernels']} | " + " | ".join(cells) +
+              f" | {wall:.1f}x ({cpu:.1f}x) | {ratio_in:.1f}x |")
 
 
 def main():
