@@ -47,10 +47,11 @@ class Resolver {
   GetProcAddressV1 v1_ = nullptr;
 };
 
-DriverHandle load() {
+}  // namespace
+
+DriverHandle load_driver(const std::string& library) {
   DriverHandle h;
-  const char* override_path = std::getenv(kLibcudaEnv);
-  h.library = (override_path && *override_path) ? override_path : "libcuda.so.1";
+  h.library = library;
   // RTLD_LOCAL: the driver's symbols must not satisfy anything else we load
   // later (a TVM FFI module linked against the toolkit's libcuda stub, say).
   void* lib = dlopen(h.library.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -116,10 +117,11 @@ DriverHandle load() {
   return h;
 }
 
-}  // namespace
-
 const DriverHandle& open_driver() {
-  static const DriverHandle handle = load();
+  static const DriverHandle handle = [] {
+    const char* override_path = std::getenv(kLibcudaEnv);
+    return load_driver(override_path && *override_path ? override_path : "libcuda.so.1");
+  }();
   return handle;
 }
 

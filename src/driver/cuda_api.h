@@ -68,8 +68,11 @@ struct DriverHandle {
 };
 
 // Opens the driver once per process (later calls return the same object) and
-// calls cuInit(0). Never throws.
+// calls cuInit(0): $TVMFFI_JIT_LIBCUDA if set, else libcuda.so.1. Never throws.
 const DriverHandle& open_driver();
+
+// The same for a given library, uncached (tests; open_driver uses it once).
+DriverHandle load_driver(const std::string& library);
 
 // "CUDA_ERROR_INVALID_IMAGE" (or "CUresult 1234" when the driver has no name for it).
 std::string error_name(const CudaApi& api, CUresult rc);

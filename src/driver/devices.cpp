@@ -1,12 +1,14 @@
 #include "tvmffi_jit/driver/devices.h"
 
 #include "cuda_api.h"
+#include "devices_internal.h"
 
 namespace tvmffi_jit::driver {
 
-DriverStatus query_driver() {
+namespace {
+
+DriverStatus status_of(const DriverHandle& h) {
   DriverStatus status;
-  const DriverHandle& h = open_driver();
   status.library = h.library;
   status.reason = h.reason;
   if (!h.available) return status;
@@ -40,5 +42,11 @@ DriverStatus query_driver() {
   if (status.gpus.empty() && status.reason.empty()) status.reason = "the driver reports no CUDA device";
   return status;
 }
+
+}  // namespace
+
+DriverStatus query_driver() { return status_of(open_driver()); }
+
+DriverStatus query_driver_at(const std::string& library) { return status_of(load_driver(library)); }
 
 }  // namespace tvmffi_jit::driver

@@ -1,13 +1,15 @@
-// query_driver() and arch selection, without a GPU. query_driver opens the
-// driver once per process, so only one library can be tested per process:
-// these tests use the fake (the stub and "no library" cases run as
-// integration tests, each in its own process).
+// Arch selection and query_driver(), without a GPU: the fake libcuda, the
+// toolkit's stub and a missing library, each loaded through the uncached
+// query_driver_at (query_driver itself opens one library per process).
 #include <cstdlib>
 #include <string>
+
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
 #include "driver/arch_select.h"
+#include "driver/devices_internal.h"
 
 using namespace tvmffi_jit::driver;
 
@@ -46,4 +48,51 @@ TEST_CASE("the driver's pick: exact SASS, then newest compatible SASS, then PTX"
   CHECK(select_image({"sm_80", "compute_80"}, 9, 0) == 1u);
   CHECK(select_image({"sm_100a", "compute_100a"}, 9, 0) == std::nullopt);
   CHECK(select_image({"compute_75", "compute_89"}, 9, 0) == 1u);
+}
+
+// --- query_driver ------------------------------------------------------------
+
+namespace {
+const std::string kFakeLib = std::string(TVMFFI_JIT_BINARY_DIR) + "/tests/fake_libcuda/libfakecuda.so";
+const std::string kStubLib = "/usr/local/cuda/lib64/stubs/libcuda.so";
+}  // namespace
+
+TEST_CASE("query_driver lists the devices a driver reports", "[driver][devices]") {
+  setenv("FAKE_CUDA_MODE", "ok", 1);
+  DriverStatus s = query_driver_at(kFakeLib);
+  CHECK(s.available);
+  CHECK(s.library == kFakeLib);
+  CHECK(s.driver_version == 13000);
+  REQUIRE(s.gpus.size() == 1);
+  CHECK(s.gpus[0].ordinal == 0);
+  CHECK(s.gpus[0].name == "Fake GPU (tvmffi-jit tests)");
+  CHECK(s.gpus[0].cc_major == 9);
+  CHECK(s.gpus[0].cc_minor == 0);
+  CHECK(s.reason.empty());
+  unsetenv("FAKE_CUDA_MODE");
+}
+
+TEST_CASE("a driver without devices is available with no GPUs and a reason", "[driver][devices]") {
+  setenv("FAKE_CUDA_MODE", "no_device", 1);
+  DriverStatus s = query_driver_at(kFakeLib);
+  CHECK(s.available);
+  CHECK(s.gpus.empty());
+  CHECK(s.reason.find("CUDA_ERROR_NO_DEVICE") != std::string::npos);
+  unsetenv("FAKE_CUDA_MODE");
+}
+
+TEST_CASE("a missing libcuda is not available and says why", "[driver][devices]") {
+  DriverStatus s = query_driver_at("/nonexistent/libcuda.so.1");
+  CHECK_FALSE(s.available);
+  CHECK(s.reason.find("could not be loaded") != std::string::npos);
+}
+
+TEST_CASE("the CUDA toolkit's stub libcuda counts as no driver", "[driver][devices]") {
+  if (access(kStubLib.c_str(), R_OK) != 0) {
+    WARN("no CUDA toolkit stub at " << kStubLib << "; nothing to test");
+    return;
+  }
+  DriverStatus s = query_driver_at(kStubLib);
+  CHECK_FALSE(s.available);
+  CHECK(s.reason.find("CUDA_ERROR_STUB_LIBRARY") != std::string::npos);
 }
