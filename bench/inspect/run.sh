@@ -39,42 +39,56 @@ if [ ! -f "$FATBIN" ]; then
     -o "$FATBIN" "$WORK/k2000.cu"
 fi
 
-# best_of CMD... -> "<min wall s> <max RSS KB>" over $RUNS runs (output discarded).
-best_of() {
-  local best="" rss=0 line t m
-  for _ in $(seq "$RUNS"); do
-    line=$( { /usr/bin/time -f "%e %M" "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -1)
-    t=${line% *}; m=${line#* }
-    if [ -z "$best" ] || awk "BEGIN{exit !($t < $best)}"; then best=$t; fi
-    [ "$m" -gt "$rss" ] && rss=$m
-  done
-  echo "$best $rss"
+# The machine may be shared: every case runs RUNS times, the cases interleaved
+# round-robin so that load changes hit them alike; the best wall time and the
+# largest peak RSS (/usr/bin/time -v "Maximum resident set size") are kept.
+declare -a NAMES CMDS
+declare -A BEST RSS
+add_case() { NAMES+=("$1"); shift; CMDS+=("$*"); }
+measure() {  # index
+  local cmd=${CMDS[$1]} t0 t1 m
+  t0=$EPOCHREALTIME
+  /usr/bin/time -o "$WORK/time.txt" -f "%M" $cmd >/dev/null 2>&1 || true
+  t1=$EPOCHREALTIME
+  m=$(tail -1 "$WORK/time.txt")
+  local t; t=$(awk "BEGIN{printf \"%.3f\", $t1 - $t0}")
+  if [ -z "${BEST[$1]:-}" ] || awk "BEGIN{exit !($t < ${BEST[$1]})}"; then BEST[$1]=$t; fi
+  if [ "$m" -gt "${RSS[$1]:-0}" ]; then RSS[$1]=$m; fi
 }
-# /usr/bin/time prints the command's stderr before its own line; keep only ours.
-row() {  # name floor_s result
-  local name=$1 floor=$2 t=${3% *} m=${3#* }
-  local ratio=-
-  [ "$floor" != - ] && ratio=$(awk "BEGIN{printf \"%.2fx\", $t / $floor}")
-  printf "| %-44s | %8s | %9s | %8s |\n" "$name" "$t" "$((m / 1024)) MB" "$ratio"
-}
+
+add_case "k2000.fatbin: inspect --json -j1" "$TOOL" inspect --json -j1 "$FATBIN"
+add_case "k2000.fatbin: inspect --json (all cores)" "$TOOL" inspect --json "$FATBIN"
+FLOOR_CASE=-
+if [ -f "$CUBLASLT" ]; then
+  FLOOR_CASE=${#NAMES[@]}
+  add_case "libcublasLt: floor (decompress ELF entries)" "$FLOOR" "$CUBLASLT"
+  add_case "libcublasLt: inspect --json -j1" "$TOOL" inspect --json -j1 "$CUBLASLT"
+  add_case "libcublasLt: inspect --json -j1 --no-ptx" "$TOOL" inspect --json -j1 --no-ptx "$CUBLASLT"
+  add_case "libcublasLt: inspect --json (all cores)" "$TOOL" inspect --json "$CUBLASLT"
+fi
+if command -v cuobjdump >/dev/null; then
+  add_case "k2000.fatbin: cuobjdump -res-usage" cuobjdump -res-usage "$FATBIN"
+  [ -f "$CUBLASLT" ] && add_case "libcublasLt: cuobjdump -res-usage" cuobjdump -res-usage "$CUBLASLT"
+fi
+for _ in $(seq "$RUNS"); do
+  for i in "${!NAMES[@]}"; do measure "$i"; done
+done
 
 echo
-echo "| case | wall s (best of $RUNS) | peak RSS | vs floor |"
+echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), best of $RUNS interleaved runs"
+echo
+echo "| case | wall s | peak RSS | vs floor |"
 echo "|---|---|---|---|"
-r=$(best_of "$TOOL" inspect --json -j1 "$FATBIN"); row "k2000.fatbin: inspect --json -j1" - "$r"
-r=$(best_of "$TOOL" inspect --json "$FATBIN"); row "k2000.fatbin: inspect --json (all cores)" - "$r"
-if [ -f "$CUBLASLT" ]; then
-  f=$(best_of "$FLOOR" "$CUBLASLT"); floor=${f% *}
-  row "libcublasLt: floor (decompress ELF entries)" "$floor" "$f"
-  r=$(best_of "$TOOL" inspect --json -j1 "$CUBLASLT"); row "libcublasLt: inspect --json -j1" "$floor" "$r"
-  r=$(best_of "$TOOL" inspect --json -j1 --no-ptx "$CUBLASLT"); row "libcublasLt: inspect --json -j1 --no-ptx" "$floor" "$r"
-  r=$(best_of "$TOOL" inspect --json "$CUBLASLT"); row "libcublasLt: inspect --json (all cores)" "$floor" "$r"
-fi
+for i in "${!NAMES[@]}"; do
+  ratio=-
+  case "${NAMES[$i]}" in libcublasLt:*) [ "$FLOOR_CASE" != - ] && ratio=$(awk "BEGIN{printf \"%.2fx\", ${BEST[$i]} / ${BEST[$FLOOR_CASE]}}") ;; esac
+  printf "| %-44s | %6s | %6s MB | %6s |\n" "${NAMES[$i]}" "${BEST[$i]}" "$((RSS[$i] / 1024))" "$ratio"
+done
 
 if command -v cuobjdump >/dev/null; then
+  echo
   for f in "$FATBIN" "$CUBLASLT"; do
     [ -f "$f" ] || continue
-    r=$(best_of cuobjdump -res-usage "$f"); row "$(basename "$f"): cuobjdump -res-usage" - "$r"
     cuobjdump -res-usage "$f" > "$WORK/cuobjdump.txt" 2>&1 || true
     "$TOOL" inspect --json "$f" > "$WORK/inspect.json" || true
     python3 - "$WORK/cuobjdump.txt" "$WORK/inspect.json" <<'PY'
@@ -87,5 +101,5 @@ PY
   done
 else
   echo
-  echo "(cuobjdump not on PATH: comparison skipped)"
+  echo "(cuobjdump not on PATH: cuobjdump timing and kernel-list comparison skipped)"
 fi
