@@ -557,7 +557,9 @@ std::vector<FileVerdict> validate_files(const std::vector<devcode::FileReport>& 
       v.message = first_problem;
     } else if (no_driver) {
       v.verdict = Verdict::kNoDriver;
-      v.message = "no driver: " + (v.driver.reason.empty() ? std::string("unavailable") : v.driver.reason);
+      // A driver that answered but has no usable device is "no device".
+      v.message = std::string(v.driver.available ? "no device: " : "no driver: ") +
+                  (v.driver.reason.empty() ? std::string("unavailable") : v.driver.reason);
     } else {
       v.verdict = Verdict::kValid;
       size_t mismatches = 0;

@@ -70,6 +70,9 @@ run() {
         --compress-mode=$m -Xfatbin -compress-all -o "fatbin-$m.fatbin" "$cu"
     done
     nvcc -ptx -arch="compute_$vnum" -o good.ptx "$cu"
+    # Older SASS the device cannot run + PTX it can JIT: the driver must pick the PTX.
+    nvcc -fatbin -DTVMFFI_JIT_NO_CLUSTER -gencode arch=compute_80,code=sm_80 \
+      -gencode arch=compute_80,code=compute_80 -o ptx-fallback.fatbin "$cu"
     nvcc -shared -Xcompiler -fPIC -arch="$ARCH" -o host.so "$cu"
     # __cluster_dims__ needs sm_90: build the sm_80 cubin without clu.
     nvcc -cubin -arch=sm_80 -DTVMFFI_JIT_NO_CLUSTER -o wrong-arch-sm80.cubin "$cu"
@@ -88,6 +91,9 @@ run() {
   check fatbin-lz4 0 '^valid: 5 kernel' "$W/fatbin-speed.fatbin"
   check fatbin-zstd 0 '^valid: 5 kernel' "$W/fatbin-size.fatbin"
   check ptx-jit 0 '^valid: 5 kernel' "$W/good.ptx"
+  check fatbin-ptx-fallback 0 '^valid: 4 kernel' "$W/ptx-fallback.fatbin"
+  CUDA_MODULE_LOADING=EAGER check good-cubin-eager 0 '^valid: 5 kernel' "$W/good.cubin"
+  DEVICE=99 check no-such-device 4 'no device: device 99 not found' "$W/good.cubin"
   check host-so 0 '^valid: 5 kernel' "$W/host.so"
   if [[ -n $prepared && -f $prepared/tvmffi_cuda_module.so ]]; then
     export TVMFFI_JIT_TVM_FFI_LIB=$prepared/libtvm_ffi.so
@@ -115,6 +121,7 @@ run() {
   done
 
   echo
+  echo "load mode under CUDA_MODULE_LOADING=EAGER: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["files"][0]["driver"]["load_mode"])' "$W/good-cubin-eager.json")"
   echo "driver attributes vs offline parse (good.cubin, $ARCH):"
   python3 - "$W/good-cubin.json" <<'PY' || fail=1
 import json, sys
@@ -122,6 +129,7 @@ f = json.load(open(sys.argv[1]))["files"][0]
 offline = {k["name"]: k for e in f["entries"] for k in e["kernels"]}
 d = f["driver"]
 print(f"  device {d['device']['name']} cc {d['device']['compute_capability']} driver {d['driver_version']} load mode {d['load_mode']}")
+print("  (driver/offline; offline shared is the raw .nv.shared size, local the frame size)")
 print(f"  {'kernel':<20} {'regs':>9} {'shared':>13} {'const':>11} {'local':>11} {'max thr':>11} {'cluster':>8}")
 for e in d["entries"]:
     for k in e["kernels"]:

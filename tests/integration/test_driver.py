@@ -166,6 +166,13 @@ def test_no_device_is_exit_4():
     assert "CUDA_ERROR_NO_DEVICE" in d["message"]
 
 
+def test_a_device_ordinal_the_driver_does_not_have_is_exit_4():
+    r, (d,) = load_json(["--device", "3", str(CUBIN)])
+    assert r.returncode == 4
+    assert d["message"].startswith("no device: device 3 not found")
+    assert "CUDA_ERROR_INVALID_DEVICE" in d["message"]
+
+
 def test_offline_invalid_wins_over_no_driver(tmp_path):
     bad = tmp_path / "bad.cubin"
     bad.write_bytes(CUBIN.read_bytes()[:1000])
