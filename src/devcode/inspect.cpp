@@ -28,6 +28,7 @@ const char* to_string(FileFormat f) {
     case FileFormat::kFatbin: return "fatbin";
     case FileFormat::kPtx: return "ptx";
     case FileFormat::kHostElf: return "host-elf";
+    case FileFormat::kArchive: return "archive";
     default: return "unknown";
   }
 }
@@ -208,7 +209,7 @@ struct FatbinWalk {
              region.base() + region.size());
       Bytes container = region.sub(p + hs, fat, "container");
       uint32_t number = next_container++;
-      if (images) images->push_back(DeviceImage{source, FileFormat::kFatbin, cstart, hs + fat});
+      if (images) images->push_back(DeviceImage{source, FileFormat::kFatbin, cstart, hs + fat, {}});
       walk_entries(container, number);
       p += hs + fat;
     }
@@ -403,7 +404,7 @@ void scan_embedded_cubins(const ElfFile& elf, FileReport& r, const InspectOption
         c.format = detect_format(blob.data(), blob.size());
         if (c.format != FileFormat::kCubin && c.format != FileFormat::kFatbin && c.format != FileFormat::kPtx)
           fail("{} holds {} bytes that are not a cubin, fatbin or PTX", name, c.size);
-        r.images.push_back(DeviceImage{c.symbol, c.format, c.offset, c.size});
+        r.images.push_back(DeviceImage{c.symbol, c.format, c.offset, c.size, {}});
         c.error = inspect_blob(blob, c.format, c.symbol, options, c.entries, nullptr);
       } catch (const FormatError& e) {
         c.error = e.what();
@@ -414,23 +415,26 @@ void scan_embedded_cubins(const ElfFile& elf, FileReport& r, const InspectOption
   }
 }
 
-void inspect_host_elf(Bytes b, FileReport& r, const InspectOptions& options) {
-  ElfFile elf(b);
-  // Both the executable (.nv_fatbin) and the relocatable (__nv_relfatbin)
-  // sections are listed; an entry's container number says which image it is in.
-  std::vector<std::pair<Bytes, std::string>> regions;
-  for (const ElfSection& s : elf.sections())
-    if ((s.name == ".nv_fatbin" || s.name == "__nv_relfatbin") && s.type != kShtNobits)
-      regions.emplace_back(elf.contents(s), std::string(s.name));
-  std::vector<Job> jobs;
-  FatbinWalk walk{jobs, &r.images};
-  for (auto& [region, name] : regions) {
+// Walks the fatbin sections of a host ELF. Both the executable (.nv_fatbin)
+// and the relocatable (__nv_relfatbin) sections are listed; an entry's
+// container number says which image it is in. Structure errors go to `error`
+// (the first one wins) prefixed with `where`.
+void collect_fatbin_sections(const ElfFile& elf, FatbinWalk& walk, const std::string& where, std::string& error) {
+  for (const ElfSection& s : elf.sections()) {
+    if ((s.name != ".nv_fatbin" && s.name != "__nv_relfatbin") || !has_file_data(s.type)) continue;
     try {
-      walk.walk(region, name);
+      walk.walk(elf.contents(s), std::string(s.name));
     } catch (const FormatError& e) {
-      if (r.error.empty()) r.error = name + ": " + e.what();
+      if (error.empty()) error = where + std::string(s.name) + ": " + e.what();
     }
   }
+}
+
+void inspect_host_elf(Bytes b, FileReport& r, const InspectOptions& options) {
+  ElfFile elf(b);
+  std::vector<Job> jobs;
+  FatbinWalk walk{jobs, &r.images};
+  collect_fatbin_sections(elf, walk, "", r.error);
   run_jobs(jobs, options);
   for (Job& j : jobs) {
     if (!j.entry.error.empty() && r.error.empty()) r.error = fmt::format("entry {}: {}", j.entry.index, j.entry.error);
@@ -439,6 +443,88 @@ void inspect_host_elf(Bytes b, FileReport& r, const InspectOptions& options) {
   demangle_kernels(r.entries, options);
   scan_tvm_functions(elf, r);
   scan_embedded_cubins(elf, r, options);
+}
+
+// Decimal field of an ar header (digits, then space padding).
+uint64_t ar_number(std::string_view field, uint64_t at) {
+  uint64_t v = 0;
+  size_t i = 0;
+  for (; i < field.size() && field[i] >= '0' && field[i] <= '9'; ++i) {
+    if (v > (uint64_t(1) << 50)) fail("archive member at 0x{:x}: size field overflows", at);
+    v = v * 10 + uint64_t(field[i] - '0');
+  }
+  if (i == 0) fail("archive member at 0x{:x}: size field '{}' is not a number", at, field);
+  for (; i < field.size(); ++i)
+    if (field[i] != ' ') fail("archive member at 0x{:x}: size field '{}' is not a number", at, field);
+  return v;
+}
+
+// ar archives (static libraries): every member that is a host ELF, cubin or
+// fatbin is scanned like a stand-alone file; entries and images carry the
+// member name. GNU (//, /N) and BSD (#1/N) long names are understood.
+void inspect_archive(Bytes b, FileReport& r, const InspectOptions& options) {
+  std::vector<Job> jobs;
+  FatbinWalk walk{jobs, &r.images};
+  Bytes long_names;
+  uint64_t p = 8;
+  while (p < b.size()) {
+    if (b.data()[p] == '\n') { ++p; continue; }  // padding to an even offset
+    Bytes h = b.sub(p, 60, "archive member header");
+    if (h.data()[58] != '`' || h.data()[59] != '\n') fail("archive member at 0x{:x}: bad header terminator", p);
+    std::string_view name = h.sub(0, 16, "member name").text();
+    uint64_t size = ar_number(h.sub(48, 10, "member size").text(), p);
+    Bytes data = b.sub(p + 60, size, "archive member");
+    uint64_t next = p + 60 + size;
+    p = next;
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+    std::string member;
+    if (name == "/" || name == "/SYM64/" || name == "__.SYMDEF" || name == "__.SYMDEF SORTED") continue;
+    if (name == "//") { long_names = data; continue; }
+    if (name.size() > 1 && name[0] == '/') {
+      uint64_t off = ar_number(name.substr(1), next - size - 60);
+      if (off >= long_names.size()) fail("archive member at 0x{:x}: long name offset {} is outside the name table", next - size - 60, off);
+      std::string_view rest = long_names.from(off, "long name").text();
+      member = std::string(rest.substr(0, rest.find('\n')));
+    } else if (name.substr(0, 3) == "#1/") {
+      uint64_t n = ar_number(name.substr(3), next - size - 60);
+      member = std::string(data.sub(0, n, "BSD member name").text());
+      data = data.from(n, "member data");
+      member = member.substr(0, member.find('\0'));
+    } else {
+      member = std::string(name);
+    }
+    if (!member.empty() && member.back() == '/') member.pop_back();
+    size_t first_job = jobs.size(), first_image = r.images.size();
+    std::string where = "member " + member + ": ";
+    try {
+      FileFormat f = detect_format(data.data(), data.size());
+      if (f == FileFormat::kHostElf) {
+        ElfFile elf(data);
+        collect_fatbin_sections(elf, walk, where, r.error);
+      } else if (f == FileFormat::kFatbin) {
+        walk.walk(data, member);
+      } else if (f == FileFormat::kCubin) {
+        Job job;
+        job.entry.index = walk.next_entry++;
+        job.entry.kind = EntryKind::kElf;
+        job.entry.header_offset = job.entry.payload_offset = data.base();
+        job.entry.size = job.entry.decompressed_size = data.size();
+        job.stored = data;
+        jobs.push_back(std::move(job));
+      }
+    } catch (const FormatError& e) {
+      if (r.error.empty()) r.error = where + e.what();
+    }
+    for (size_t i = first_job; i < jobs.size(); ++i) jobs[i].entry.member = member;
+    for (size_t i = first_image; i < r.images.size(); ++i) r.images[i].member = member;
+  }
+  run_jobs(jobs, options);
+  for (Job& j : jobs) {
+    if (!j.entry.error.empty() && r.error.empty())
+      r.error = fmt::format("member {}: entry {}: {}", j.entry.member, j.entry.index, j.entry.error);
+    r.entries.push_back(std::move(j.entry));
+  }
+  demangle_kernels(r.entries, options);
 }
 
 }  // namespace
@@ -450,6 +536,7 @@ FileFormat detect_format(const uint8_t* data, size_t size) {
     std::memcpy(&magic, data, 4);
     if (magic == kFatbinMagic) return FileFormat::kFatbin;
   }
+  if (size >= 8 && std::memcmp(data, "!<arch>\n", 8) == 0) return FileFormat::kArchive;
   if (looks_like_ptx(data, size)) return FileFormat::kPtx;
   return FileFormat::kUnknown;
 }
@@ -470,10 +557,11 @@ FileReport inspect_bytes(const uint8_t* data, size_t size, const std::string& na
       case FileFormat::kHostElf:
         inspect_host_elf(b, r, options);
         break;
+      case FileFormat::kArchive:
+        inspect_archive(b, r, options);
+        break;
       default:
         if (size == 0) r.error = "empty file";
-        else if (size >= 8 && std::memcmp(data, "!<arch>\n", 8) == 0)
-          r.error = "ar archives are not supported: extract the members (ar x) and inspect them";
         else
           r.error = "unrecognized content: not a cubin, fatbin, PTX or ELF file";
     }

@@ -110,6 +110,7 @@ void write_entry(JsonWriter& w, const Entry& e) {
   w.begin_object();
   w.field("index", uint64_t(e.index));
   w.field("container", uint64_t(e.container));
+  w.field_or_null("member", e.member);
   w.field("kind", to_string(e.kind));
   w.field("arch", e.arch);
   w.field_or_null("ptx_version", e.ptx_version);
@@ -183,6 +184,7 @@ void write_file(JsonWriter& w, const FileReport& r, Flush&& flush) {
   for (const DeviceImage& i : r.images) {
     w.begin_object();
     w.field("source", i.source);
+    w.field_or_null("member", i.member);
     w.field("format", to_string(i.format));
     w.field("offset", i.offset);
     w.field("size", i.size);

@@ -215,6 +215,20 @@ def test_rdc_object(fx):
     assert kernels_by_name(elf[0])["_Z5tiledPf"]["shared_bytes"] == fx["ptxas"]["_Z5tiledPf"]["smem"]
 
 
+def test_static_library_members(fx, tmp_path):
+    lib = tmp_path / "libfx.a"
+    run("ar", "rcs", str(lib), str(fx["rdc"]), str(fx["cubin"]))
+    rc, doc, err = inspect(lib)
+    assert rc == 0, err
+    f = doc["files"][0]
+    assert f["format"] == "archive"
+    members = {e["member"] for e in f["entries"]}
+    assert members == {"rdc.o", "fx.cubin"}
+    for e in f["entries"]:
+        assert set(kernels_by_name(e)) == KERNELS, e["member"]
+    assert [i["member"] for i in f["images"]] == ["rdc.o"]
+
+
 def test_host_so_images_can_be_extracted_by_offset(fx):
     rc, doc, err = inspect(fx["so"])
     assert rc == 0, err
@@ -336,7 +350,9 @@ def test_json_matches_the_documented_schema(fx):
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads(open(os.path.join(os.environ.get("TVMFFI_JIT_SOURCE_DIR", "."), "docs",
                                           "inspect.schema.json")).read())
-    _, doc, _ = inspect(fx["cubin"], fx["multi"], fx["so"], fx["rdc"], fx["ptx"])
+    lib = fx["dir"] / "schema.a"
+    run("ar", "rcs", str(lib), str(fx["rdc"]))
+    _, doc, _ = inspect(fx["cubin"], fx["multi"], fx["so"], fx["rdc"], fx["ptx"], lib, fx["dir"] / "missing")
     jsonschema.validate(doc, schema)
 
 

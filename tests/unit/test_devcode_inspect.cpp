@@ -363,3 +363,46 @@ TEST_CASE("the streamed JSON equals to_json and keeps the documented fields", "[
   CHECK(file["format"] == "fatbin");
   CHECK(file["error"].is_null());
 }
+
+namespace {
+// One GNU ar member: 60-byte header, data, padding to an even offset.
+void ar_member(std::string& out, const std::string& name, const std::string& data) {
+  char header[61];
+  std::snprintf(header, sizeof header, "%-16s%-12s%-6s%-6s%-8s%-10zu`\n", name.c_str(), "0", "0", "0", "644",
+                data.size());
+  out.append(header, 60);
+  out += data;
+  if (out.size() % 2) out += '\n';
+}
+std::string as_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+}  // namespace
+
+TEST_CASE("ar archive members are scanned like stand-alone files, long names included", "[devcode][inspect]") {
+  std::string so = as_string(read_bytes(oracle("libk.so")));
+  std::string cubin = as_string(read_bytes(oracle("a90.cubin")));
+  std::string long_name = "a_member_name_longer_than_sixteen.so";
+  std::string archive = "!<arch>\n";
+  ar_member(archive, "/", std::string(8, '\0'));  // symbol table: skipped
+  ar_member(archive, "//", long_name + "/\n");
+  ar_member(archive, "/0", so);
+  ar_member(archive, "k.cubin/", cubin);
+  ar_member(archive, "notes.txt/", "not device code");
+  FileReport r = inspect_bytes(reinterpret_cast<const uint8_t*>(archive.data()), archive.size(), "lib.a");
+  REQUIRE(r.ok());
+  CHECK(r.format == FileFormat::kArchive);
+  REQUIRE(r.entries.size() == 4);  // libk.so: 2 ELF + 1 PTX; k.cubin: 1 ELF
+  CHECK(r.entries[0].member == long_name);
+  CHECK(r.entries[3].member == "k.cubin");
+  CHECK(r.entries[3].kernels.size() == 4);
+  REQUIRE(r.images.size() == 2);
+  CHECK(r.images[0].member == long_name);
+  // Offsets stay file offsets: the cubin member's payload is the cubin.
+  std::vector<uint8_t> bytes(archive.begin(), archive.end());
+  CHECK(as_string(entry_payload(bytes.data(), bytes.size(), r.entries[3])) == cubin);
+  CHECK(as_string(entry_payload(bytes.data(), bytes.size(), r.entries[1])) == cubin);
+  // A member whose size runs past the end is named.
+  std::string cut = archive.substr(0, archive.size() - 40);
+  FileReport bad = inspect_bytes(reinterpret_cast<const uint8_t*>(cut.data()), cut.size(), "lib.a");
+  CHECK_FALSE(bad.ok());
+  CHECK(bad.error.find("archive member") != std::string::npos);
+}

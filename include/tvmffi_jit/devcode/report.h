@@ -11,11 +11,11 @@
 
 namespace tvmffi_jit::devcode {
 
-enum class FileFormat { kUnknown, kCubin, kFatbin, kPtx, kHostElf };
+enum class FileFormat { kUnknown, kCubin, kFatbin, kPtx, kHostElf, kArchive };
 enum class EntryKind { kElf, kPtx, kLtoIr, kUnknown };
 enum class Compression { kNone, kLz4, kZstd, kUnknown };
 
-const char* to_string(FileFormat f);   // "cubin", "fatbin", "ptx", "host-elf", "unknown"
+const char* to_string(FileFormat f);   // "cubin", "fatbin", "ptx", "host-elf", "archive", "unknown"
 const char* to_string(EntryKind k);    // "elf", "ptx", "ltoir", "unknown"
 const char* to_string(Compression c);  // "none", "lz4", "zstd", "unknown"
 
@@ -63,6 +63,7 @@ struct Global {
 struct Entry {
   uint32_t index = 0;      // position in the file, counted over all containers
   uint32_t container = 0;  // fatbin container number (0 for stand-alone files)
+  std::string member;      // ar archive member holding the entry ("" outside archives)
   EntryKind kind = EntryKind::kUnknown;
   std::string arch;         // "sm_90a" for ELF/LTO-IR, "compute_90" for PTX
   std::string ptx_version;  // "9.0" (PTX only; from the entry header, else .version)
@@ -98,6 +99,7 @@ struct DeviceImage {
   FileFormat format = FileFormat::kUnknown;  // kFatbin or kCubin (or kPtx for embedded PTX)
   uint64_t offset = 0;
   uint64_t size = 0;
+  std::string member;  // ar archive member holding it ("" outside archives)
 };
 
 // An exported TVM FFI function (__tvm_ffi_<name> in .dynsym).
