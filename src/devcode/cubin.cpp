@@ -103,14 +103,12 @@ void read_notes(const ElfFile& elf, const ElfSection& s, Entry& entry) {
 // cubin records the f suffix.
 std::string arch_from_ptxas_options(std::string_view cmd) {
   size_t p = cmd.find("-arch ");
-  size_t skip = 6;
-  if (p == std::string_view::npos) { p = cmd.find("-arch="); }
+  if (p == std::string_view::npos) p = cmd.find("-arch=");
   if (p == std::string_view::npos) return {};
-  std::string_view rest = cmd.substr(p + skip);
-  size_t end = rest.find(' ');
-  std::string_view a = rest.substr(0, end);
-  if (a.substr(0, 3) != "sm_") return {};
-  return std::string(a);
+  std::string_view rest = cmd.substr(p + 6);  // both spellings are 6 characters
+  std::string_view arch = rest.substr(0, rest.find(' '));
+  if (arch.substr(0, 3) != "sm_") return {};
+  return std::string(arch);
 }
 
 bool bank_of(std::string_view name, uint32_t& bank) {
