@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tvmffi_jit/build/nvrtc.h"
+#include "tvmffi_jit/build/nvrtc_includes.h"
 #include "tvmffi_jit/cache/compiler_identity.h"
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/cache/root.h"
@@ -180,20 +181,24 @@ std::string compiler_output(const std::vector<CommandRecord>& commands) {
   return out;
 }
 
-// Headers whose status changed after the build started may have been read in
-// their old state; recording their new hash would let a stale artifact hit
-// (ccache's "too new include file"). The margin covers the coarse clock the
-// kernel stamps files with.
+// Inputs whose status changed after `start_ns` may have been read in their
+// old state; recording their new hash would let a stale artifact hit later
+// (ccache's "too new include file"). The kernel stamps files with a coarse
+// clock that lags real time, so a file written before `start_ns` never
+// compares newer: no false alarms for the write-then-build pattern of JIT
+// callers, at the price of missing an edit in the first tick (~4 ms) after it.
+bool changed_since(const std::string& path, int64_t start_ns) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return true;
+  int64_t c = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  int64_t m = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return c >= start_ns || m >= start_ns;
+}
+
 std::optional<std::string> header_changed_during_build(const std::vector<cache::HeaderRecord>& headers,
                                                        int64_t start_ns) {
-  constexpr int64_t kClockMarginNs = 5'000'000;
-  for (const auto& h : headers) {
-    struct stat st;
-    if (::stat(h.path.c_str(), &st) != 0) return h.path;
-    int64_t c = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
-    int64_t m = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    if (c > start_ns - kClockMarginNs || m > start_ns - kClockMarginNs) return h.path;
-  }
+  for (const auto& h : headers)
+    if (changed_since(h.path, start_ns)) return h.path;
   return std::nullopt;
 }
 
@@ -356,16 +361,17 @@ BuildResult build_outside_cache(const BuildPlan& plan, const std::string& why, c
 std::string tvm_ffi_header_version(const std::string& include_dir) {
   auto text = util::try_read_file(util::join_path(include_dir, "tvm/ffi/c_api.h"));
   if (!text) return "";
-  std::string parts[3];
-  const char* names[3] = {"TVM_FFI_VERSION_MAJOR", "TVM_FFI_VERSION_MINOR", "TVM_FFI_VERSION_PATCH"};
-  for (const auto& line : util::split_lines(*text)) {
-    std::vector<std::string> w = util::split_any(line, " \t");
-    if (w.size() >= 3 && w[0] == "#define")
-      for (int i = 0; i < 3; ++i)
-        if (w[1] == names[i]) parts[i] = w[2];
-  }
-  if (parts[0].empty()) return "";
-  return parts[0] + "." + parts[1] + "." + parts[2];
+  // "#define TVM_FFI_VERSION_MAJOR 0" and friends.
+  auto macro = [&](const std::string& name) -> std::string {
+    size_t p = text->find("#define " + name);
+    if (p == std::string::npos) return "";
+    p += 8 + name.size();
+    size_t e = text->find('\n', p);
+    return std::string(util::trim(std::string_view(*text).substr(p, e == std::string::npos ? e : e - p)));
+  };
+  std::string major = macro("TVM_FFI_VERSION_MAJOR");
+  if (major.empty()) return "";
+  return major + "." + macro("TVM_FFI_VERSION_MINOR") + "." + macro("TVM_FFI_VERSION_PATCH");
 }
 
 namespace {
@@ -449,6 +455,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   cache::Store store(cache::open_root(cache::resolve_root_path(options.cache_dir), true));
   std::optional<std::string> cannot_store = unwritable_reason(store);
   CompilerIdentities ids(store.compilers_dir(), !cannot_store);
+  const int64_t key_start = now_ns();  // sources are read for the key from here on
 
   cache::ModuleKeyInputs key_inputs = key_inputs_with(plan, manifest, tc, ids);
   cache::Key key = cache::compute_module_key(key_inputs, options.keep_key_trace);
@@ -522,12 +529,26 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     for (const auto& u : result.build.units)
       cache::merge_headers(fresh_headers, cache::hash_headers(u.dependencies, result.build.build_dir,
                                                               {result.build.build_dir}, {}));
+    if (plan.nvrtc) {
+      // NVRTC writes no depfile: record the headers its #include lines reach
+      // (a superset; toolkit headers are covered by the NVRTC identity).
+      IncludeScan scan = nvrtc_includes(plan.nvrtc->request);
+      if (!scan.complete() && options.exec.verbose)
+        spdlog::info("cache: {}: includes not followed: {}", plan.name,
+                     util::join(scan.computed.empty() ? scan.unresolved : scan.computed, ", "));
+      cache::merge_headers(fresh_headers,
+                           cache::hash_headers(scan.files, result.build.build_dir, {result.build.build_dir}, {}));
+    }
     headers = fresh_headers;
   }
   // Objects reused from the cache were checked against their recorded
   // headers; a header of a unit compiled now that moved during the build may
   // have been read in its old state.
   if (!moved_header) moved_header = header_changed_during_build(fresh_headers, start);
+  for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
+    for (const auto& step : *steps)
+      if (!moved_header && !step.generated_text && changed_since(step.input_path, key_start))
+        moved_header = step.input_path;
   if (auto moved = moved_header) {
     spdlog::warn("cache: {} changed while {} was being built; not caching this build", *moved, plan.name);
     staging->keep();

@@ -123,11 +123,11 @@ util::FileLock Store::lock(const std::string& entry_dir, const std::string& what
   lo.note = what;
   lo.on_wait = [&](const util::LockHolder& h) {
     if (h.pid)
-      spdlog::info("waiting for pid {}{} which is building {} (lock {})", h.pid,
+      spdlog::warn("waiting for pid {}{} which is building {} (lock {})", h.pid,
                    h.host.empty() || h.host == util::host_name() ? "" : " on " + h.host,
                    h.note.empty() ? util::file_name(entry_dir) : h.note, path);
     else
-      spdlog::info("waiting for another process building {} (lock {})", util::file_name(entry_dir), path);
+      spdlog::warn("waiting for another process building {} (lock {})", util::file_name(entry_dir), path);
   };
   util::FileLock l = util::FileLock::acquire(path, lo);
   if (l.status() == util::LockStatus::kTimedOut) {

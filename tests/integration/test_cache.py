@@ -132,6 +132,21 @@ def test_a_changed_header_is_a_miss_and_rebuilds(proj):
     assert cache_cmd(proj.cache, "verify").returncode == 0
 
 
+def test_a_header_edited_during_the_build_is_not_cached_stale(proj):
+    write_wrapper(proj.cxx, sleep=1)
+    p = subprocess.Popen([TOOL, "build", str(proj.src / "a.cc"), "--name", "race", "--cache-dir", str(proj.cache),
+                          "--json"], env=proj.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)  # the compiler has started (and read h.h); now the user saves a new h.h
+    (proj.src / "h.h").write_text("#define K 9\n")
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert json.loads(out)["entry_dir"] is None and "changed while" in err
+    write_wrapper(proj.cxx)
+    again = proj.build(proj.src / "a.cc", "--name", "race")
+    assert again["cache"] == "miss" and again["objects_compiled"] == 1  # compiled against K 9, not served stale
+    assert proj.build(proj.src / "a.cc", "--name", "race")["cache"] == "hit"
+
+
 def test_same_manifest_in_two_folders_with_different_relative_headers(tmp_path):
     """h.h is found next to the source, so the folders must never share an entry."""
     import tvm_ffi
@@ -152,7 +167,7 @@ def test_same_manifest_in_two_folders_with_different_relative_headers(tmp_path):
     assert paths[0]["key"] != paths[1]["key"] and paths[0]["path"] != paths[1]["path"]
     for folder, expected in (("one", 1), ("two", 2)):
         r = build(cache, "-m", tmp_path / folder / "manifest.json", cwd=tmp_path / folder)
-        assert r["cache"] == "hit"
+        assert r["cache"] == "hit", (r.get("miss_reason"), r["key"], paths[0]["key"], paths[1]["key"])
         assert tvm_ffi.load_module(r["path"]).k_value() == expected
 
 
