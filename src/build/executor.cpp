@@ -13,6 +13,7 @@
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/process.h"
+#include "tvmffi_jit/util/progress.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::build {
@@ -35,12 +36,10 @@ void write_if_changed(const std::string& path, const std::string& text) {
 
 // Output of successful commands (warnings, ptxas info) is shown, not
 // swallowed (apache/tvm-ffi#565): it is often the only hint of a problem.
-std::mutex g_output_mutex;
+// Through the progress line, which erases itself first and serialises writers.
 void echo_output(const CommandRecord& rec, const ExecuteOptions& options) {
   if (options.quiet || rec.output.empty()) return;
-  std::lock_guard<std::mutex> lock(g_output_mutex);
-  std::fwrite(rec.output.data(), 1, rec.output.size(), stderr);
-  if (rec.output.back() != '\n') std::fputc('\n', stderr);
+  util::Progress::global().print_above(rec.output);
 }
 
 void log_command(const std::vector<std::string>& argv, const ExecuteOptions& options) {
@@ -92,13 +91,20 @@ CommandRecord run_compile_step(const CompileStep& step, const std::string& build
   // survive a failed compile.
   util::remove_all(util::join_path(build_dir, step.object_name));
   util::remove_all(util::join_path(build_dir, step.depfile_name));
+  util::Progress::global().next(util::file_name(step.compiler) + " " + step.display);
   CommandRecord rec = detail::run_checked(step.argv(), build_dir, "compiling " + step.display);
   if (unit) *unit = read_unit(step, build_dir);
   return rec;
 }
 
+size_t progress_steps(const BuildPlan& plan) {
+  return plan.device_steps.size() + plan.compile_steps.size() + (plan.nvrtc ? 1 : 0) + (plan.embeds.empty() ? 0 : 1) +
+         (plan.link ? 1 : 0);
+}
+
 BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, const ExecuteOptions& options) {
   const auto start = Clock::now();
+  util::ProgressScope progress(progress_steps(plan));
   util::make_directories(build_dir);
   BuildResult result;
   result.build_dir = util::canonical_path(build_dir);
@@ -151,6 +157,7 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
   if (first_error) std::rethrow_exception(first_error);
 
   if (plan.nvrtc) {
+    util::Progress::global().next("nvrtc " + plan.nvrtc->request.source_name);
     if (options.verbose) spdlog::info("nvrtc {} --gpu-architecture={}", plan.nvrtc->request.source_name, plan.nvrtc->request.arch);
     CommandRecord rec = detail::run_nvrtc_step(*plan.nvrtc, dir, &result);
     echo_output(rec, options);
@@ -158,6 +165,9 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
   }
 
   if (!plan.embeds.empty()) {
+    std::vector<std::string> names;
+    for (const auto& e : plan.embeds) names.push_back(e.name);
+    util::Progress::global().next("embed " + util::join(names, ", "));
     CommandRecord rec = detail::compile_embed_unit(plan, dir);
     if (options.verbose) spdlog::info("{}", util::format_command(rec.argv));
     echo_output(rec, options);
@@ -168,6 +178,7 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
     const LinkStep& link = *plan.link;
     std::string out = util::join_path(dir, link.output_name);
     util::remove_all(out);
+    util::Progress::global().next((link.kind == LinkStep::Kind::kCopyObject ? "copy " : "link ") + link.output_name);
     if (link.kind == LinkStep::Kind::kCopyObject) {
       auto copy_start = Clock::now();
       std::string input = resolve_in(dir, link.inputs.at(0));

@@ -4,6 +4,7 @@
 #include <exception>
 #include <vector>
 
+#include "doctor.h"
 #include "tvmffi_jit/cli/commands.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/log.h"
@@ -18,6 +19,7 @@ const std::vector<RegisterCommand> kCommands = {
     register_inspect_command,
     register_cache_command,
     register_build_command,
+    register_doctor_command,
 };
 
 const char* kExitCodeHelp =
@@ -36,7 +38,7 @@ int run(int argc, char** argv) {
   app.fallthrough();
   app.add_flag("-v,--verbose", ctx.global.verbosity, "Show every command (-vv: debug log)");
   app.add_flag("-q,--quiet", ctx.global.quiet, "Only errors on stderr");
-  app.set_version_flag("--version", std::string("tvmffi-jit ") + TVMFFI_JIT_VERSION);
+  app.set_version_flag("--version", version_report, "Print the versions of tvmffi-jit, tvm-ffi, nvcc and the CUDA driver");
   util::init_logging(0, false);
   // Re-initialise once -v/-q are known; this runs before any subcommand callback.
   app.parse_complete_callback([&] { util::init_logging(ctx.global.verbosity, ctx.global.quiet); });

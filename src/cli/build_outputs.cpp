@@ -9,6 +9,7 @@
 
 #include "tvmffi_jit/build/compile_commands.h"
 #include "tvmffi_jit/build/depfile.h"
+#include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/strings.h"
@@ -77,7 +78,8 @@ void add_build_output_options(CLI::App& cmd, BuildOutputOptions& options) {
 
 std::string write_build_outputs(const BuildOutputOptions& options, const build::Manifest& manifest,
                                 const build::BuildPlan& plan, const build::BuildResult& result,
-                                const std::string& artifact_path, const std::vector<std::string>& recorded_headers) {
+                                const std::string& cache_entry_dir) {
+  const std::string& artifact_path = result.artifact_path;
   std::string shown = artifact_path;
   // The depfile's target is the path the build system asked for, spelled as
   // it was given: ninja matches it textually against the edge's output.
@@ -92,6 +94,13 @@ std::string write_build_outputs(const BuildOutputOptions& options, const build::
     link_artifact(artifact_path, destination_for(options.link_to, artifact_path));
   }
   if (!options.depfile.empty()) {
+    std::vector<std::string> recorded_headers;
+    if (!cache_entry_dir.empty()) {
+      std::string why;
+      auto entry = cache::read_entry(cache_entry_dir, &why);
+      if (!entry) throw io_error("cannot write the depfile: the cache entry " + cache_entry_dir + " is unreadable: " + why);
+      for (const auto& header : entry->headers) recorded_headers.push_back(header.path);
+    }
     build::write_depfile(options.depfile, {depfile_target}, build::build_inputs(manifest, result, recorded_headers));
   }
   if (!options.compile_commands.empty()) {

@@ -23,12 +23,14 @@ struct BuildOutputOptions {
 
 void add_build_output_options(CLI::App& build_command, BuildOutputOptions& options);
 
-// Runs after a successful build (or cache hit): places the artifact, writes
-// the depfile and the compilation database, and returns the path to print
-// (--output's path when given, else the artifact's). `recorded_headers` are
-// the cache entry's headers on a hit (empty otherwise). Throws Error(kIo).
+// Runs after a successful build (or cache hit): places result.artifact_path,
+// writes the depfile and the compilation database, and returns the path to
+// print (--output's path when given, else the artifact's). `cache_entry_dir`
+// is the cache entry holding the artifact (empty for an uncached build): its
+// entry.json records the headers every compiler read, which is all there is
+// to know about them after a hit. Throws Error(kIo).
 std::string write_build_outputs(const BuildOutputOptions& options, const build::Manifest& manifest,
                                 const build::BuildPlan& plan, const build::BuildResult& result,
-                                const std::string& artifact_path, const std::vector<std::string>& recorded_headers);
+                                const std::string& cache_entry_dir);
 
 }  // namespace tvmffi_jit::cli

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/driver_load.h"
+#include "build_outputs.h"
 #include "tvmffi_jit/build/cached_build.h"
 #include "tvmffi_jit/build/executor.h"
 #include "tvmffi_jit/build/manifest.h"
@@ -33,6 +34,7 @@ namespace {
 struct BuildArgs {
   std::string manifest;
   build::CommandLineInputs inputs;
+  BuildOutputOptions outputs;  // --output, --link-to, --depfile, --compile-commands
   std::string build_dir;
   std::string cache_dir;  // --cache-dir (cache on unless --build-dir or --no-cache)
   bool force = false;
@@ -148,8 +150,11 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     int validated = args.validate ? validate_build_output(cr.build.artifact_path, args.driver, args.require_driver,
                                                           args.json ? &validation : nullptr)
                                   : 0;
+    const std::string shown =
+        validated == 0 ? write_build_outputs(args.outputs, manifest, plan, cr.build, cr.entry_dir) : cr.build.artifact_path;
     if (args.json) {
       nlohmann::json j = result_json(plan, cr.build);
+      if (!args.outputs.output.empty()) j["output"] = shown;
       j["cache"] = cr.cache;
       j["key"] = cr.key;
       j["entry_dir"] = cr.entry_dir.empty() ? nlohmann::json() : nlohmann::json(cr.entry_dir);
@@ -159,7 +164,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
       if (args.validate) j["validation"] = validation;
       write_stdout(j.dump(2) + "\n");
     } else {
-      write_stdout(cr.build.artifact_path + "\n");
+      write_stdout(shown + "\n");
     }
     return validated;
   }
@@ -180,15 +185,17 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   int validated = args.validate ? validate_build_output(result.artifact_path, args.driver, args.require_driver,
                                                         args.json ? &validation : nullptr)
                                 : 0;
+  const std::string shown = validated == 0 ? write_build_outputs(args.outputs, manifest, plan, result, "") : result.artifact_path;
 
   // 5. Report: one line (the path) or one JSON object on stdout.
   if (args.json) {
     nlohmann::json j = result_json(plan, result);
+    if (!args.outputs.output.empty()) j["output"] = shown;
     j["cache"] = "off";
     if (args.validate) j["validation"] = validation;
     write_stdout(j.dump(2) + "\n");
   } else {
-    write_stdout(result.artifact_path + "\n");
+    write_stdout(shown + "\n");
   }
   return validated;
 }
@@ -232,6 +239,7 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
   sub->add_flag("--json", args->json, "Print one JSON object (path, name, emit, functions, archs, commands, seconds, cache, key)");
   sub->add_flag("-v,--verbose", args->verbosity, "Show every command (also accepted before the subcommand)");
   sub->add_flag("-q,--quiet", args->quiet, "Only errors on stderr");
+  add_build_output_options(*sub, args->outputs);
   sub->add_flag("--validate", args->validate,
                 "Check the artifact offline, then load it through the CUDA driver in a child process (docs/driver.md);\n"
                 "exit 3 if invalid. Without a driver: offline checks only and a warning");

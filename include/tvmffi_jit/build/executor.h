@@ -43,6 +43,10 @@ struct BuildResult {
   double seconds = 0;
 };
 
+// The number of steps execute_plan() runs (compiles, NVRTC, embed, link): the
+// total of the "[3/7] nvcc kernel.cu" progress line (util/progress.h).
+size_t progress_steps(const BuildPlan& plan);
+
 // Creates `build_dir` if needed and builds there. Throws Error(kBuildFailed)
 // with the failing command (as a shell line, for pasting) and its output,
 // Error(kMissingTool) when a compiler cannot be started, Error(kIo) for I/O.
