@@ -224,6 +224,10 @@ void plan_file(Plan& plan, size_t fi, const devcode::FileReport& r, const Valida
         v.notes.push_back("no device code and no TVM FFI exports: nothing for the driver to load");
       break;
     }
+    case FileFormat::kArchive:
+      // Members are objects for a linker; nothing in an archive is loaded as is.
+      v.notes.push_back("static archive: its members are linked, not loaded; nothing for the driver to load");
+      break;
     case FileFormat::kUnknown:
       v.offline_valid = false;
       v.verdict = Verdict::kInvalid;
