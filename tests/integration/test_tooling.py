@@ -315,7 +315,7 @@ def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path, env):
                check=0).stderr.count("\x1b") == 0
 
     quiet = run("-q", "build", tmp_path / "answer.c", "--no-cache", env=env, check=0)
-    assert quiet.stderr == "" and quiet.stdout == p.stdout
+    assert quiet.stderr == "" and Path(quiet.stdout.strip()).is_file() and len(quiet.stdout.splitlines()) == 1
 
 
 def test_progress_rewrites_one_line_on_a_terminal(tmp_path, env):
@@ -323,7 +323,7 @@ def test_progress_rewrites_one_line_on_a_terminal(tmp_path, env):
     code, out = run_in_pty([TOOL, "build", str(tmp_path / "answer.c"), "--no-cache"], {**env, "TERM": "xterm"})
     text = out.decode(errors="replace")
     assert code == 0, text
-    assert "\r\x1b[K[1/" in text, repr(text)
+    assert re.search(r"\r\x1b\[K(\x1b\[1;32m)?\[1/", text), repr(text)
     assert "\x1b[1;32m" in text  # colour on a terminal by default
     # Steps overwrite each other: no newline between two status lines.
     assert not re.search(r"\] [^\r\n]*\n\r?\x1b\[K\[", text), repr(text)
