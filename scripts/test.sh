@@ -8,6 +8,9 @@ JOBS=${JOBS:-$(nproc)}
 bash scripts/setup.sh
 bash scripts/check-layers.sh
 
+# Tests never touch the user's real cache.
+export TVMFFI_JIT_CACHE_DIR="${TVMFFI_JIT_CACHE_DIR:-$(mktemp -d)/tvmffi-jit-cache}"
+
 echo "== ctest (RelWithDebInfo)" >&2
 ctest --test-dir build --output-on-failure -j "$JOBS" ${CTEST_ARGS:-}
 
