@@ -188,7 +188,7 @@ def test_changing_one_of_eight_sources_recompiles_one(proj):
 
 
 def test_sixteen_concurrent_identical_builds_compile_once(proj):
-    write_wrapper(proj.cxx, sleep=1)  # keep the first builder busy while the others arrive
+    write_wrapper(proj.cxx, sleep=3)  # busy for longer than the 1 s after which waiters say whom they wait for
     (proj.src / "solo.cc").write_text("int solo() { return 1; }\n")
     cmd = [TOOL, "build", str(proj.src / "solo.cc"), "--name", "solo", "--cache-dir", str(proj.cache), "--json"]
     procs = [subprocess.Popen(cmd, env=proj.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

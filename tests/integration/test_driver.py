@@ -18,7 +18,7 @@ import pytest
 TOOL = os.environ.get("TVMFFI_JIT_BIN", "tvmffi-jit")
 SOURCE_DIR = Path(os.environ.get("TVMFFI_JIT_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 BINARY_DIR = Path(os.environ.get("TVMFFI_JIT_BINARY_DIR", SOURCE_DIR / "build"))
-ORACLES = SOURCE_DIR.parent / "shared" / "oracles"
+ORACLES = SOURCE_DIR / "tests" / "fixtures" / "oracles"
 FAKE = BINARY_DIR / "tests" / "fake_libcuda" / "libfakecuda.so"
 STUB = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "lib64" / "stubs" / "libcuda.so"
 CUBIN = ORACLES / "a90.cubin"

@@ -59,7 +59,7 @@ TEST_CASE("a source checkout layout (3rdparty dlpack, build/lib) is recognised",
   CHECK(loc->lib_dir == root + "/build/lib");
 }
 
-TEST_CASE("--tvm-ffi-root wins over TVM_FFI_ROOT, and a bad explicit root is exit 4", "[toolchain][tvm_ffi]") {
+TEST_CASE("an explicit --tvm-ffi-root wins over TVM_FFI_ROOT, and a bad one is exit 4", "[toolchain][tvm_ffi]") {
   util::TempDir t;
   std::string good = make_prefix(t.path() + "/good");
   TvmFfiSearch s;
