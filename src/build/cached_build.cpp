@@ -24,6 +24,7 @@
 #include "tvmffi_jit/cache/store.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/parallel.h"
 #include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/process.h"
@@ -250,79 +251,54 @@ BuildResult build_with_object_cache(const BuildPlan& plan, const Manifest& m, co
   }
 
   // Compile the rest in parallel, like execute_plan().
-  int workers = options.exec.jobs > 0 ? options.exec.jobs : static_cast<int>(std::thread::hardware_concurrency());
-  workers = std::max(1, std::min<int>(workers, static_cast<int>(to_compile.size())));
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::exception_ptr first_error;
   std::mutex mutex;
-  auto worker = [&] {
-    for (;;) {
-      if (failed.load()) return;
-      size_t n = next.fetch_add(1);
-      if (n >= to_compile.size()) return;
-      UnitJob& job = jobs[to_compile[n]];
+  util::parallel_for(to_compile.size(), options.exec.jobs, [&](size_t n) {
+    UnitJob& job = jobs[to_compile[n]];
+    if (options.exec.verbose) spdlog::info("{}", util::format_command(job.step->argv()));
+    int64_t start = now_ns();
+    CommandRecord rec = run_compile_step(*job.step, dir, job.unit);
+    if (!options.exec.quiet && !rec.output.empty()) {
+      std::lock_guard<std::mutex> lock(mutex);
+      std::fwrite(rec.output.data(), 1, rec.output.size(), stderr);
+      if (rec.output.back() != '\n') std::fputc('\n', stderr);
+    }
+    job.headers = cache::hash_headers(job.unit->dependencies, dir, {dir}, {});
+    // Store the object unless a header moved under the compiler.
+    std::optional<std::string> moved_here = header_changed_during_build(job.headers, start);
+    if (moved_here) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!*moved) *moved = moved_here;
+    }
+    if (store.writable() && !moved_here) {
       try {
-        if (options.exec.verbose) spdlog::info("{}", util::format_command(job.step->argv()));
-        int64_t start = now_ns();
-        CommandRecord rec = run_compile_step(*job.step, dir, job.unit);
-        if (!options.exec.quiet && !rec.output.empty()) {
-          std::lock_guard<std::mutex> lock(mutex);
-          std::fwrite(rec.output.data(), 1, rec.output.size(), stderr);
-          if (rec.output.back() != '\n') std::fputc('\n', stderr);
-        }
-        job.headers = cache::hash_headers(job.unit->dependencies, dir, {dir}, {});
-        // Store the object unless a header moved under the compiler.
-        std::optional<std::string> moved_here = header_changed_during_build(job.headers, start);
-        if (moved_here) {
-          std::lock_guard<std::mutex> lock(mutex);
-          if (!*moved) *moved = moved_here;
-        }
-        if (store.writable() && !moved_here) {
-          try {
-            cache::Staging s = store.stage();
-            std::string name = util::file_name(job.step->object_name);
-            std::string copy = util::join_path(s.build_dir(), name);
-            place_file(job.unit->object_path, copy);
-            cache::EntryRecord rec_entry;
-            rec_entry.kind = "object";
-            rec_entry.name = job.step->display;
-            rec_entry.key = job.key;
-            rec_entry.headers = job.headers;
-            rec_entry.inputs = {{"language", language_name(job.step->language)},
-                                {"compiler", job.step->compiler},
-                                {"source", job.step->generated_text ? job.step->generated_name : job.step->input_path}};
-            rec_entry.compiler_output = rec.output;
-            cache::PublishResult p = store.publish(s, store.object_entry_dir(job.key), rec_entry, {{copy, name}});
-            std::lock_guard<std::mutex> lock(mutex);
-            if (p.ours) {
-              ++stats->stores;
-              stats->bytes_stored += p.entry.artifacts.front().size;
-            }
-          } catch (const Error& e) {
-            spdlog::warn("could not cache the object of {}: {}", job.step->display, e.what());
-          }
-        }
+        cache::Staging s = store.stage();
+        std::string name = util::file_name(job.step->object_name);
+        std::string copy = util::join_path(s.build_dir(), name);
+        place_file(job.unit->object_path, copy);
+        cache::EntryRecord rec_entry;
+        rec_entry.kind = "object";
+        rec_entry.name = job.step->display;
+        rec_entry.key = job.key;
+        rec_entry.headers = job.headers;
+        rec_entry.inputs = {{"language", language_name(job.step->language)},
+                            {"compiler", job.step->compiler},
+                            {"source", job.step->generated_text ? job.step->generated_name : job.step->input_path}};
+        rec_entry.compiler_output = rec.output;
+        cache::PublishResult p = store.publish(s, store.object_entry_dir(job.key), rec_entry, {{copy, name}});
         std::lock_guard<std::mutex> lock(mutex);
-        ++out->objects_compiled;
-        ++stats->object_misses;
-        result.commands.push_back(std::move(rec));
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!first_error) first_error = std::current_exception();
-        failed = true;
-        return;
+        if (p.ours) {
+          ++stats->stores;
+          stats->bytes_stored += p.entry.artifacts.front().size;
+        }
+      } catch (const Error& e) {
+        spdlog::warn("could not cache the object of {}: {}", job.step->display, e.what());
       }
     }
-  };
-  if (workers == 1) {
-    worker();
-  } else {
-    std::vector<std::thread> threads;
-    for (int t = 0; t < workers; ++t) threads.emplace_back(worker);
-    for (auto& t : threads) t.join();
-  }
-  if (first_error) std::rethrow_exception(first_error);
+    std::lock_guard<std::mutex> lock(mutex);
+    ++out->objects_compiled;
+    ++stats->object_misses;
+    result.commands.push_back(std::move(rec));
+  });
 
   for (const auto& job : jobs) cache::merge_headers(*headers, job.headers);
 

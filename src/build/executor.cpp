@@ -12,6 +12,7 @@
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/parallel.h"
 #include "tvmffi_jit/util/process.h"
 #include "tvmffi_jit/util/progress.h"
 #include "tvmffi_jit/util/strings.h"
@@ -122,39 +123,14 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
   for (size_t i = 0; i < plan.device_steps.size(); ++i) jobs.push_back({&plan.device_steps[i], &result.device_units[i]});
   for (size_t i = 0; i < plan.compile_steps.size(); ++i) jobs.push_back({&plan.compile_steps[i], &result.units[i]});
 
-  int workers = options.jobs > 0 ? options.jobs : static_cast<int>(std::thread::hardware_concurrency());
-  workers = std::max(1, std::min<int>(workers, static_cast<int>(jobs.size())));
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::exception_ptr first_error;
   std::mutex mutex;
-  auto worker = [&] {
-    for (;;) {
-      if (failed.load()) return;
-      size_t i = next.fetch_add(1);
-      if (i >= jobs.size()) return;
-      try {
-        log_command(jobs[i].step->argv(), options);
-        CommandRecord rec = run_compile_step(*jobs[i].step, dir, jobs[i].unit);
-        echo_output(rec, options);
-        std::lock_guard<std::mutex> lock(mutex);
-        result.commands.push_back(std::move(rec));
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!first_error) first_error = std::current_exception();
-        failed = true;
-        return;
-      }
-    }
-  };
-  if (workers == 1) {
-    worker();
-  } else {
-    std::vector<std::thread> threads;
-    for (int t = 0; t < workers; ++t) threads.emplace_back(worker);
-    for (auto& t : threads) t.join();
-  }
-  if (first_error) std::rethrow_exception(first_error);
+  util::parallel_for(jobs.size(), options.jobs, [&](size_t i) {
+    log_command(jobs[i].step->argv(), options);
+    CommandRecord rec = run_compile_step(*jobs[i].step, dir, jobs[i].unit);
+    echo_output(rec, options);
+    std::lock_guard<std::mutex> lock(mutex);
+    result.commands.push_back(std::move(rec));
+  });
 
   if (plan.nvrtc) {
     util::Progress::global().next("nvrtc " + plan.nvrtc->request.source_name);
