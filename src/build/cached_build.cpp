@@ -314,8 +314,8 @@ BuildResult build_with_object_cache(const BuildPlan& plan, const Manifest& m, co
 }
 
 // Why the cache cannot take a new entry now, or nullopt.
-std::optional<std::string> unwritable_reason(const cache::Store& store) {
-  if (!store.writable()) return store.unwritable_why();
+std::optional<std::string> unwritable_reason(cache::Store& store) {
+  if (!store.check_writable()) return store.unwritable_why();
   struct statvfs vfs;
   if (::statvfs(store.root().c_str(), &vfs) == 0) {
     uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
@@ -428,9 +428,10 @@ cache::ModuleKeyInputs module_key_inputs(const BuildPlan& plan, const Manifest& 
 
 CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
                                const CachedBuildOptions& options) {
-  cache::Store store(cache::open_root(cache::resolve_root_path(options.cache_dir), true));
-  std::optional<std::string> cannot_store = unwritable_reason(store);
-  CompilerIdentities ids(store.compilers_dir(), !cannot_store);
+  // Writability is probed on a miss only: a hit stores nothing but counters
+  // and compiler identity memos, and those writes may fail quietly.
+  cache::Store store(cache::open_root(cache::resolve_root_path(options.cache_dir), true, false));
+  CompilerIdentities ids(store.compilers_dir(), true);
   const int64_t key_start = now_ns();  // sources are read for the key from here on
 
   cache::ModuleKeyInputs key_inputs = key_inputs_with(plan, manifest, tc, ids);
@@ -461,6 +462,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     if (r.corrupt) ++stats.corrupt_entries;
   }
   result.cache = "miss";
+  std::optional<std::string> cannot_store = unwritable_reason(store);
 
   util::FileLock lock;
   if (!cannot_store) {

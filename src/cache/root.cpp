@@ -59,7 +59,7 @@ std::string resolve_root_path(const std::string& cli_value) {
   return util::absolute_path(util::join_path(util::join_path(home_directory(), ".cache"), "tvmffi-jit"));
 }
 
-CacheRoot open_root(const std::string& path, bool create) {
+CacheRoot open_root(const std::string& path, bool create, bool probe_write) {
   CacheRoot root;
   root.path = util::absolute_path(path);
   struct stat st;
@@ -67,16 +67,19 @@ CacheRoot open_root(const std::string& path, bool create) {
     int e = errno;
     if (!create) {
       root.unwritable_why = errno_message("cache root " + root.path, e);
+      root.write_probed = true;  // the failure above says why
       return root;
     }
     e = make_private_directories(root.path);
     if (e) {
       root.unwritable_why = errno_message("cannot create the cache root " + root.path, e);
+      root.write_probed = true;  // the failure above says why
       return root;
     }
     ::chmod(root.path.c_str(), 0700);  // the umask may have narrowed, never widened, but be explicit
     if (::stat(root.path.c_str(), &st) != 0) {
       root.unwritable_why = errno_message("cannot stat the cache root " + root.path, errno);
+      root.write_probed = true;  // the failure above says why
       return root;
     }
   }
@@ -92,8 +95,15 @@ CacheRoot open_root(const std::string& path, bool create) {
                    " lets group or others write into it (another user could plant artifacts); run "
                    "'chmod go-w " + root.path + "' or pick another --cache-dir");
   }
-  root.writable = probe_writable(root.path, &root.unwritable_why);
+  root.writable = true;
+  if (probe_write) probe_root_writable(root);
   return root;
+}
+
+void probe_root_writable(CacheRoot& root) {
+  root.unwritable_why.clear();
+  root.writable = probe_writable(root.path, &root.unwritable_why);
+  root.write_probed = true;
 }
 
 bool is_valid_entry_name(std::string_view name) {

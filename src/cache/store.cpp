@@ -46,6 +46,11 @@ std::string Staging::entry_dir() const { return util::join_path(path(), "entry")
 
 Store::Store(CacheRoot root) : root_(std::move(root)) {}
 
+bool Store::check_writable() {
+  if (!root_.write_probed) probe_root_writable(root_);
+  return root_.writable;
+}
+
 std::string Store::module_entry_dir(const std::string& name, const std::string& key_hex) const {
   check_entry_name(name);
   return util::join_path(root_.path, name + "_" + key_hex.substr(0, 16));

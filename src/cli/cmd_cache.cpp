@@ -174,6 +174,7 @@ void run_gc(const CacheArgs& a) {
 void run_stats(const CacheArgs& a) {
   cache::Store store = open_store(a);
   if (a.zero) cache::zero_stats(store.root());
+  else if (store.writable()) cache::fold_stats(store.root());
   cache::StatsCounters s = cache::read_stats(store.root());
   uint64_t modules = 0, objects = 0, module_bytes = 0, object_bytes = 0;
   for (const auto& e : cache::list_entries(store.root(), true)) {

@@ -1,7 +1,11 @@
 #include "tvmffi_jit/util/hash.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
+// OpenSSL's low-level SHA-256 (deprecated in 3.0, still shipped and using
+// the same SHA-NI/AVX code): EVP would fetch the algorithm from a provider,
+// and building the provider's method store costs ~0.5 ms on the first use of
+// every process, a tenth of a cache hit's budget.
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
 
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -10,31 +14,22 @@
 namespace tvmffi_jit::util {
 
 struct Sha256::Impl {
-  EVP_MD_CTX* ctx = nullptr;
+  SHA256_CTX ctx;
 };
 
 Sha256::Sha256() : impl_(std::make_unique<Impl>()) {
-  // Skip reading openssl.cnf and registering every cipher: only SHA-256 from
-  // the default provider is used, and the full initialisation costs ~0.6 ms
-  // of every process (a cache hit is budgeted at 5 ms in total).
-  static const bool initialised =
-      OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_ADD_ALL_CIPHERS, nullptr) == 1;
-  (void)initialised;
-  impl_->ctx = EVP_MD_CTX_new();
-  if (!impl_->ctx || EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr) != 1)
-    throw Error(ExitCode::kIo, "OpenSSL could not initialise SHA-256");
+  if (SHA256_Init(&impl_->ctx) != 1) throw Error(ExitCode::kIo, "OpenSSL could not initialise SHA-256");
 }
 
-Sha256::~Sha256() { EVP_MD_CTX_free(impl_->ctx); }
+Sha256::~Sha256() = default;
 
 void Sha256::update(const void* data, size_t size) {
-  if (size) EVP_DigestUpdate(impl_->ctx, data, size);
+  if (size) SHA256_Update(&impl_->ctx, data, size);
 }
 
 std::array<uint8_t, 32> Sha256::digest() {
   std::array<uint8_t, 32> out{};
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(impl_->ctx, out.data(), &len);
+  SHA256_Final(out.data(), &impl_->ctx);
   return out;
 }
 

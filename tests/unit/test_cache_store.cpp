@@ -341,3 +341,67 @@ TEST_CASE("stats survive concurrent updates from many processes", "[cache][stats
   zero_stats(f.store.root());
   CHECK(read_stats(f.store.root()).empty());
 }
+
+TEST_CASE("stats updates racing journal folds lose and double-count nothing", "[cache][stats]") {
+  Fixture f;
+  constexpr int kProcs = 8, kEach = 40;
+  std::vector<pid_t> kids;
+  for (int p = 0; p < kProcs; ++p) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      StatsCounters d;
+      d.hits = 1;
+      d.bytes_stored = 3;
+      // A fold after every few lines: folds and appends interleave constantly.
+      for (int i = 0; i < kEach; ++i) add_stats(f.store.root(), d, 64);
+      ::_exit(0);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t k : kids) {
+    int st = 0;
+    ::waitpid(k, &st, 0);
+    CHECK(WIFEXITED(st));
+  }
+  StatsCounters s = read_stats(f.store.root());
+  CHECK(s.hits == kProcs * kEach);
+  CHECK(s.bytes_stored == 3u * kProcs * kEach);
+  fold_stats(f.store.root());
+  CHECK(read_stats(f.store.root()).hits == kProcs * kEach);
+  CHECK_FALSE(util::path_exists(util::join_path(f.store.root(), "stats.log")));
+}
+
+TEST_CASE("a journal left by a fold killed half-way is counted exactly once", "[cache][stats]") {
+  Fixture f;
+  const std::string root = f.store.root();
+  // A fold renamed its journal to generation 4 and died before writing the
+  // totals (not counted yet); an older one died after writing them (counted).
+  util::write_file(util::join_path(root, "stats.json"), R"({"hits": 10, "generation": 3})");
+  util::write_file(util::join_path(root, "stats.log.3"), "{\"hits\":5}\n");
+  util::write_file(util::join_path(root, "stats.log.4"), "{\"hits\":2}\n{\"misses\":1}\n");
+  util::write_file(util::join_path(root, "stats.log"), "{\"hits\":1}\n{\"hits\":1,\"mis");  // torn last line
+  fold_stats(root);
+  StatsCounters s = read_stats(root);
+  CHECK(s.hits == 13);
+  CHECK(s.misses == 1);
+  CHECK_FALSE(util::path_exists(util::join_path(root, "stats.log.3")));
+  CHECK_FALSE(util::path_exists(util::join_path(root, "stats.log.4")));
+  fold_stats(root);  // idempotent
+  CHECK(read_stats(root).hits == 13);
+}
+
+TEST_CASE("a root opened without the write probe is probed on demand", "[cache][root]") {
+  util::TempDir tmp;
+  std::string file = util::join_path(tmp.path(), "file");
+  util::write_file(file, "x");
+  CacheRoot r = open_root(util::join_path(tmp.path(), "cache"), true, false);
+  CHECK(r.writable);
+  CHECK_FALSE(r.write_probed);
+  Store s{r};
+  CHECK(s.check_writable());
+  // A root that cannot even be created needs no probe to say why.
+  CacheRoot bad = open_root(util::join_path(file, "cache"), true, false);
+  CHECK_FALSE(bad.writable);
+  CHECK(bad.write_probed);
+  CHECK_THAT(bad.unwritable_why, Catch::Contains("cannot create the cache root"));
+}

@@ -1,8 +1,14 @@
-// Cache counters in <root>/stats.json, updated read-modify-write under
-// <root>/stats.lock (flock, bounded wait) and written by atomic rename, so a
-// reader never sees a torn file and concurrent builds on one host never lose
-// an update. Where flock does nothing (some network filesystems) concurrent
-// updates can be lost; counters are diagnostics, never inputs to a decision.
+// Cache counters. A build adds its counts by appending one line to
+// <root>/stats.log (O_APPEND, one write under a shared flock of the journal
+// itself; no rename), because a cache hit is budgeted at a few milliseconds
+// and replacing a file by rename costs ext4 a data flush. <root>/stats.json
+// holds the folded totals: when the journal passes kStatsFoldBytes, the writer
+// that noticed folds it into stats.json under <root>/stats.lock, numbering
+// each folded journal so that a fold killed half-way neither loses nor
+// double-counts lines. Readers add stats.json and the journal. A line torn by
+// a crash is skipped; where flock does nothing (some network filesystems) an
+// append racing a fold can be lost. Counters are diagnostics, never inputs to
+// a decision.
 #pragma once
 
 #include <cstdint>
@@ -25,13 +31,20 @@ struct StatsCounters {
   bool empty() const;
 };
 
+// Journal size above which an update also folds the journal into stats.json.
+constexpr uint64_t kStatsFoldBytes = 64 * 1024;
+
 nlohmann::json stats_to_json(const StatsCounters& s);
 StatsCounters stats_from_json(const nlohmann::json& j);  // missing fields are 0
 
+// stats.json plus every complete journal line.
 StatsCounters read_stats(const std::string& root);
-// Adds `delta` to the root's counters. Never throws: failing to count must
-// not fail a build.
-void add_stats(const std::string& root, const StatsCounters& delta);
+// Adds `delta` to the root's counters, folding the journal when it has grown
+// past `fold_bytes`. Never throws: failing to count must not fail a build.
+void add_stats(const std::string& root, const StatsCounters& delta, uint64_t fold_bytes = kStatsFoldBytes);
+// Folds the journal into stats.json now (cache stats does, so that the
+// journal stays short for readers). Never throws.
+void fold_stats(const std::string& root);
 void zero_stats(const std::string& root);
 
 }  // namespace tvmffi_jit::cache

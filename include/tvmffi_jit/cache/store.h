@@ -63,6 +63,8 @@ class Store {
   explicit Store(CacheRoot root);
   const std::string& root() const { return root_.path; }
   bool writable() const { return root_.writable; }
+  // Probes the root if it was opened without probing (open_root); returns writable().
+  bool check_writable();
   const std::string& unwritable_why() const { return root_.unwritable_why; }
 
   std::string module_entry_dir(const std::string& name, const std::string& key_hex) const;
