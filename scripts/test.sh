@@ -16,7 +16,7 @@ ctest --test-dir build --output-on-failure -j "$JOBS" ${CTEST_ARGS:-}
 
 echo "== ASan+UBSan: unit tests and fuzz-corpus replays" >&2
 if [ ! -f build-asan/build.ninja ]; then
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTVMFFI_JIT_ENABLE_SANITIZERS=ON >&2
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTVMFFI_JIT_ENABLE_SANITIZERS=ON -DTVMFFI_JIT_STATIC_DEPS=OFF >&2
 fi
 cmake --build build-asan -j "$JOBS" >&2
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
