@@ -3,7 +3,9 @@
 #   1. a generated 2000-kernel, two-architecture fatbin (target: inspect --json <= 50 ms);
 #   2. the toolkit's libcublasLt.so (541 MB, 5449 zstd ELF entries), against the
 #      decompression floor (bench/inspect/floor.cpp: walk .nv_fatbin and decompress
-#      every ELF entry, nothing else). Targets: -j1 within 1.5x of the floor, peak RSS <= 300 MB.
+#      every ELF entry, nothing else). Targets: -j1 within 1.5x of the floor; peak RSS <= 300 MB
+#      at every -j (-j1, -j2, all cores, -j16 and -j32 are run); all cores >= 10x faster than
+#      cuobjdump -res-usage.
 # When cuobjdump is on PATH it is timed too and its kernel lists are compared with ours.
 #
 # Usage: bench/inspect/run.sh [BUILD_DIR]   (env: RUNS=5, BENCH_DIR=/tmp/tvmffi-jit-bench-inspect,
@@ -63,12 +65,21 @@ if [ -f "$CUBLASLT" ]; then
   FLOOR_CASE=${#NAMES[@]}
   add_case "libcublasLt: floor (decompress ELF entries)" "$FLOOR" "$CUBLASLT"
   add_case "libcublasLt: inspect --json -j1" "$TOOL" inspect --json -j1 "$CUBLASLT"
+  J1_CASE=$((${#NAMES[@]} - 1))
   add_case "libcublasLt: inspect --json -j1 --no-ptx" "$TOOL" inspect --json -j1 --no-ptx "$CUBLASLT"
-  add_case "libcublasLt: inspect --json (all cores)" "$TOOL" inspect --json "$CUBLASLT"
+  add_case "libcublasLt: inspect --json -j2" "$TOOL" inspect --json -j2 "$CUBLASLT"
+  ALL_CASE=${#NAMES[@]}
+  add_case "libcublasLt: inspect --json (all $(nproc) cores)" "$TOOL" inspect --json "$CUBLASLT"
+  # Memory must not grow with threads, whatever the core count.
+  add_case "libcublasLt: inspect --json -j16" "$TOOL" inspect --json -j16 "$CUBLASLT"
+  add_case "libcublasLt: inspect --json -j32" "$TOOL" inspect --json -j32 "$CUBLASLT"
 fi
 if command -v cuobjdump >/dev/null; then
   add_case "k2000.fatbin: cuobjdump -res-usage" cuobjdump -res-usage "$FATBIN"
-  [ -f "$CUBLASLT" ] && add_case "libcublasLt: cuobjdump -res-usage" cuobjdump -res-usage "$CUBLASLT"
+  if [ -f "$CUBLASLT" ]; then
+    CUOBJDUMP_CASE=${#NAMES[@]}
+    add_case "libcublasLt: cuobjdump -res-usage" cuobjdump -res-usage "$CUBLASLT"
+  fi
 fi
 for _ in $(seq "$RUNS"); do
   for i in "${!NAMES[@]}"; do measure "$i"; done
@@ -84,6 +95,19 @@ for i in "${!NAMES[@]}"; do
   case "${NAMES[$i]}" in libcublasLt:*) [ "$FLOOR_CASE" != - ] && ratio=$(awk "BEGIN{printf \"%.2fx\", ${BEST[$i]} / ${BEST[$FLOOR_CASE]}}") ;; esac
   printf "| %-44s | %6s | %6s MB | %6s |\n" "${NAMES[$i]}" "${BEST[$i]}" "$((RSS[$i] / 1024))" "$ratio"
 done
+
+if [ "$FLOOR_CASE" != - ]; then
+  echo
+  max_rss=0
+  for i in "${!NAMES[@]}"; do
+    case "${NAMES[$i]}" in "libcublasLt: inspect"*) [ "${RSS[$i]}" -gt "$max_rss" ] && max_rss=${RSS[$i]} ;; esac
+  done
+  awk "BEGIN{printf \"-j1 vs floor: %.2fx (target <= 1.5x)\n\", ${BEST[$J1_CASE]} / ${BEST[$FLOOR_CASE]}}"
+  echo "largest inspect peak RSS over every -j: $((max_rss / 1024)) MB (target <= 300 MB)"
+  if [ -n "${CUOBJDUMP_CASE:-}" ]; then
+    awk "BEGIN{printf \"cuobjdump -res-usage vs inspect on all cores: %.1fx faster (target >= 10x)\n\", ${BEST[$CUOBJDUMP_CASE]} / ${BEST[$ALL_CASE]}}"
+  fi
+fi
 
 if command -v cuobjdump >/dev/null; then
   echo

@@ -1,13 +1,32 @@
 // The inspector: format sniffing, the fatbin container walk, host ELF and
 // TVM FFI module scanning, and the parallel decompress+parse of entries.
-// Entry payloads are decompressed into one reusable buffer per thread,
-// parsed, and only the extracted metadata is kept, so peak memory is about
-// threads x largest entry (plus the pages of the mapped file being read).
+//
+// Peak memory depends neither on the thread count nor on the file size:
+//  * a file inspected by path has its entry payloads read with pread, and the
+//    pages of the mapping that the container walk touched are dropped behind
+//    it, so the mapping keeps only headers and symbol tables resident;
+//  * each entry is decompressed into a range of one arena that all workers
+//    share (InspectOptions::buffer_budget_bytes); a worker whose entry does
+//    not fit waits until others return theirs;
+//  * only the extracted metadata is kept.
+// Time: the walk hands entries to the workers as it goes, and the workers
+// also demangle (each distinct name once), so little is left on one thread.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <set>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 
@@ -63,39 +82,231 @@ constexpr uint32_t kFatbinMagic = 0xBA55ED50;
 constexpr uint64_t kEntryHeaderMin = 64;
 constexpr uint64_t kFlagLz4 = 0x2000, kFlagZstd = 0x8000;
 constexpr uint64_t kFlagArchSpecific = 0x100000, kFlagFamily = 0x200000;
+// Walked pages of the mapping are dropped in batches this large: each drop
+// is a TLB shootdown on every core running a worker.
+constexpr uint64_t kDropBatchBytes = uint64_t(8) << 20;
 
 struct Job {
   Entry entry;
   Bytes stored;  // exactly the bytes to decompress (or the payload itself)
 };
 
-struct Scratch {
-  std::unique_ptr<uint8_t[]> buffer;
-  uint64_t capacity = 0;
-  ZSTD_DCtx* zstd = nullptr;
-  Scratch() = default;
-  Scratch(const Scratch&) = delete;
-  ~Scratch() { ZSTD_freeDCtx(zstd); }
-  uint8_t* reserve(uint64_t n) {
-    if (n > capacity) {
-      buffer.reset();
-      buffer.reset(new uint8_t[n]);  // uninitialised: it is overwritten by the decompressor
-      capacity = n;
+// Decompression memory shared by the workers of one inspect call: one
+// mapping of `budget` bytes, handed out as ranges sized to each entry (first
+// fit; freed ranges coalesce). Pages once touched stay mapped and are reused,
+// so a run faults in at most the budget: on many threads, fresh per-entry
+// buffers cost more in page faults than the parsing. A request that does not
+// fit waits for ranges to come back; one larger than the whole budget gets a
+// mapping of its own when nothing else is in use, so every entry below
+// max_entry_bytes can still be inspected. Each worker holds at most one range
+// and waits only while holding none, so every waiter is woken by a worker
+// that is running. A release wakes only the waiters that the freed space can
+// serve (with many threads, waking them all cost more than the waiting).
+class DecompressArena {
+ public:
+  struct Range {
+    uint8_t* data = nullptr;
+    uint64_t offset = 0;
+    uint64_t size = 0;
+    bool own_mapping = false;  // larger than the arena
+  };
+
+  explicit DecompressArena(uint64_t budget)
+      : budget_(align_up(std::clamp<uint64_t>(budget, kGranule, kMaxBudget), kGranule)) {
+    free_.emplace(0, budget_);
+  }
+  DecompressArena(const DecompressArena&) = delete;
+  ~DecompressArena() {
+    if (base_) ::munmap(base_, budget_);
+  }
+
+  Range acquire(uint64_t n) {
+    uint64_t size = align_up(std::max<uint64_t>(n, 1), kGranule);
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!base_) {  // reserved on first use; costs nothing until touched
+      void* p = ::mmap(nullptr, budget_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      base_ = static_cast<uint8_t*>(p);
     }
-    return buffer.get();
+    for (;;) {
+      if (size > budget_ && in_use_ == 0) {
+        void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) throw std::bad_alloc();
+        ++in_use_;
+        return Range{static_cast<uint8_t*>(p), 0, size, true};
+      }
+      for (auto it = free_.begin(); it != free_.end(); ++it) {
+        if (it->second < size) continue;
+        Range r{base_ + it->first, it->first, size, false};
+        if (it->second > size) free_.emplace(it->first + size, it->second - size);
+        free_.erase(it);
+        ++in_use_;
+        return r;
+      }
+      Waiter self{size, {}, false};
+      waiters_.push_back(&self);
+      self.wake.wait(lock, [&] { return self.woken; });
+    }
+  }
+
+  void release(const Range& r) {
+    if (r.own_mapping) ::munmap(r.data, r.size);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --in_use_;
+      if (!r.own_mapping) {
+        auto it = free_.emplace(r.offset, r.size).first;
+        if (auto next = std::next(it); next != free_.end() && it->first + it->second == next->first) {
+          it->second += next->second;
+          free_.erase(next);
+        }
+        if (it != free_.begin()) {
+          auto prev = std::prev(it);
+          if (prev->first + prev->second == it->first) {
+            prev->second += it->second;
+            free_.erase(it);
+          }
+        }
+      }
+      wake_waiters();
+    }
+  }
+
+  // Gives the pages of the free ranges back to the system. Each worker calls
+  // it when the queue is empty, so the pages are freed while the last entries
+  // are still being parsed rather than one by one at the end. Under the lock:
+  // a range must not be handed out while its pages are being dropped.
+  void trim() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!base_) return;
+    for (auto [offset, size] : free_) ::madvise(base_ + offset, size, MADV_DONTNEED);
+  }
+
+ private:
+  static constexpr uint64_t kGranule = uint64_t(64) << 10;
+  static constexpr uint64_t kMaxBudget = uint64_t(1) << 40;  // address space reserved, not memory
+
+  struct Waiter {
+    uint64_t size;
+    std::condition_variable wake;
+    bool woken = false;
+  };
+
+  // Wakes, in arrival order, the waiters that a first fit over the free
+  // ranges would serve (all of them once nothing is in use: one may be larger
+  // than the arena). A woken waiter that loses its range to a newcomer waits
+  // again. Called with the lock held.
+  void wake_waiters() {
+    std::vector<uint64_t> room;
+    for (const auto& [offset, size] : free_) room.push_back(size);
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      Waiter& w = **it;
+      auto fit = std::find_if(room.begin(), room.end(), [&](uint64_t r) { return r >= w.size; });
+      if (fit == room.end() && in_use_ > 0) {
+        ++it;
+        continue;
+      }
+      if (fit != room.end()) *fit -= w.size;
+      w.woken = true;
+      w.wake.notify_one();
+      it = waiters_.erase(it);
+    }
+  }
+
+  std::mutex mutex_;
+  std::vector<Waiter*> waiters_;  // on the stacks of the waiting threads
+  uint8_t* base_ = nullptr;
+  uint64_t budget_;
+  std::map<uint64_t, uint64_t> free_;  // offset -> size, disjoint and coalesced
+  size_t in_use_ = 0;
+};
+
+// An arena range for the lifetime of one entry.
+class Lease {
+ public:
+  Lease(DecompressArena& arena, uint64_t n) : arena_(arena), range_(arena.acquire(n)) {}
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  ~Lease() { arena_.release(range_); }
+  uint8_t* data() const { return range_.data; }
+
+ private:
+  DecompressArena& arena_;
+  DecompressArena::Range range_;
+};
+
+// Libraries repeat kernel names across architectures (libcublasLt: 42,200
+// kernels, 14,871 names), so each distinct name is demangled once, by the
+// worker that meets it first. The memo holds no copies: it points at the name
+// and demangled text of the first kernel that had the name, which stay put
+// (and unchanged) while the workers run, since a job's kernels are final when
+// they are recorded. Sharded so that workers rarely wait for each other; the
+// demangler is pure, so a name demangled twice by a race gives the same text.
+class DemangleMemo {
+ public:
+  void demangle_into(Kernel& k) {
+    Shard& shard = shards_[std::hash<std::string_view>{}(k.name) % shards_.size()];
+    {
+      std::lock_guard<std::mutex> lock(shard.mutex);
+      auto it = shard.names.find(k.name);
+      if (it != shard.names.end()) {
+        k.demangled = *it->second;
+        return;
+      }
+    }
+    k.demangled = demangle(k.name);
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    shard.names.emplace(k.name, &k.demangled);
+  }
+
+ private:
+  struct Shard {
+    std::mutex mutex;
+    std::unordered_map<std::string_view, const std::string*> names;
+  };
+  std::array<Shard, 64> shards_;
+};
+
+// What the workers of one inspect call share.
+struct Run {
+  const InspectOptions& options;
+  // The mapped file the views point into: payloads are pread from it and
+  // walked pages are dropped. Null for inspect_bytes (memory of unknown
+  // origin: read in place, never dropped).
+  const util::MappedFile* file = nullptr;
+  DecompressArena buffers;
+  DemangleMemo names;
+  Run(const InspectOptions& o, const util::MappedFile* f) : options(o), file(f), buffers(o.buffer_budget_bytes) {}
+};
+
+struct ZstdContext {
+  ZSTD_DCtx* ctx = nullptr;
+  ZstdContext() = default;
+  ZstdContext(const ZstdContext&) = delete;
+  ~ZstdContext() { ZSTD_freeDCtx(ctx); }
+  ZSTD_DCtx* get() {
+    if (!ctx) ctx = ZSTD_createDCtx();
+    if (!ctx) fail("cannot create a zstd decompression context");
+    return ctx;
   }
 };
 
-// Decompresses `src` into scratch; returns the view of exactly `dsize` bytes.
-Bytes decompress(Compression c, Bytes src, uint64_t dsize, uint64_t limit, Scratch& scratch) {
+// Rejects decompressed sizes that are lies before anything is allocated for them.
+void check_decompressed_size(Compression c, uint64_t csize, uint64_t dsize, uint64_t limit) {
   if (dsize == 0) fail("compressed entry declares decompressed size 0");
   if (dsize > limit) fail("decompressed size {} exceeds the limit of {} bytes", dsize, limit);
   if (c == Compression::kLz4) {
     // An LZ4 block expands at most ~255x; anything beyond is a lie, not data.
-    if (dsize > src.size() * 255 + 64)
-      fail("decompressed size {} is impossible for {} bytes of LZ4 data", dsize, src.size());
-    if (src.size() > INT32_MAX || dsize > INT32_MAX) fail("LZ4 entry larger than 2 GiB");
-    uint8_t* dst = scratch.reserve(dsize);
+    if (dsize > csize * 255 + 64)
+      fail("decompressed size {} is impossible for {} bytes of LZ4 data", dsize, csize);
+    if (csize > INT32_MAX || dsize > INT32_MAX) fail("LZ4 entry larger than 2 GiB");
+  }
+}
+
+// Decompresses `src` into `dst` (room for exactly `dsize` bytes, checked by
+// check_decompressed_size); returns the view of the result.
+Bytes decompress(Compression c, Bytes src, uint64_t dsize, uint8_t* dst, ZstdContext& zstd) {
+  if (c == Compression::kLz4) {
     int n = LZ4_decompress_safe(reinterpret_cast<const char*>(src.data()), reinterpret_cast<char*>(dst),
                                 static_cast<int>(src.size()), static_cast<int>(dsize));
     if (n < 0) fail("corrupt LZ4 data ({} compressed bytes)", src.size());
@@ -107,10 +318,7 @@ Bytes decompress(Compression c, Bytes src, uint64_t dsize, uint64_t limit, Scrat
     if (content == ZSTD_CONTENTSIZE_ERROR) fail("payload is not a zstd frame");
     if (content != ZSTD_CONTENTSIZE_UNKNOWN && content != dsize)
       fail("zstd frame holds {} bytes, header says {}", content, dsize);
-    if (!scratch.zstd) scratch.zstd = ZSTD_createDCtx();
-    if (!scratch.zstd) fail("cannot create a zstd decompression context");
-    uint8_t* dst = scratch.reserve(dsize);
-    size_t n = ZSTD_decompressDCtx(scratch.zstd, dst, dsize, src.data(), src.size());
+    size_t n = ZSTD_decompressDCtx(zstd.get(), dst, dsize, src.data(), src.size());
     if (ZSTD_isError(n)) fail("corrupt zstd data: {}", ZSTD_getErrorName(n));
     if (n != dsize) fail("zstd data decompressed to {} bytes, header says {}", n, dsize);
     return Bytes(dst, dsize);
@@ -118,15 +326,44 @@ Bytes decompress(Compression c, Bytes src, uint64_t dsize, uint64_t limit, Scrat
   fail("unknown compression");
 }
 
-void process(Job& job, const InspectOptions& options, Scratch& scratch) {
+// Copies the bytes of `view` (a range of file.data()) into `dst` with pread,
+// leaving the mapping untouched.
+void read_from_file(const util::MappedFile& file, Bytes view, uint8_t* dst) {
+  uint64_t offset = uint64_t(view.data() - file.data());
+  uint64_t done = 0;
+  while (done < view.size()) {
+    ssize_t n = ::pread(file.fd(), dst + done, view.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      fail("cannot read {} bytes at 0x{:x}: {}", view.size(), offset, std::strerror(errno));
+    if (n == 0)
+      fail("file ends at 0x{:x}, before the {} bytes at 0x{:x} (was it truncated while being read?)",
+           offset + done, view.size(), offset);
+    done += uint64_t(n);
+  }
+}
+
+void process(Job& job, Run& run, ZstdContext& zstd) {
   Entry& e = job.entry;
+  const InspectOptions& options = run.options;
   try {
     if (e.kind == EntryKind::kPtx && !options.parse_ptx) return;
     if (e.kind != EntryKind::kElf && e.kind != EntryKind::kPtx && e.kind != EntryKind::kLtoIr) return;
-    Bytes payload = job.stored;
     if (e.compression == Compression::kUnknown) fail("both LZ4 and zstd flags set (flags 0x{:x})", e.flags);
-    if (e.compression != Compression::kNone)
-      payload = decompress(e.compression, job.stored, e.decompressed_size, options.max_entry_bytes, scratch);
+    bool compressed = e.compression != Compression::kNone;
+    if (compressed)
+      check_decompressed_size(e.compression, job.stored.size(), e.decompressed_size, options.max_entry_bytes);
+    // One buffer per entry: the decompressed image, then the stored bytes.
+    uint64_t out_bytes = compressed ? e.decompressed_size : 0;
+    uint64_t in_bytes = run.file ? job.stored.size() : 0;
+    std::optional<Lease> lease;
+    if (out_bytes + in_bytes > 0) lease.emplace(run.buffers, out_bytes + in_bytes);
+    Bytes payload = job.stored;
+    if (run.file) {
+      read_from_file(*run.file, job.stored, lease->data() + out_bytes);
+      payload = Bytes(lease->data() + out_bytes, job.stored.size(), job.stored.base());
+    }
+    if (compressed) payload = decompress(e.compression, payload, e.decompressed_size, lease->data(), zstd);
     if (e.kind == EntryKind::kElf) parse_cubin(payload, options, e);
     else if (e.kind == EntryKind::kPtx) parse_ptx(payload.text(), options, e);
     // LTO-IR is NVVM bitcode: opaque here, decompression was the check.
@@ -135,34 +372,101 @@ void process(Job& job, const InspectOptions& options, Scratch& scratch) {
   } catch (const std::bad_alloc&) {
     e.error = fmt::format("out of memory decompressing {} bytes", e.decompressed_size);
   }
+  if (options.demangle)
+    for (Kernel& k : e.kernels)
+      if (k.name.size() >= 2 && k.name[0] == '_' && k.name[1] == 'Z') run.names.demangle_into(k);
 }
 
-void run_jobs(std::vector<Job>& jobs, const InspectOptions& options) {
-  size_t n = std::min<size_t>(std::max(1u, options.threads), jobs.size());
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    Scratch scratch;
-    for (size_t i; (i = next.fetch_add(1)) < jobs.size();) process(jobs[i], options, scratch);
-  };
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < n; ++t) threads.emplace_back(worker);
-  worker();
-  for (std::thread& t : threads) t.join();
-}
-
-// Libraries repeat kernel names across architectures (libcublasLt: 42,200
-// kernels, 14,871 names), so each distinct name is demangled once.
-void demangle_kernels(std::vector<Entry>& entries, const InspectOptions& options) {
-  if (!options.demangle) return;
-  std::unordered_map<std::string, std::string> cache;
-  for (Entry& e : entries)
-    for (Kernel& k : e.kernels) {
-      if (k.name.size() < 2 || k.name[0] != '_' || k.name[1] != 'Z') continue;
-      auto [it, inserted] = cache.try_emplace(k.name);
-      if (inserted) it->second = demangle(k.name);
-      k.demangled = it->second;
+// Jobs handed from the container walk to the workers while the walk goes on:
+// the walk touches a page of the mapping every few entries, and on many
+// threads it took as long as a tenth of the run when it came first. Jobs are
+// published in batches (one per container) and never move once published;
+// workers are started as jobs appear, up to threads - 1 (the thread that
+// walks works too once the walk is done).
+class JobQueue {
+ public:
+  explicit JobQueue(Run& run) : run_(run), max_workers_(std::max(1u, run.options.threads) - 1) {}
+  JobQueue(const JobQueue&) = delete;
+  // After finish() there is nothing left to stop. Before it (the walk threw)
+  // the jobs not yet taken are dropped and the workers stopped.
+  ~JobQueue() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      closed_ = true;
+      next_ = ready_.size();
     }
-}
+    available_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
+
+  // Producer side (one thread).
+  void add(Job job) { pending_.push_back(std::move(job)); }
+  void publish() {
+    if (pending_.empty()) return;
+    batches_.push_back(std::make_unique<std::vector<Job>>(std::move(pending_)));
+    pending_ = {};
+    size_t published, wake;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (Job& j : *batches_.back()) ready_.push_back(&j);
+      published = ready_.size();
+      wake = std::min(idle_, batches_.back()->size());
+    }
+    // One wake-up per new job: waking every idle worker for each container
+    // (a job or two) cost more than the walk on many threads.
+    for (size_t i = 0; i < wake; ++i) available_.notify_one();
+    while (workers_.size() < std::min(max_workers_, published)) {
+      try {
+        workers_.emplace_back([this] { work(); });
+      } catch (const std::system_error&) {
+        max_workers_ = workers_.size();  // the system allows no more threads: go on with these
+      }
+    }
+  }
+  // Ends the walk: processes the remaining jobs on this thread too and waits
+  // for the workers. Afterwards jobs() lists every job in walk order.
+  void finish() {
+    close();
+    work();
+    for (std::thread& t : workers_) t.join();
+    workers_.clear();
+  }
+  const std::vector<Job*>& jobs() const { return ready_; }
+
+ private:
+  void close() {
+    publish();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      closed_ = true;
+    }
+    available_.notify_all();
+  }
+  Job* take() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ++idle_;
+    available_.wait(lock, [&] { return next_ < ready_.size() || closed_; });
+    --idle_;
+    return next_ < ready_.size() ? ready_[next_++] : nullptr;
+  }
+  void work() {
+    ZstdContext zstd;
+    while (Job* job = take()) process(*job, run_, zstd);
+    run_.buffers.trim();
+  }
+
+  Run& run_;
+  size_t max_workers_;
+  std::vector<Job> pending_;                             // producer only
+  std::vector<std::unique_ptr<std::vector<Job>>> batches_;  // producer only; jobs stay put
+  std::vector<std::thread> workers_;                     // producer only
+  std::mutex mutex_;
+  std::condition_variable available_;
+  std::vector<Job*> ready_;  // published jobs in walk order (guarded until finish)
+  size_t next_ = 0;
+  size_t idle_ = 0;  // workers in take()
+  bool closed_ = false;
+};
 
 std::string arch_name(EntryKind kind, uint32_t arch, uint64_t flags) {
   const char* prefix = kind == EntryKind::kPtx ? "compute_" : kind == EntryKind::kLtoIr ? "lto_" : "sm_";
@@ -182,14 +486,35 @@ std::string printable(Bytes b) {
 
 // Walks back-to-back fatbin containers in `region` (zero padding allowed
 // between them), appending one job per entry. Throws FormatError for a broken
-// structure; the jobs found before the break are kept.
+// structure; the jobs found before the break are kept. When the region is
+// part of a mapped file, the pages walked over are dropped behind the walk
+// (the workers pread the payloads), so the walk never keeps the whole region
+// resident.
 struct FatbinWalk {
-  std::vector<Job>& jobs;
+  JobQueue& jobs;
   std::vector<DeviceImage>* images;
+  const util::MappedFile* file = nullptr;
+  std::string member = {};  // ar member being walked, recorded in its entries
   uint32_t next_container = 0;
   uint32_t next_entry = 0;
+  const uint8_t* undropped = nullptr;  // first walked byte whose page may still be mapped
+
+  // Drops the walked pages before `upto` once a batch has accumulated (or
+  // all of them when `last`).
+  void drop_walked(const uint8_t* upto, bool last) {
+    if (!file || !undropped || upto <= undropped) return;
+    if (!last && uint64_t(upto - undropped) < kDropBatchBytes) return;
+    file->release(undropped, upto);
+    undropped = upto;
+  }
 
   void walk(Bytes region, const std::string& source) {
+    undropped = region.data();
+    struct DropRest {  // also when a broken structure ends the walk
+      FatbinWalk& walk;
+      const uint8_t* end;
+      ~DropRest() { walk.drop_walked(end, true); }
+    } drop_rest{*this, region.data() + region.size()};
     uint64_t p = 0;
     while (p < region.size()) {
       if (region.data()[p] == 0) { ++p; continue; }  // padding between containers
@@ -211,6 +536,7 @@ struct FatbinWalk {
       uint32_t number = next_container++;
       if (images) images->push_back(DeviceImage{source, FileFormat::kFatbin, cstart, hs + fat, {}});
       walk_entries(container, number);
+      jobs.publish();
       p += hs + fat;
     }
   }
@@ -219,6 +545,7 @@ struct FatbinWalk {
     uint64_t q = 0;
     uint64_t cend = c.base() + c.size();
     while (q < c.size()) {
+      drop_walked(c.data() + q, false);
       uint32_t index = next_entry++;
       uint64_t at = c.base() + q;
       uint64_t left = c.size() - q;
@@ -245,6 +572,7 @@ struct FatbinWalk {
       Entry& e = job.entry;
       e.index = index;
       e.container = container;
+      e.member = member;
       e.kind = kind == 1 ? EntryKind::kPtx : kind == 2 ? EntryKind::kElf : kind == 8 ? EntryKind::kLtoIr
                                                                                   : EntryKind::kUnknown;
       e.arch = arch_name(e.kind, arch, flags);
@@ -273,7 +601,7 @@ struct FatbinWalk {
         if (e.kind == EntryKind::kPtx || e.kind == EntryKind::kLtoIr) e.options = printable(opts);
       }
       if (id_offset != 0 && id_len != 0) e.identifier = printable(h.sub(id_offset, id_len, "entry identifier"));
-      jobs.push_back(std::move(job));
+      jobs.add(std::move(job));
       q += header_size + size;
     }
   }
@@ -301,12 +629,12 @@ bool looks_like_ptx(const uint8_t* data, size_t size) {
 
 // Inspects one device-code blob (cubin, fatbin or PTX) into `entries`.
 // Returns the first error ("" when valid).
-std::string inspect_blob(Bytes b, FileFormat format, const std::string& source, const InspectOptions& options,
+std::string inspect_blob(Bytes b, FileFormat format, const std::string& source, Run& run,
                          std::vector<Entry>& entries, std::vector<DeviceImage>* images) {
-  std::vector<Job> jobs;
+  JobQueue jobs(run);
   std::string error;
   if (format == FileFormat::kFatbin) {
-    FatbinWalk walk{jobs, images};
+    FatbinWalk walk{jobs, images, run.file};
     try {
       walk.walk(b, source);
     } catch (const FormatError& e) {
@@ -318,17 +646,17 @@ std::string inspect_blob(Bytes b, FileFormat format, const std::string& source, 
     job.entry.header_offset = job.entry.payload_offset = b.base();
     job.entry.size = job.entry.decompressed_size = b.size();
     job.stored = b;
-    jobs.push_back(std::move(job));
+    jobs.add(std::move(job));
   }
-  run_jobs(jobs, options);
-  entries.reserve(entries.size() + jobs.size());
-  for (Job& j : jobs) {
+  jobs.finish();
+  entries.reserve(entries.size() + jobs.jobs().size());
+  for (Job* job : jobs.jobs()) {
+    Job& j = *job;
     if (!j.entry.error.empty() && error.empty())
       error = format == FileFormat::kFatbin ? fmt::format("entry {}: {}", j.entry.index, j.entry.error)
                                             : j.entry.error;
     entries.push_back(std::move(j.entry));
   }
-  demangle_kernels(entries, options);
   return error;
 }
 
@@ -370,7 +698,7 @@ void scan_tvm_functions(const ElfFile& elf, FileReport& r) {
   if (!r.functions.empty()) r.tvm_ffi_module = true;
 }
 
-void scan_embedded_cubins(const ElfFile& elf, FileReport& r, const InspectOptions& options) {
+void scan_embedded_cubins(const ElfFile& elf, FileReport& r, Run& run) {
   for (const ElfSection& table : elf.sections()) {
     if (table.type != kShtSymtab && table.type != kShtDynsym) continue;
     std::vector<ElfSymbol> syms = elf.symbols(table);
@@ -405,7 +733,7 @@ void scan_embedded_cubins(const ElfFile& elf, FileReport& r, const InspectOption
         if (c.format != FileFormat::kCubin && c.format != FileFormat::kFatbin && c.format != FileFormat::kPtx)
           fail("{} holds {} bytes that are not a cubin, fatbin or PTX", name, c.size);
         r.images.push_back(DeviceImage{c.symbol, c.format, c.offset, c.size, {}});
-        c.error = inspect_blob(blob, c.format, c.symbol, options, c.entries, nullptr);
+        c.error = inspect_blob(blob, c.format, c.symbol, run, c.entries, nullptr);
       } catch (const FormatError& e) {
         c.error = e.what();
       }
@@ -430,19 +758,20 @@ void collect_fatbin_sections(const ElfFile& elf, FatbinWalk& walk, const std::st
   }
 }
 
-void inspect_host_elf(Bytes b, FileReport& r, const InspectOptions& options) {
+void inspect_host_elf(Bytes b, FileReport& r, Run& run) {
   ElfFile elf(b);
-  std::vector<Job> jobs;
-  FatbinWalk walk{jobs, &r.images};
+  JobQueue jobs(run);
+  FatbinWalk walk{jobs, &r.images, run.file};
   collect_fatbin_sections(elf, walk, "", r.error);
-  run_jobs(jobs, options);
-  for (Job& j : jobs) {
+  jobs.finish();
+  r.entries.reserve(r.entries.size() + jobs.jobs().size());
+  for (Job* job : jobs.jobs()) {
+    Job& j = *job;
     if (!j.entry.error.empty() && r.error.empty()) r.error = fmt::format("entry {}: {}", j.entry.index, j.entry.error);
     r.entries.push_back(std::move(j.entry));
   }
-  demangle_kernels(r.entries, options);
   scan_tvm_functions(elf, r);
-  scan_embedded_cubins(elf, r, options);
+  scan_embedded_cubins(elf, r, run);
 }
 
 // Decimal field of an ar header (digits, then space padding).
@@ -462,9 +791,9 @@ uint64_t ar_number(std::string_view field, uint64_t at) {
 // ar archives (static libraries): every member that is a host ELF, cubin or
 // fatbin is scanned like a stand-alone file; entries and images carry the
 // member name. GNU (//, /N) and BSD (#1/N) long names are understood.
-void inspect_archive(Bytes b, FileReport& r, const InspectOptions& options) {
-  std::vector<Job> jobs;
-  FatbinWalk walk{jobs, &r.images};
+void inspect_archive(Bytes b, FileReport& r, Run& run) {
+  JobQueue jobs(run);
+  FatbinWalk walk{jobs, &r.images, run.file};
   Bytes long_names;
   uint64_t p = 8;
   while (p < b.size()) {
@@ -494,7 +823,8 @@ void inspect_archive(Bytes b, FileReport& r, const InspectOptions& options) {
       member = std::string(name);
     }
     if (!member.empty() && member.back() == '/') member.pop_back();
-    size_t first_job = jobs.size(), first_image = r.images.size();
+    size_t first_image = r.images.size();
+    walk.member = member;
     std::string where = "member " + member + ": ";
     try {
       FileFormat f = detect_format(data.data(), data.size());
@@ -506,25 +836,27 @@ void inspect_archive(Bytes b, FileReport& r, const InspectOptions& options) {
       } else if (f == FileFormat::kCubin) {
         Job job;
         job.entry.index = walk.next_entry++;
+        job.entry.member = member;
         job.entry.kind = EntryKind::kElf;
         job.entry.header_offset = job.entry.payload_offset = data.base();
         job.entry.size = job.entry.decompressed_size = data.size();
         job.stored = data;
-        jobs.push_back(std::move(job));
+        jobs.add(std::move(job));
       }
     } catch (const FormatError& e) {
       if (r.error.empty()) r.error = where + e.what();
     }
-    for (size_t i = first_job; i < jobs.size(); ++i) jobs[i].entry.member = member;
+    jobs.publish();  // the entries before a structure error
     for (size_t i = first_image; i < r.images.size(); ++i) r.images[i].member = member;
   }
-  run_jobs(jobs, options);
-  for (Job& j : jobs) {
+  jobs.finish();
+  r.entries.reserve(r.entries.size() + jobs.jobs().size());
+  for (Job* job : jobs.jobs()) {
+    Job& j = *job;
     if (!j.entry.error.empty() && r.error.empty())
       r.error = fmt::format("member {}: entry {}: {}", j.entry.member, j.entry.index, j.entry.error);
     r.entries.push_back(std::move(j.entry));
   }
-  demangle_kernels(r.entries, options);
 }
 
 }  // namespace
@@ -541,7 +873,9 @@ FileFormat detect_format(const uint8_t* data, size_t size) {
   return FileFormat::kUnknown;
 }
 
-FileReport inspect_bytes(const uint8_t* data, size_t size, const std::string& name, const InspectOptions& options) {
+namespace {
+
+FileReport inspect_view(const uint8_t* data, size_t size, const std::string& name, Run& run) {
   FileReport r;
   r.path = name;
   r.file_size = size;
@@ -552,13 +886,13 @@ FileReport inspect_bytes(const uint8_t* data, size_t size, const std::string& na
       case FileFormat::kCubin:
       case FileFormat::kFatbin:
       case FileFormat::kPtx:
-        r.error = inspect_blob(b, r.format, "", options, r.entries, nullptr);
+        r.error = inspect_blob(b, r.format, "", run, r.entries, nullptr);
         break;
       case FileFormat::kHostElf:
-        inspect_host_elf(b, r, options);
+        inspect_host_elf(b, r, run);
         break;
       case FileFormat::kArchive:
-        inspect_archive(b, r, options);
+        inspect_archive(b, r, run);
         break;
       default:
         if (size == 0) r.error = "empty file";
@@ -573,6 +907,13 @@ FileReport inspect_bytes(const uint8_t* data, size_t size, const std::string& na
   return r;
 }
 
+}  // namespace
+
+FileReport inspect_bytes(const uint8_t* data, size_t size, const std::string& name, const InspectOptions& options) {
+  Run run(options, nullptr);
+  return inspect_view(data, size, name, run);
+}
+
 FileReport inspect_file(const std::string& path, const InspectOptions& options) {
   std::unique_ptr<util::MappedFile> file;
   try {
@@ -584,7 +925,8 @@ FileReport inspect_file(const std::string& path, const InspectOptions& options) 
     if (r.error.rfind("cannot open", 0) != 0) r.error = "cannot open " + path + ": " + r.error;
     return r;
   }
-  return inspect_bytes(file->data(), file->size(), path, options);
+  Run run(options, file.get());
+  return inspect_view(file->data(), file->size(), path, run);
 }
 
 std::vector<uint8_t> entry_payload(const uint8_t* file, size_t file_size, const Entry& entry,
@@ -592,9 +934,12 @@ std::vector<uint8_t> entry_payload(const uint8_t* file, size_t file_size, const 
   try {
     Bytes stored = Bytes(file, file_size).sub(entry.payload_offset, entry.size, "entry payload");
     if (entry.compression == Compression::kNone) return std::vector<uint8_t>(stored.data(), stored.data() + stored.size());
-    Scratch scratch;
-    Bytes out = decompress(entry.compression, stored, entry.decompressed_size, max_entry_bytes, scratch);
-    return std::vector<uint8_t>(out.data(), out.data() + out.size());
+    check_decompressed_size(entry.compression, stored.size(), entry.decompressed_size, max_entry_bytes);
+    if (entry.compression == Compression::kUnknown) fail("unknown compression");
+    std::vector<uint8_t> out(entry.decompressed_size);
+    ZstdContext zstd;
+    decompress(entry.compression, stored, entry.decompressed_size, out.data(), zstd);
+    return out;
   } catch (const FormatError& e) {
     throw invalid_error(fmt::format("entry {}: {}", entry.index, e.what()));
   }

@@ -1,6 +1,13 @@
 // Text and JSON printers for FileReport (schema: docs/inspect.md).
 #include "tvmffi_jit/devcode/print.h"
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+
 #include <fmt/format.h>
 
 namespace tvmffi_jit::devcode {
@@ -14,6 +21,9 @@ using nlohmann::json;
 class JsonWriter {
  public:
   explicit JsonWriter(std::string& out) : out_(out) {}
+  // A writer that continues an array of which `first_element` says whether
+  // the next value is the first (no comma before it).
+  JsonWriter(std::string& out, bool first_element) : out_(out), first_(first_element) {}
   void begin_object() { comma(); out_ += '{'; first_ = true; }
   void end_object() { out_ += '}'; first_ = false; }
   void begin_array() { comma(); out_ += '['; first_ = true; }
@@ -162,10 +172,10 @@ void write_entry(JsonWriter& w, const Entry& e) {
   w.end_object();
 }
 
-// Writes one file object; `flush` is called between entries so a caller can
-// stream the text out instead of holding all of it.
-template <typename Flush>
-void write_file(JsonWriter& w, const FileReport& r, Flush&& flush) {
+// A file object is written as its head (up to the '[' of "entries"), the
+// entries, then its tail, so that the entries (nearly all of the text) can be
+// formatted in parallel and streamed.
+void write_file_head(JsonWriter& w, const FileReport& r) {
   w.begin_object();
   w.field("path", r.path);
   w.field("format", to_string(r.format));
@@ -174,10 +184,9 @@ void write_file(JsonWriter& w, const FileReport& r, Flush&& flush) {
   w.field("tvm_ffi_module", r.tvm_ffi_module);
   w.key("entries");
   w.begin_array();
-  for (const Entry& e : r.entries) {
-    write_entry(w, e);
-    flush();
-  }
+}
+
+void write_file_tail(JsonWriter& w, const FileReport& r) {
   w.end_array();
   w.key("images");
   w.begin_array();
@@ -222,6 +231,119 @@ void write_file(JsonWriter& w, const FileReport& r, Flush&& flush) {
   w.field_or_null("error", r.error);
   w.end_object();
 }
+
+void write_file(JsonWriter& w, const FileReport& r) {
+  write_file_head(w, r);
+  for (const Entry& e : r.entries) write_entry(w, e);
+  write_file_tail(w, r);
+}
+
+// Entries [begin, end) as elements of the "entries" array.
+void format_entries_json(const std::vector<Entry>& entries, size_t begin, size_t end, std::string& out) {
+  JsonWriter w(out, begin == 0);
+  for (size_t i = begin; i < end; ++i) write_entry(w, entries[i]);
+}
+
+// Streams the elements of one "entries" array to `out`. The array is cut
+// into chunks of about kChunkKernels kernels; with threads > 1, workers
+// format chunks while this thread writes them in order (at most `window`
+// chunks ahead of the writer, so memory stays flat), giving the same bytes
+// as one thread.
+class EntryStreamer {
+ public:
+  EntryStreamer(std::FILE* out, unsigned threads) : out_(out), threads_(std::max(1u, threads)) {}
+  bool ok() const { return ok_; }
+
+  void put(const std::string& text) {
+    ok_ = ok_ && std::fwrite(text.data(), 1, text.size(), out_) == text.size();
+  }
+
+  void write(const std::vector<Entry>& entries) {
+    std::vector<std::pair<size_t, size_t>> chunks;
+    size_t begin = 0, kernels = 0;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      kernels += 1 + entries[i].kernels.size();
+      if (kernels >= kChunkKernels || i + 1 == entries.size()) {
+        chunks.emplace_back(begin, i + 1);
+        begin = i + 1;
+        kernels = 0;
+      }
+    }
+    if (threads_ == 1 || chunks.size() < 2) {
+      std::string text;
+      for (auto [b, e] : chunks) {
+        text.clear();
+        format_entries_json(entries, b, e, text);
+        put(text);
+      }
+      return;
+    }
+    size_t workers = std::min<size_t>(threads_, chunks.size());
+    size_t window = 4 * workers;
+    struct Slot {
+      std::string text;
+      std::exception_ptr error;
+      bool ready = false;
+    };
+    std::vector<Slot> slots(window);
+    std::mutex mutex;
+    std::condition_variable formatted, written_cv;
+    size_t written = 0;  // chunks handed to fwrite (guarded by mutex)
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < chunks.size();) {
+        {
+          std::unique_lock<std::mutex> lock(mutex);
+          written_cv.wait(lock, [&] { return i < written + window; });
+        }
+        std::string text;
+        std::exception_ptr error;
+        try {
+          format_entries_json(entries, chunks[i].first, chunks[i].second, text);
+        } catch (...) {
+          error = std::current_exception();
+        }
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          Slot& slot = slots[i % window];
+          slot.text = std::move(text);
+          slot.error = error;
+          slot.ready = true;
+        }
+        formatted.notify_all();
+      }
+    };
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < workers; ++t) pool.emplace_back(worker);
+    std::exception_ptr first_error;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      std::string text;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        Slot& slot = slots[i % window];
+        formatted.wait(lock, [&] { return slot.ready; });
+        text = std::move(slot.text);
+        if (slot.error && !first_error) first_error = slot.error;
+        slot = Slot{};
+      }
+      // Every chunk is taken even after a failure, so no worker waits forever.
+      if (!first_error) put(text);
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        written = i + 1;
+      }
+      written_cv.notify_all();
+    }
+    for (std::thread& t : pool) t.join();
+    if (first_error) std::rethrow_exception(first_error);
+  }
+
+ private:
+  static constexpr size_t kChunkKernels = 256;
+  std::FILE* out_;
+  unsigned threads_;
+  bool ok_ = true;
+};
 
 std::string dim(const std::optional<Dim3>& d) {
   return d ? fmt::format("{}x{}x{}", d->x, d->y, d->z) : "-";
@@ -283,7 +405,7 @@ void format_entries(const std::vector<Entry>& entries, const std::string& indent
 nlohmann::json to_json(const FileReport& r) {
   std::string text;
   JsonWriter w(text);
-  write_file(w, r, [] {});
+  write_file(w, r);
   return json::parse(text);
 }
 
@@ -294,31 +416,32 @@ nlohmann::json to_json(const std::vector<FileReport>& reports) {
   w.field("schema_version", uint64_t(1));
   w.key("files");
   w.begin_array();
-  for (const FileReport& r : reports) write_file(w, r, [] {});
+  for (const FileReport& r : reports) write_file(w, r);
   w.end_array();
   w.end_object();
   return json::parse(text);
 }
 
-bool write_json(std::FILE* out, const std::vector<FileReport>& reports) {
+bool write_json(std::FILE* out, const std::vector<FileReport>& reports, unsigned threads) {
+  EntryStreamer entries(out, threads);
   std::string buf;
-  bool ok = true;
-  auto flush = [&] {
-    if (buf.size() < (1 << 16)) return;
-    ok = ok && std::fwrite(buf.data(), 1, buf.size(), out) == buf.size();
-    buf.clear();
-  };
   JsonWriter w(buf);
   w.begin_object();
   w.field("schema_version", uint64_t(1));
   w.key("files");
   w.begin_array();
-  for (const FileReport& r : reports) write_file(w, r, flush);
+  for (const FileReport& r : reports) {
+    write_file_head(w, r);
+    entries.put(buf);
+    buf.clear();
+    entries.write(r.entries);
+    write_file_tail(w, r);
+  }
   w.end_array();
   w.end_object();
   buf += '\n';
-  ok = ok && std::fwrite(buf.data(), 1, buf.size(), out) == buf.size();
-  return ok;
+  entries.put(buf);
+  return entries.ok();
 }
 
 std::string format_text(const FileReport& r) {

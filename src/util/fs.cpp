@@ -223,11 +223,23 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     }
     data_ = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);
+  fd_ = fd;
 }
 
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  ::close(fd_);
+}
+
+void MappedFile::release(const uint8_t* begin, const uint8_t* end) const {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  if (begin < data_) begin = data_;
+  if (end > data_ + size_) end = data_ + size_;
+  uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) & ~(page - 1);
+  uintptr_t last = reinterpret_cast<uintptr_t>(end) & ~(page - 1);
+  // The mapping is private and never written, so MADV_DONTNEED discards
+  // nothing but the page-table entries; a failure only leaves pages resident.
+  if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 std::optional<FileStamp> file_stamp(const std::string& path) {

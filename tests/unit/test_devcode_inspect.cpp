@@ -9,14 +9,19 @@
 #include <string>
 #include <vector>
 
+#include <zstd.h>
+
 #include "tvmffi_jit/devcode/parse.h"
 #include "tvmffi_jit/devcode/print.h"
 #include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
 
 using namespace tvmffi_jit;
 using namespace tvmffi_jit::devcode;
 
 namespace {
+
+size_t align_up8(size_t n) { return (n + 7) & ~size_t(7); }
 
 std::string oracle(const std::string& name) { return std::string(TVMFFI_JIT_ORACLES_DIR) + "/" + name; }
 
@@ -340,6 +345,133 @@ TEST_CASE("parallel inspection gives the same report as one thread", "[devcode][
   for (const char* name : {"f.fatbin", "libk.so"}) {
     CHECK(to_json(inspect_file(oracle(name), one)) == to_json(inspect_file(oracle(name), four)));
   }
+}
+
+namespace {
+// write_json's bytes, as the CLI prints them.
+std::string json_text(const std::vector<FileReport>& reports, unsigned threads) {
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* mem = open_memstream(&buf, &len);
+  REQUIRE(write_json(mem, reports, threads));
+  std::fclose(mem);
+  std::string text(buf, len);
+  std::free(buf);
+  return text;
+}
+}  // namespace
+
+TEST_CASE("the JSON bytes do not depend on the thread count or the decompression budget", "[devcode][inspect]") {
+  std::vector<std::string> files = {oracle("f.fatbin"), oracle("libk.so"), oracle("a90.cubin")};
+  auto inspect_all = [&](unsigned threads, uint64_t budget) {
+    InspectOptions options;
+    options.threads = threads;
+    options.buffer_budget_bytes = budget;
+    std::vector<FileReport> reports;
+    for (const std::string& f : files) reports.push_back(inspect_file(f, options));
+    return json_text(reports, threads);
+  };
+  std::string one = inspect_all(1, InspectOptions{}.buffer_budget_bytes);
+  // A budget smaller than any entry makes every thread wait for all others;
+  // one of a few entries' size makes them take turns.
+  CHECK(inspect_all(4, 1) == one);
+  CHECK(inspect_all(3, 40000) == one);
+  CHECK(inspect_all(16, InspectOptions{}.buffer_budget_bytes) == one);
+}
+
+TEST_CASE("a file read by path and the same bytes in memory give the same report", "[devcode][inspect]") {
+  // By path, payloads are pread into the decompression arena; in memory they
+  // are read in place.
+  for (const char* name : {"f.fatbin", "libk.so", "a90.cubin"}) {
+    std::vector<uint8_t> bytes = read_bytes(oracle(name));
+    InspectOptions options;
+    options.threads = 2;
+    CHECK(to_json(inspect_bytes(bytes.data(), bytes.size(), oracle(name), options)) ==
+          to_json(inspect_file(oracle(name), options)));
+  }
+}
+
+namespace {
+// A fatbin container of `count` zstd LTO-IR entries of `size` bytes each
+// (LTO-IR is opaque to the inspector: decompressing it is the whole check).
+std::string zstd_ltoir_fatbin(size_t count, size_t size) {
+  std::string entries;
+  for (size_t i = 0; i < count; ++i) {
+    std::string payload(size, '\0');
+    for (size_t j = 0; j < size; ++j) payload[j] = char((j * 7 + i) % 251);
+    std::string packed(ZSTD_compressBound(size), '\0');
+    size_t csize = ZSTD_compress(packed.data(), packed.size(), payload.data(), size, 1);
+    REQUIRE_FALSE(ZSTD_isError(csize));
+    packed.resize(align_up8(csize));
+    char header[64] = {};
+    auto put = [&](size_t at, uint64_t v, size_t n) { std::memcpy(header + at, &v, n); };
+    put(0, 8, 2);                // kind: LTO-IR
+    put(4, 64, 4);               // header size
+    put(8, packed.size(), 8);    // stored size
+    put(16, csize, 4);           // compressed size
+    put(24, 4, 2);               // minor
+    put(26, 1, 2);               // major
+    put(28, 90, 4);              // arch
+    put(40, 0x8000, 8);          // flags: zstd
+    put(56, size, 8);            // decompressed size
+    entries.append(header, 64);
+    entries += packed;
+  }
+  char container[16] = {};
+  uint32_t magic = 0xBA55ED50;
+  uint16_t version = 1, header_size = 16;
+  uint64_t fat = entries.size();
+  std::memcpy(container, &magic, 4);
+  std::memcpy(container + 4, &version, 2);
+  std::memcpy(container + 6, &header_size, 2);
+  std::memcpy(container + 8, &fat, 8);
+  return std::string(container, 16) + entries;
+}
+}  // namespace
+
+TEST_CASE("entries larger than the decompression budget are inspected, in turn", "[devcode][inspect]") {
+  util::TempDir dir;
+  std::string path = dir.path() + "/big.fatbin";
+  util::write_file(path, zstd_ltoir_fatbin(6, 300000));
+  std::string one;
+  for (uint64_t budget : {uint64_t(1), uint64_t(700000), InspectOptions{}.buffer_budget_bytes}) {
+    for (unsigned threads : {1u, 3u}) {
+      InspectOptions options;
+      options.threads = threads;
+      options.buffer_budget_bytes = budget;
+      FileReport r = inspect_file(path, options);
+      INFO("budget " << budget << ", " << threads << " threads");
+      CHECK(r.ok());
+      REQUIRE(r.entries.size() == 6);
+      for (const Entry& e : r.entries) {
+        CHECK(e.kind == EntryKind::kLtoIr);
+        CHECK(e.decompressed_size == 300000);
+        CHECK(e.error.empty());
+      }
+      std::string text = json_text({r}, threads);
+      if (one.empty()) one = text;
+      CHECK(text == one);
+    }
+  }
+}
+
+TEST_CASE("the JSON printer writes many entries in order on any number of threads", "[devcode][inspect]") {
+  // Enough entries for many output chunks, more than the formatting window
+  // holds, with kernel counts that vary from entry to entry.
+  FileReport source = inspect_file(oracle("f.fatbin"));
+  REQUIRE(source.ok());
+  FileReport big = source;
+  big.entries.clear();
+  for (uint32_t i = 0; i < 3000; ++i) {
+    Entry e = source.entries[i % source.entries.size()];
+    e.index = i;
+    e.kernels.resize(i % 7 == 0 ? 0 : e.kernels.size() * (1 + i % 5), e.kernels.empty() ? Kernel{} : e.kernels[0]);
+    big.entries.push_back(std::move(e));
+  }
+  std::vector<FileReport> reports = {big, source, big};
+  std::string one = json_text(reports, 1);
+  CHECK(nlohmann::json::parse(one) == to_json(reports));
+  for (unsigned threads : {2u, 5u, 32u}) CHECK(json_text(reports, threads) == one);
 }
 
 TEST_CASE("the streamed JSON equals to_json and keeps the documented fields", "[devcode][inspect]") {

@@ -4,7 +4,8 @@
 //
 // Every offset and size read from the input is checked against its enclosing
 // range before use; allocations driven by sizes in the file are capped
-// (InspectOptions::max_entry_bytes). A malformed file never throws out of
+// (InspectOptions::max_entry_bytes), and so is the memory used to decompress
+// them (InspectOptions::buffer_budget_bytes). A malformed file never throws out of
 // inspect_*: it yields a FileReport whose `error` says what is wrong and
 // where ("entry 3: compressed size 4096 exceeds container end at 0x1f00").
 #pragma once
@@ -25,6 +26,11 @@ struct InspectOptions {
   // Largest decompressed entry accepted; bigger claims are reported as errors
   // instead of being allocated.
   uint64_t max_entry_bytes = uint64_t(1) << 30;
+  // Decompression buffers held at once, all threads together: a thread whose
+  // entry does not fit waits for others to finish theirs, so peak memory does
+  // not grow with `threads`. An entry larger than this is still inspected,
+  // alone.
+  uint64_t buffer_budget_bytes = uint64_t(128) << 20;
 };
 
 // Sniffs the content (never the name): ELF with e_machine EM_CUDA -> cubin,

@@ -18,8 +18,10 @@ nlohmann::json to_json(const FileReport& report);
 
 // Streams the same document as to_json(reports) (compact, one line, keys in
 // schema order) to `out`, so memory stays flat on libraries with tens of
-// thousands of kernels. Returns false if writing failed.
-bool write_json(std::FILE* out, const std::vector<FileReport>& reports);
+// thousands of kernels. With threads > 1 the entries are formatted in
+// parallel and written in order: the bytes do not depend on `threads`.
+// Returns false if writing failed.
+bool write_json(std::FILE* out, const std::vector<FileReport>& reports, unsigned threads = 1);
 
 // Human-readable tables, one block per file.
 std::string format_text(const FileReport& report);

@@ -61,11 +61,19 @@ class MappedFile {
   size_t size() const { return size_; }
   std::string_view view() const { return {reinterpret_cast<const char*>(data_), size_}; }
   const std::string& path() const { return path_; }
+  // The open descriptor of the mapped file (valid for the object's lifetime),
+  // for pread of ranges that should not be faulted into the mapping.
+  int fd() const { return fd_; }
+  // Drops this process's pages of the whole pages inside [begin, end) (a range
+  // of data()). Reading them again re-maps them from the page cache, so this
+  // only lowers resident memory, never changes what is read.
+  void release(const uint8_t* begin, const uint8_t* end) const;
 
  private:
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  int fd_ = -1;
 };
 
 // Identity of a file for memoisation (never as the only freshness check).
