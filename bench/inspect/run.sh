@@ -9,7 +9,8 @@
 # When cuobjdump is on PATH it is timed too and its kernel lists are compared with ours.
 #
 # Usage: bench/inspect/run.sh [BUILD_DIR]   (env: RUNS=5, BENCH_DIR=/tmp/tvmffi-jit-bench-inspect,
-#                                            CUBLASLT=/usr/local/cuda/lib64/libcublasLt.so)
+#                                            CUBLASLT=/usr/local/cuda/lib64/libcublasLt.so,
+#                                            TOOL=prebuilt tvmffi-jit, FLOOR=prebuilt floor)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
@@ -19,14 +20,20 @@ CUBLASLT=${CUBLASLT:-/usr/local/cuda/lib64/libcublasLt.so}
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 mkdir -p "$WORK"
 
-if [ ! -f "$BUILD/build.ninja" ] && [ ! -f "$BUILD/Makefile" ]; then
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
+# TOOL=path and FLOOR=path use prebuilt binaries (a machine without the build
+# dependencies, e.g. the GPU machine, where cuobjdump is).
+if [ -z "${TOOL:-}" ]; then
+  if [ ! -f "$BUILD/build.ninja" ] && [ ! -f "$BUILD/Makefile" ]; then
+    cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
+  fi
+  cmake --build "$BUILD" --target tvmffi-jit -j "$(nproc)" >&2
+  TOOL=$BUILD/tvmffi-jit
 fi
-cmake --build "$BUILD" --target tvmffi-jit -j "$(nproc)" >&2
-TOOL=$BUILD/tvmffi-jit
-FLOOR=$WORK/floor
-if [ ! -x "$FLOOR" ] || [ bench/inspect/floor.cpp -nt "$FLOOR" ]; then
-  ${CXX:-c++} -O2 -o "$FLOOR" bench/inspect/floor.cpp -lzstd -llz4
+if [ -z "${FLOOR:-}" ]; then
+  FLOOR=$WORK/floor
+  if [ ! -x "$FLOOR" ] || [ bench/inspect/floor.cpp -nt "$FLOOR" ]; then
+    ${CXX:-c++} -O2 -o "$FLOOR" bench/inspect/floor.cpp -lzstd -llz4
+  fi
 fi
 
 # 2000 kernels (explicit template instantiations), sm_90 + sm_100a SASS.
@@ -70,6 +77,8 @@ if [ -f "$CUBLASLT" ]; then
   add_case "libcublasLt: inspect --json -j2" "$TOOL" inspect --json -j2 "$CUBLASLT"
   ALL_CASE=${#NAMES[@]}
   add_case "libcublasLt: inspect --json (all $(nproc) cores)" "$TOOL" inspect --json "$CUBLASLT"
+  TEXT_CASE=${#NAMES[@]}
+  add_case "libcublasLt: inspect, text (all $(nproc) cores)" "$TOOL" inspect "$CUBLASLT"
   # Memory must not grow with threads, whatever the core count.
   add_case "libcublasLt: inspect --json -j16" "$TOOL" inspect --json -j16 "$CUBLASLT"
   add_case "libcublasLt: inspect --json -j32" "$TOOL" inspect --json -j32 "$CUBLASLT"
@@ -106,6 +115,7 @@ if [ "$FLOOR_CASE" != - ]; then
   echo "largest inspect peak RSS over every -j: $((max_rss / 1024)) MB (target <= 300 MB)"
   if [ -n "${CUOBJDUMP_CASE:-}" ]; then
     awk "BEGIN{printf \"cuobjdump -res-usage vs inspect on all cores: %.1fx faster (target >= 10x)\n\", ${BEST[$CUOBJDUMP_CASE]} / ${BEST[$ALL_CASE]}}"
+    awk "BEGIN{printf \"cuobjdump -res-usage vs inspect (text) on all cores: %.1fx faster\n\", ${BEST[$CUOBJDUMP_CASE]} / ${BEST[$TEXT_CASE]}}"
   fi
 fi
 
