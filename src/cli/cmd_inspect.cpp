@@ -39,10 +39,6 @@ void keep_until_exit(std::vector<devcode::FileReport>&& reports) {
   kept->push_back(std::move(reports));
 }
 
-void write_stdout(const std::string& s) {
-  if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size()) throw io_error("cannot write to stdout");
-}
-
 int run_inspect(const InspectArgs& args) {
   devcode::InspectOptions options;
   options.threads = args.jobs ? args.jobs : std::max(1u, std::thread::hardware_concurrency());
@@ -57,7 +53,7 @@ int run_inspect(const InspectArgs& args) {
       all_ok = false;
       std::fprintf(stderr, "tvmffi-jit: %s: %s\n", path.c_str(), report.error.c_str());
     }
-    if (!args.json) write_stdout(devcode::format_text(report));
+    if (!args.json && !devcode::write_text(stdout, report, options.threads)) throw io_error("cannot write to stdout");
     // Text is printed file by file, so memory stays flat over many files.
     if (args.json || args.load) reports.push_back(std::move(report));
   }

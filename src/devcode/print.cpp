@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -244,7 +245,11 @@ void format_entries_json(const std::vector<Entry>& entries, size_t begin, size_t
   for (size_t i = begin; i < end; ++i) write_entry(w, entries[i]);
 }
 
-// Streams the elements of one "entries" array to `out`. The array is cut
+// Formats entries [begin, end) of a list, appending to `out`.
+using EntryFormatter = std::function<void(const std::vector<Entry>&, size_t, size_t, std::string&)>;
+
+// Streams the text of a list of entries (the elements of a JSON "entries"
+// array, or the kernel tables of the text output) to `out`. The list is cut
 // into chunks of about kChunkKernels kernels; with threads > 1, workers
 // format chunks while this thread writes them in order (at most `window`
 // chunks ahead of the writer, so memory stays flat), giving the same bytes
@@ -258,7 +263,7 @@ class EntryStreamer {
     ok_ = ok_ && std::fwrite(text.data(), 1, text.size(), out_) == text.size();
   }
 
-  void write(const std::vector<Entry>& entries) {
+  void write(const std::vector<Entry>& entries, const EntryFormatter& format) {
     std::vector<std::pair<size_t, size_t>> chunks;
     size_t begin = 0, kernels = 0;
     for (size_t i = 0; i < entries.size(); ++i) {
@@ -273,7 +278,7 @@ class EntryStreamer {
       std::string text;
       for (auto [b, e] : chunks) {
         text.clear();
-        format_entries_json(entries, b, e, text);
+        format(entries, b, e, text);
         put(text);
       }
       return;
@@ -299,7 +304,7 @@ class EntryStreamer {
         std::string text;
         std::exception_ptr error;
         try {
-          format_entries_json(entries, chunks[i].first, chunks[i].second, text);
+          format(entries, chunks[i].first, chunks[i].second, text);
         } catch (...) {
           error = std::current_exception();
         }
@@ -373,7 +378,8 @@ std::string table(const std::vector<std::vector<std::string>>& rows, const std::
   return out;
 }
 
-void format_entries(const std::vector<Entry>& entries, const std::string& indent, std::string& out) {
+// The table with one row per entry.
+void format_entry_table(const std::vector<Entry>& entries, const std::string& indent, std::string& out) {
   if (entries.empty()) return;
   std::vector<std::vector<std::string>> rows = {
       {"entry", "kind", "arch", "ptx", "compression", "size", "decompressed", "kernels", "offset"}};
@@ -382,7 +388,14 @@ void format_entries(const std::vector<Entry>& entries, const std::string& indent
                     to_string(e.compression), std::to_string(e.size), std::to_string(e.decompressed_size),
                     std::to_string(e.kernels.size()), fmt::format("0x{:x}", e.payload_offset)});
   out += table(rows, indent);
-  for (const Entry& e : entries) {
+}
+
+// Errors, kernel tables and globals of entries [begin, end): nearly all of
+// the text of a big library, and independent from entry to entry.
+void format_entry_details(const std::vector<Entry>& entries, size_t begin, size_t end, const std::string& indent,
+                          std::string& out) {
+  for (size_t i = begin; i < end; ++i) {
+    const Entry& e = entries[i];
     if (!e.error.empty()) out += fmt::format("{}entry {} error: {}\n", indent, e.index, e.error);
     if (e.kernels.empty()) continue;
     out += fmt::format("{}entry {} ({} {}):\n", indent, e.index, to_string(e.kind), e.arch);
@@ -398,6 +411,43 @@ void format_entries(const std::vector<Entry>& entries, const std::string& indent
       out += "\n";
     }
   }
+}
+
+void format_entries(const std::vector<Entry>& entries, const std::string& indent, std::string& out) {
+  format_entry_table(entries, indent, out);
+  format_entry_details(entries, 0, entries.size(), indent, out);
+}
+
+// The text report in order: `put` receives the head and entry table, then
+// `details` the file's entry list (format_text formats it in place,
+// write_text in parallel), then `put` the functions, embedded cubins and
+// error.
+template <typename Put, typename Details>
+void emit_text(const FileReport& r, Put&& put, Details&& details) {
+  std::string out = fmt::format("{}: {}, {} bytes, {} entries, {} kernels{}\n", r.path, to_string(r.format),
+                                r.file_size, r.entries.size(), r.kernel_count(),
+                                r.tvm_ffi_module ? ", TVM FFI module" : "");
+  format_entry_table(r.entries, "  ", out);
+  put(out);
+  details(r.entries);
+  out.clear();
+  if (!r.functions.empty()) {
+    out += "  TVM FFI functions:\n";
+    for (const TvmFunction& f : r.functions)
+      out += fmt::format("    {}{}{}\n", f.name, f.has_doc ? " (doc)" : "", f.has_metadata ? " (metadata)" : "");
+  }
+  for (const EmbeddedCubin& c : r.embedded_cubins) {
+    out += fmt::format("  embedded {}: {}, {} bytes at 0x{:x}\n", c.symbol, to_string(c.format), c.size,
+                       c.offset);
+    format_entries(c.entries, "    ", out);
+    if (!c.error.empty()) out += fmt::format("    error: {}\n", c.error);
+  }
+  if (!r.error.empty()) out += fmt::format("  error: {}\n", r.error);
+  put(out);
+}
+
+void format_file_entry_details(const std::vector<Entry>& entries, size_t begin, size_t end, std::string& out) {
+  format_entry_details(entries, begin, end, "  ", out);
 }
 
 }  // namespace
@@ -434,7 +484,7 @@ bool write_json(std::FILE* out, const std::vector<FileReport>& reports, unsigned
     write_file_head(w, r);
     entries.put(buf);
     buf.clear();
-    entries.write(r.entries);
+    entries.write(r.entries, format_entries_json);
     write_file_tail(w, r);
   }
   w.end_array();
@@ -445,23 +495,19 @@ bool write_json(std::FILE* out, const std::vector<FileReport>& reports, unsigned
 }
 
 std::string format_text(const FileReport& r) {
-  std::string out = fmt::format("{}: {}, {} bytes, {} entries, {} kernels{}\n", r.path, to_string(r.format),
-                                r.file_size, r.entries.size(), r.kernel_count(),
-                                r.tvm_ffi_module ? ", TVM FFI module" : "");
-  format_entries(r.entries, "  ", out);
-  if (!r.functions.empty()) {
-    out += "  TVM FFI functions:\n";
-    for (const TvmFunction& f : r.functions)
-      out += fmt::format("    {}{}{}\n", f.name, f.has_doc ? " (doc)" : "", f.has_metadata ? " (metadata)" : "");
-  }
-  for (const EmbeddedCubin& c : r.embedded_cubins) {
-    out += fmt::format("  embedded {}: {}, {} bytes at 0x{:x}\n", c.symbol, to_string(c.format), c.size,
-                       c.offset);
-    format_entries(c.entries, "    ", out);
-    if (!c.error.empty()) out += fmt::format("    error: {}\n", c.error);
-  }
-  if (!r.error.empty()) out += fmt::format("  error: {}\n", r.error);
-  return out;
+  std::string text;
+  emit_text(
+      r, [&](const std::string& part) { text += part; },
+      [&](const std::vector<Entry>& entries) { format_file_entry_details(entries, 0, entries.size(), text); });
+  return text;
+}
+
+bool write_text(std::FILE* out, const FileReport& r, unsigned threads) {
+  EntryStreamer streamer(out, threads);
+  emit_text(
+      r, [&](const std::string& part) { streamer.put(part); },
+      [&](const std::vector<Entry>& entries) { streamer.write(entries, format_file_entry_details); });
+  return streamer.ok();
 }
 
 }  // namespace tvmffi_jit::devcode

@@ -474,6 +474,37 @@ TEST_CASE("the JSON printer writes many entries in order on any number of thread
   for (unsigned threads : {2u, 5u, 32u}) CHECK(json_text(reports, threads) == one);
 }
 
+TEST_CASE("the text printer writes format_text's bytes on any number of threads", "[devcode][inspect]") {
+  FileReport source = inspect_file(oracle("libk.so"));
+  REQUIRE(source.ok());
+  FileReport big = source;
+  big.entries.clear();
+  for (uint32_t i = 0; i < 3000; ++i) {
+    Entry e = source.entries[i % source.entries.size()];
+    e.index = i;
+    e.kernels.resize(i % 7 == 0 ? 0 : e.kernels.size() * (1 + i % 5), e.kernels.empty() ? Kernel{} : e.kernels[0]);
+    if (i % 11 == 0) e.error = "synthetic error " + std::to_string(i);
+    big.entries.push_back(std::move(e));
+  }
+  big.error = "synthetic file error";
+  for (const FileReport* r : {&source, &big}) {
+    const std::string expected = format_text(*r);
+    for (unsigned threads : {1u, 2u, 5u, 32u}) {
+      char* buf = nullptr;
+      size_t len = 0;
+      FILE* mem = open_memstream(&buf, &len);
+      REQUIRE(write_text(mem, *r, threads));
+      std::fclose(mem);
+      std::string text(buf, len);
+      std::free(buf);
+      INFO(threads << " threads");
+      CHECK(text == expected);
+    }
+  }
+  CHECK_THAT(format_text(big), Catch::Contains("entry 2999 (") && Catch::Contains("entry 11 error: synthetic error 11") &&
+                                   Catch::EndsWith("  error: synthetic file error\n"));
+}
+
 TEST_CASE("the streamed JSON equals to_json and keeps the documented fields", "[devcode][inspect]") {
   std::vector<FileReport> reports = {inspect_file(oracle("f.fatbin")), inspect_file(oracle("libk.so"))};
   char* buf = nullptr;

@@ -25,5 +25,8 @@ bool write_json(std::FILE* out, const std::vector<FileReport>& reports, unsigned
 
 // Human-readable tables, one block per file.
 std::string format_text(const FileReport& report);
+// The same bytes as format_text, streamed to `out`, the per-entry kernel
+// tables formatted by `threads` threads. Returns false if writing failed.
+bool write_text(std::FILE* out, const FileReport& report, unsigned threads = 1);
 
 }  // namespace tvmffi_jit::devcode
