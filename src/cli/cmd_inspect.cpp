@@ -25,6 +25,7 @@ struct InspectArgs {
   unsigned jobs = 0;  // 0 = one per core
   bool no_demangle = false;
   bool no_ptx = false;
+  bool scan_data = false;
   bool load = false;  // --load: also validate through the CUDA driver (docs/driver.md)
   DriverLoadOptions driver;
 };
@@ -44,6 +45,7 @@ int run_inspect(const InspectArgs& args) {
   options.threads = args.jobs ? args.jobs : std::max(1u, std::thread::hardware_concurrency());
   options.demangle = !args.no_demangle;
   options.parse_ptx = !args.no_ptx;
+  options.scan_data = args.scan_data;
 
   std::vector<devcode::FileReport> reports;
   bool all_ok = true;
@@ -80,6 +82,8 @@ void register_inspect_command(CLI::App& app, CommandContext& ctx) {
       ->check(CLI::Range(1u, 1024u));
   sub->add_flag("--no-demangle", args->no_demangle, "Do not demangle kernel names (faster on huge libraries)");
   sub->add_flag("--no-ptx", args->no_ptx, "Do not decompress and list PTX entries");
+  sub->add_flag("--scan-data", args->scan_data,
+                "Host ELF files: also find fatbin containers in other data sections (e.g. cuFFT's .ldata)");
   sub->add_flag("--load", args->load,
                 "Also load each file through the CUDA driver (in a child process) and give a verdict");
   add_driver_load_options(sub, args->driver);

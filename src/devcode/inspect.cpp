@@ -82,6 +82,10 @@ constexpr uint32_t kFatbinMagic = 0xBA55ED50;
 constexpr uint64_t kEntryHeaderMin = 64;
 constexpr uint64_t kFlagLz4 = 0x2000, kFlagZstd = 0x8000;
 constexpr uint64_t kFlagArchSpecific = 0x100000, kFlagFamily = 0x200000;
+// Seen only on the LTO-IR entries cuFFT 12 keeps in .ldata (12,728 of them):
+// with it the payload does not decode as the LZ4 block its flags announce
+// (it looks encrypted), and nothing else in those files carries it.
+constexpr uint64_t kFlagEncodedPayload = 0x10000;
 // Walked pages of the mapping are dropped in batches this large: each drop
 // is a TLB shootdown on every core running a worker.
 constexpr uint64_t kDropBatchBytes = uint64_t(8) << 20;
@@ -349,6 +353,9 @@ void process(Job& job, Run& run, ZstdContext& zstd) {
   try {
     if (e.kind == EntryKind::kPtx && !options.parse_ptx) return;
     if (e.kind != EntryKind::kElf && e.kind != EntryKind::kPtx && e.kind != EntryKind::kLtoIr) return;
+    // LTO-IR is opaque here (decoding it is only a check); with this flag its
+    // payload is not a plain LZ4/zstd stream, so there is nothing to check.
+    if (e.kind == EntryKind::kLtoIr && (e.flags & kFlagEncodedPayload)) return;
     if (e.compression == Compression::kUnknown) fail("both LZ4 and zstd flags set (flags 0x{:x})", e.flags);
     bool compressed = e.compression != Compression::kNone;
     if (compressed)
@@ -758,11 +765,77 @@ void collect_fatbin_sections(const ElfFile& elf, FatbinWalk& walk, const std::st
   }
 }
 
+// Whether `c` is a well-formed entry list: every entry of a known kind, its
+// header and payload inside, the last one ending exactly at the end. For the
+// data-section scan, where a candidate that fails is data that happens to
+// hold the magic, not an error.
+bool plausible_entries(Bytes c) {
+  if (c.size() == 0) return false;
+  try {
+    for (uint64_t q = 0; q < c.size();) {
+      uint64_t left = c.size() - q;
+      if (left < kEntryHeaderMin) return false;
+      uint16_t kind = c.u16(q, "entry kind");
+      uint64_t header_size = c.u32(q + 4, "entry header size");
+      uint64_t size = c.u64(q + 8, "entry size");
+      if ((kind != 1 && kind != 2 && kind != 8) || header_size < kEntryHeaderMin || header_size > left ||
+          size > left - header_size)
+        return false;
+      q += header_size + size;
+    }
+  } catch (const FormatError&) {
+    return false;
+  }
+  return true;
+}
+
+// InspectOptions::scan_data: fatbin containers in the allocated, non-code
+// sections other than .nv_fatbin/__nv_relfatbin. A candidate is an 8-byte
+// aligned magic with a version-1, 16-byte header whose entries parse
+// exactly; the pages scanned are dropped behind the scan like the walk's.
+void scan_data_sections(const ElfFile& elf, FatbinWalk& walk, const std::string& where, std::string& error) {
+  constexpr uint64_t kShfAlloc = 0x2, kShfExecInstr = 0x4;
+  for (const ElfSection& s : elf.sections()) {
+    if (s.name == ".nv_fatbin" || s.name == "__nv_relfatbin" || !has_file_data(s.type) || !(s.flags & kShfAlloc) ||
+        (s.flags & kShfExecInstr) || s.size < 16 + kEntryHeaderMin)
+      continue;
+    Bytes region = elf.contents(s);
+    const uint8_t* dropped = region.data();
+    uint64_t p = (8 - region.base() % 8) % 8;  // file offsets 8-byte aligned
+    while (p + 16 + kEntryHeaderMin <= region.size()) {
+      if (walk.file && uint64_t(region.data() + p - dropped) >= kDropBatchBytes) {
+        walk.file->release(dropped, region.data() + p);
+        dropped = region.data() + p;
+      }
+      uint32_t magic;
+      std::memcpy(&magic, region.data() + p, 4);
+      if (magic != kFatbinMagic || region.u16(p + 4, "container version") != 1 ||
+          region.u16(p + 6, "container header size") != 16) {
+        p += 8;
+        continue;
+      }
+      uint64_t fat = region.u64(p + 8, "container size");
+      if (fat > region.size() - p - 16 || !plausible_entries(region.sub(p + 16, fat, "container"))) {
+        p += 8;
+        continue;
+      }
+      try {
+        walk.walk(region.sub(p, 16 + fat, "container"), std::string(s.name));
+      } catch (const FormatError& e) {
+        if (error.empty()) error = where + std::string(s.name) + ": " + e.what();
+      }
+      p += (16 + fat + 7) / 8 * 8;
+    }
+    if (walk.file) walk.file->release(dropped, region.data() + region.size());
+  }
+}
+
 void inspect_host_elf(Bytes b, FileReport& r, Run& run) {
   ElfFile elf(b);
   JobQueue jobs(run);
   FatbinWalk walk{jobs, &r.images, run.file};
   collect_fatbin_sections(elf, walk, "", r.error);
+  if (run.options.scan_data) scan_data_sections(elf, walk, "", r.error);
   jobs.finish();
   r.entries.reserve(r.entries.size() + jobs.jobs().size());
   for (Job* job : jobs.jobs()) {
@@ -831,6 +904,7 @@ void inspect_archive(Bytes b, FileReport& r, Run& run) {
       if (f == FileFormat::kHostElf) {
         ElfFile elf(data);
         collect_fatbin_sections(elf, walk, where, r.error);
+        if (run.options.scan_data) scan_data_sections(elf, walk, where, r.error);
       } else if (f == FileFormat::kFatbin) {
         walk.walk(data, member);
       } else if (f == FileFormat::kCubin) {

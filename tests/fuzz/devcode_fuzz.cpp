@@ -18,6 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.max_entry_bytes = 64u << 20;  // keep fuzzing fast; the cap path is what matters
   // A small arena: entries both fit in shared ranges and overflow into their own.
   options.buffer_budget_bytes = 256u << 10;
+  options.scan_data = true;  // a superset: .nv_fatbin plus the data-section scan
   FileReport report = inspect_bytes(data, size, "fuzz-input", options);
   // A report must be printable whatever it holds.
   (void)format_text(report);

@@ -370,3 +370,39 @@ def test_figures_equal_cuobjdump(fx):
             for m in re.finditer(r" Function ([^:]+):\n  REG:(\d+) STACK:(\d+) SHARED:(\d+)", block):
                 k = ks[m.group(1)]
                 assert (k["registers"], k["stack_bytes"], k["shared_bytes"]) == tuple(map(int, m.group(2, 3, 4)))
+
+
+def c_array(name, data):
+    body = ",".join(str(b) for b in data)
+    return f"__attribute__((aligned(8), used)) const unsigned char {name}[{len(data)}] = {{{body}}};\n"
+
+
+def test_scan_data_finds_fatbins_outside_nv_fatbin_and_ignores_lookalikes(fx, tmp_path):
+    # A library that loads its own fatbins (as cuFFT, cuBLASLt's .cask_resource
+    # and cuSPARSE's .rodata do): the containers sit in .rodata, next to a
+    # decoy that starts like a container and then holds garbage.
+    fatbin = fx["multi"].read_bytes()
+    decoy = bytes.fromhex("50ed55ba01001000") + (96).to_bytes(8, "little") + bytes(range(96))
+    src = tmp_path / "blob.c"
+    src.write_text(c_array("decoy", decoy) + c_array("fatbin_copy", fatbin) + c_array("decoy2", decoy[:40]))
+    lib = tmp_path / "libblob.so"
+    run("cc", "-shared", "-fPIC", "-o", str(lib), str(src))
+
+    rc, doc, err = inspect(lib)
+    assert rc == 0, err
+    assert doc["files"][0]["entries"] == []  # cuobjdump's view: no .nv_fatbin
+
+    rc, doc, err = inspect(lib, extra=["--scan-data"])
+    assert rc == 0, err
+    f = doc["files"][0]
+    assert f["error"] is None
+    _, direct, _ = inspect(fx["multi"])
+    want = direct["files"][0]["entries"]
+    got = f["entries"]
+    assert [(e["kind"], e["arch"], sorted(k["name"] for k in e["kernels"])) for e in got] == \
+           [(e["kind"], e["arch"], sorted(k["name"] for k in e["kernels"])) for e in want]
+    assert {i["source"] for i in f["images"]} == {".rodata"}
+    # The same with four threads, and in the text output.
+    assert inspect(lib, extra=["--scan-data", "-j4"])[1] == doc
+    text = run(BIN, "inspect", "--scan-data", str(lib)).stdout
+    assert f"{len(want)} entries" in text and "clustered" in text

@@ -23,6 +23,10 @@ struct InspectOptions {
   unsigned threads = 1;  // entries decompressed and parsed in parallel
   bool demangle = true;
   bool parse_ptx = true;  // list PTX kernels (decompresses PTX entries)
+  // Host ELF files: also look for fatbin containers in the other allocated
+  // data sections (libraries that load their own fatbins at run time, such as
+  // cuFFT, keep them in .ldata/.rodata, where cuobjdump does not look).
+  bool scan_data = false;
   // Largest decompressed entry accepted; bigger claims are reported as errors
   // instead of being allocated.
   uint64_t max_entry_bytes = uint64_t(1) << 30;

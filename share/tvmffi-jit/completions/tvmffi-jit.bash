@@ -9,7 +9,7 @@ _tvmffi_jit_global_opts="-h --help --version -v --verbose -q --quiet"
 _tvmffi_jit_build_opts="-h --help -m --manifest --name --function --cflag --cuda-cflag --ldflag -I --include
   --arch --emit --compiler --kernel-name --embed-cubin --build-dir --tvm-ffi-root -j --jobs --json
   -v --verbose -q --quiet --cache-dir --no-cache -o --output --link-to --depfile --compile-commands --force --validate --require-driver --device --timeout"
-_tvmffi_jit_inspect_opts="-h --help --json -j --jobs --no-demangle --no-ptx --load --device --timeout"
+_tvmffi_jit_inspect_opts="-h --help --json -j --jobs --no-demangle --no-ptx --scan-data --load --device --timeout"
 _tvmffi_jit_doctor_opts="-h --help --json --cache-dir --tvm-ffi-root --require"
 _tvmffi_jit_cache_common_opts="-h --help --cache-dir --json"
 _tvmffi_jit_archs="7.5 8.0 8.6 8.7 8.9 9.0 9.0a 10.0 10.0a 10.0f 10.3 11.0 12.0 12.0a 12.0f 12.1 9.0+PTX 10.0+PTX 12.0+PTX"
