@@ -768,23 +768,24 @@ void collect_fatbin_sections(const ElfFile& elf, FatbinWalk& walk, const std::st
 // Whether `c` is a well-formed entry list: every entry of a known kind, its
 // header and payload inside, the last one ending exactly at the end. For the
 // data-section scan, where a candidate that fails is data that happens to
-// hold the magic, not an error.
-bool plausible_entries(Bytes c) {
+// hold the magic, not an error. Each entry looked at costs one unit of
+// `budget`: crafted data can make every 64th byte a candidate whose entry
+// chain runs almost to the end of the section (quadratic time), real
+// containers cost their entry count. Throws FormatError when it runs out.
+bool plausible_entries(Bytes c, uint64_t& budget) {
   if (c.size() == 0) return false;
-  try {
-    for (uint64_t q = 0; q < c.size();) {
-      uint64_t left = c.size() - q;
-      if (left < kEntryHeaderMin) return false;
-      uint16_t kind = c.u16(q, "entry kind");
-      uint64_t header_size = c.u32(q + 4, "entry header size");
-      uint64_t size = c.u64(q + 8, "entry size");
-      if ((kind != 1 && kind != 2 && kind != 8) || header_size < kEntryHeaderMin || header_size > left ||
-          size > left - header_size)
-        return false;
-      q += header_size + size;
-    }
-  } catch (const FormatError&) {
-    return false;
+  for (uint64_t q = 0; q < c.size();) {
+    if (budget == 0) fail("data-section scan stopped at 0x{:x}: too many fatbin lookalikes", c.base() + q);
+    --budget;
+    uint64_t left = c.size() - q;
+    if (left < kEntryHeaderMin) return false;
+    uint16_t kind = c.u16(q, "entry kind");  // in range: left >= 64
+    uint64_t header_size = c.u32(q + 4, "entry header size");
+    uint64_t size = c.u64(q + 8, "entry size");
+    if ((kind != 1 && kind != 2 && kind != 8) || header_size < kEntryHeaderMin || header_size > left ||
+        size > left - header_size)
+      return false;
+    q += header_size + size;
   }
   return true;
 }
@@ -801,6 +802,7 @@ void scan_data_sections(const ElfFile& elf, FatbinWalk& walk, const std::string&
       continue;
     Bytes region = elf.contents(s);
     const uint8_t* dropped = region.data();
+    uint64_t budget = region.size() / 8 + (uint64_t(1) << 20);  // linear in the section; see plausible_entries
     uint64_t p = (8 - region.base() % 8) % 8;  // file offsets 8-byte aligned
     while (p + 16 + kEntryHeaderMin <= region.size()) {
       if (walk.file && uint64_t(region.data() + p - dropped) >= kDropBatchBytes) {
@@ -815,14 +817,15 @@ void scan_data_sections(const ElfFile& elf, FatbinWalk& walk, const std::string&
         continue;
       }
       uint64_t fat = region.u64(p + 8, "container size");
-      if (fat > region.size() - p - 16 || !plausible_entries(region.sub(p + 16, fat, "container"))) {
-        p += 8;
-        continue;
-      }
       try {
+        if (fat > region.size() - p - 16 || !plausible_entries(region.sub(p + 16, fat, "container"), budget)) {
+          p += 8;
+          continue;
+        }
         walk.walk(region.sub(p, 16 + fat, "container"), std::string(s.name));
       } catch (const FormatError& e) {
         if (error.empty()) error = where + std::string(s.name) + ": " + e.what();
+        if (budget == 0) break;
       }
       p += (16 + fat + 7) / 8 * 8;
     }

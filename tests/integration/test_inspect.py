@@ -406,3 +406,29 @@ def test_scan_data_finds_fatbins_outside_nv_fatbin_and_ignores_lookalikes(fx, tm
     assert inspect(lib, extra=["--scan-data", "-j4"])[1] == doc
     text = run(BIN, "inspect", "--scan-data", str(lib)).stdout
     assert f"{len(want)} entries" in text and "clustered" in text
+
+
+def test_scan_data_gives_up_on_crafted_lookalikes_instead_of_taking_quadratic_time(tmp_path):
+    # Every 64 bytes: an entry header of one long chain (kind 2, header 64,
+    # payload 0) and, in its last 16 bytes, a container header whose entries
+    # are the rest of that chain, ending 8 bytes short of the container's end.
+    # Each candidate is rejected only after walking the chain to the end:
+    # without a bound, (N/64)^2/2 steps.
+    n = 4 << 20
+    blob = bytearray(n)
+    for k in range(n // 64):
+        b = 64 * k
+        blob[b:b + 16] = (2).to_bytes(2, "little") + bytes(2) + (64).to_bytes(4, "little") + bytes(8)
+        fat = n - b - 64 - 8
+        if fat > 0:
+            blob[b + 48:b + 64] = bytes.fromhex("50ed55ba01001000") + fat.to_bytes(8, "little")
+    (tmp_path / "blob.bin").write_bytes(bytes(blob))
+    (tmp_path / "blob.s").write_text('.section .note.GNU-stack,"",@progbits\n.section .rodata\n.balign 64\n'
+                                     '.globl blob\nblob:\n.incbin "blob.bin"\n')
+    run("cc", "-c", "-o", str(tmp_path / "blob.o"), str(tmp_path / "blob.s"), cwd=tmp_path)
+    lib = tmp_path / "libcrafted.so"
+    run("cc", "-shared", "-o", str(lib), str(tmp_path / "blob.o"))
+    assert inspect(lib)[0] == 0
+    rc, doc, err = inspect(lib, extra=["--scan-data"])
+    assert rc == 3
+    assert "too many fatbin lookalikes" in doc["files"][0]["error"]
