@@ -455,19 +455,26 @@ TEST_CASE("entries larger than the decompression budget are inspected, in turn",
   }
 }
 
-TEST_CASE("the JSON printer writes many entries in order on any number of threads", "[devcode][inspect]") {
-  // Enough entries for many output chunks, more than the formatting window
-  // holds, with kernel counts that vary from entry to entry.
-  FileReport source = inspect_file(oracle("f.fatbin"));
-  REQUIRE(source.ok());
+// `source`'s entries repeated to 3000, with kernel counts that vary from
+// entry to entry (none for every 7th) and an error on every `error_every`th
+// (0: none): enough for many output chunks, more than the formatting window.
+static FileReport many_entries(const FileReport& source, uint32_t error_every = 0) {
   FileReport big = source;
   big.entries.clear();
   for (uint32_t i = 0; i < 3000; ++i) {
     Entry e = source.entries[i % source.entries.size()];
     e.index = i;
     e.kernels.resize(i % 7 == 0 ? 0 : e.kernels.size() * (1 + i % 5), e.kernels.empty() ? Kernel{} : e.kernels[0]);
+    if (error_every && i % error_every == 0) e.error = "synthetic error " + std::to_string(i);
     big.entries.push_back(std::move(e));
   }
+  return big;
+}
+
+TEST_CASE("the JSON printer writes many entries in order on any number of threads", "[devcode][inspect]") {
+  FileReport source = inspect_file(oracle("f.fatbin"));
+  REQUIRE(source.ok());
+  FileReport big = many_entries(source);
   std::vector<FileReport> reports = {big, source, big};
   std::string one = json_text(reports, 1);
   CHECK(nlohmann::json::parse(one) == to_json(reports));
@@ -477,15 +484,7 @@ TEST_CASE("the JSON printer writes many entries in order on any number of thread
 TEST_CASE("the text printer writes format_text's bytes on any number of threads", "[devcode][inspect]") {
   FileReport source = inspect_file(oracle("libk.so"));
   REQUIRE(source.ok());
-  FileReport big = source;
-  big.entries.clear();
-  for (uint32_t i = 0; i < 3000; ++i) {
-    Entry e = source.entries[i % source.entries.size()];
-    e.index = i;
-    e.kernels.resize(i % 7 == 0 ? 0 : e.kernels.size() * (1 + i % 5), e.kernels.empty() ? Kernel{} : e.kernels[0]);
-    if (i % 11 == 0) e.error = "synthetic error " + std::to_string(i);
-    big.entries.push_back(std::move(e));
-  }
+  FileReport big = many_entries(source, 11);
   big.error = "synthetic file error";
   for (const FileReport* r : {&source, &big}) {
     const std::string expected = format_text(*r);
