@@ -8,9 +8,9 @@ declare -A allowed=(
   [toolchain]="util toolchain"
   [devcode]="util devcode"
   [cache]="util toolchain cache"
-  [build]="util toolchain cache devcode build"
+  [compile]="util toolchain cache devcode compile"
   [driver]="util toolchain devcode driver"
-  [cli]="util toolchain build cache devcode driver cli"
+  [cli]="util toolchain compile cache devcode driver cli"
 )
 status=0
 for layer in "${!allowed[@]}"; do

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <random>
 
-#include "tvmffi_jit/build/compile_commands.h"
-#include "tvmffi_jit/build/depfile.h"
+#include "tvmffi_jit/compile/compile_commands.h"
+#include "tvmffi_jit/compile/depfile.h"
 #include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -76,8 +76,8 @@ void add_build_output_options(CLI::App& cmd, BuildOutputOptions& options) {
       ->group("Build-system integration");
 }
 
-std::string write_build_outputs(const BuildOutputOptions& options, const build::Manifest& manifest,
-                                const build::BuildPlan& plan, const build::BuildResult& result,
+std::string write_build_outputs(const BuildOutputOptions& options, const compile::Manifest& manifest,
+                                const compile::BuildPlan& plan, const compile::BuildResult& result,
                                 const std::string& cache_entry_dir) {
   const std::string& artifact_path = result.artifact_path;
   std::string shown = artifact_path;
@@ -101,12 +101,12 @@ std::string write_build_outputs(const BuildOutputOptions& options, const build::
       if (!entry) throw io_error("cannot write the depfile: the cache entry " + cache_entry_dir + " is unreadable: " + why);
       for (const auto& header : entry->headers) recorded_headers.push_back(header.path);
     }
-    build::write_depfile(options.depfile, {depfile_target}, build::build_inputs(manifest, result, recorded_headers));
+    compile::write_depfile(options.depfile, {depfile_target}, compile::build_inputs(manifest, result, recorded_headers));
   }
   if (!options.compile_commands.empty()) {
     const std::string directory =
         manifest.manifest_path.empty() ? util::current_directory() : util::parent_path(manifest.manifest_path);
-    build::update_compile_commands(options.compile_commands, build::plan_compile_commands(plan, manifest, directory));
+    compile::update_compile_commands(options.compile_commands, compile::plan_compile_commands(plan, manifest, directory));
   }
   return shown;
 }

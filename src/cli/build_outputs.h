@@ -8,9 +8,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "tvmffi_jit/build/executor.h"
-#include "tvmffi_jit/build/manifest.h"
-#include "tvmffi_jit/build/plan.h"
+#include "tvmffi_jit/compile/executor.h"
+#include "tvmffi_jit/compile/manifest.h"
+#include "tvmffi_jit/compile/plan.h"
 
 namespace tvmffi_jit::cli {
 
@@ -29,8 +29,8 @@ void add_build_output_options(CLI::App& build_command, BuildOutputOptions& optio
 // is the cache entry holding the artifact (empty for an uncached build): its
 // entry.json records the headers every compiler read, which is all there is
 // to know about them after a hit. Throws Error(kIo).
-std::string write_build_outputs(const BuildOutputOptions& options, const build::Manifest& manifest,
-                                const build::BuildPlan& plan, const build::BuildResult& result,
+std::string write_build_outputs(const BuildOutputOptions& options, const compile::Manifest& manifest,
+                                const compile::BuildPlan& plan, const compile::BuildResult& result,
                                 const std::string& cache_entry_dir);
 
 }  // namespace tvmffi_jit::cli

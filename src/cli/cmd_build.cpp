@@ -12,10 +12,10 @@
 
 #include "cli/driver_load.h"
 #include "build_outputs.h"
-#include "tvmffi_jit/build/cached_build.h"
-#include "tvmffi_jit/build/executor.h"
-#include "tvmffi_jit/build/manifest.h"
-#include "tvmffi_jit/build/plan.h"
+#include "tvmffi_jit/compile/cached_build.h"
+#include "tvmffi_jit/compile/executor.h"
+#include "tvmffi_jit/compile/manifest.h"
+#include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/cli/commands.h"
 #include "tvmffi_jit/driver/devices.h"
 #include "tvmffi_jit/toolchain/compilers.h"
@@ -33,7 +33,7 @@ namespace {
 
 struct BuildArgs {
   std::string manifest;
-  build::CommandLineInputs inputs;
+  compile::CommandLineInputs inputs;
   BuildOutputOptions outputs;  // --output, --link-to, --depfile, --compile-commands
   std::string build_dir;
   std::string cache_dir;  // --cache-dir (cache on unless --build-dir or --no-cache)
@@ -54,10 +54,10 @@ bool uses_cache(const BuildArgs& args) { return args.build_dir.empty() && !args.
 // Finds what this build needs and no more: a CUDA-free module does not look
 // for nvcc, a cubin does not need tvm-ffi. What is absent is recorded and
 // make_plan() turns it into exit 4 only if the build needs it.
-toolchain::Toolchain find_toolchain(const build::Manifest& m, const BuildArgs& args) {
+toolchain::Toolchain find_toolchain(const compile::Manifest& m, const BuildArgs& args) {
   toolchain::Toolchain tc;
   toolchain::EnvLookup env = toolchain::process_environment();
-  const bool host_build = m.emit == build::EmitKind::kModule || m.emit == build::EmitKind::kObject;
+  const bool host_build = m.emit == compile::EmitKind::kModule || m.emit == compile::EmitKind::kObject;
   if (host_build) {
     bool need_c = false;
     for (const auto& s : m.sources) need_c = need_c || util::extension(s) == ".c";
@@ -67,11 +67,11 @@ toolchain::Toolchain find_toolchain(const build::Manifest& m, const BuildArgs& a
   toolchain::TvmFfiSearch search;
   if (!args.tvm_ffi_root.empty()) search.root = args.tvm_ffi_root;
   if (host_build) {
-    tc.tvm_ffi = uses_cache(args) ? build::find_tvm_ffi_memoized(search, args.cache_dir) : toolchain::find_tvm_ffi(search);
+    tc.tvm_ffi = uses_cache(args) ? compile::find_tvm_ffi_memoized(search, args.cache_dir) : toolchain::find_tvm_ffi(search);
   } else {
     // Kernel-only builds add tvm-ffi's include directories when it is there.
     try {
-      tc.tvm_ffi = uses_cache(args) ? build::find_tvm_ffi_memoized(search, args.cache_dir) : toolchain::find_tvm_ffi(search);
+      tc.tvm_ffi = uses_cache(args) ? compile::find_tvm_ffi_memoized(search, args.cache_dir) : toolchain::find_tvm_ffi(search);
     } catch (const Error& e) {
       tc.tvm_ffi_missing_reason = e.what();
     }
@@ -88,12 +88,12 @@ toolchain::DetectedGpus detect_gpus() {
   return gpus;
 }
 
-nlohmann::json result_json(const build::BuildPlan& plan, const build::BuildResult& r) {
+nlohmann::json result_json(const compile::BuildPlan& plan, const compile::BuildResult& r) {
   nlohmann::json j;
   j["path"] = r.artifact_path;
   j["name"] = plan.name;
-  j["emit"] = build::emit_kind_name(plan.emit);
-  j["compiler"] = build::device_compiler_name(plan.compiler);
+  j["emit"] = compile::emit_kind_name(plan.emit);
+  j["compiler"] = compile::device_compiler_name(plan.compiler);
   j["functions"] = plan.functions;
   j["archs"] = nlohmann::json::array();
   for (const auto& a : plan.archs) j["archs"].push_back(a.text());
@@ -124,28 +124,28 @@ void write_stdout(const std::string& s) {
 int run_build(const BuildArgs& args, CommandContext& ctx) {
   // 1. What to build: the manifest, extended by the command line; fully
   //    validated (exit 2) before anything else happens.
-  build::Manifest manifest = args.manifest.empty() ? build::Manifest{} : build::load_manifest(args.manifest);
-  build::apply_command_line(manifest, args.inputs);
+  compile::Manifest manifest = args.manifest.empty() ? compile::Manifest{} : compile::load_manifest(args.manifest);
+  compile::apply_command_line(manifest, args.inputs);
 
   // 2. With what, and how: toolchain (exit 4 when missing) and the plan.
   toolchain::Toolchain tc = find_toolchain(manifest, args);
-  build::PlanOptions plan_options;
+  compile::PlanOptions plan_options;
   if (const char* v = std::getenv("TVM_FFI_CUDA_ARCH_LIST")) plan_options.env_arch_list = std::string(v);
   plan_options.detect_gpus = detect_gpus;
-  build::BuildPlan plan = build::make_plan(manifest, tc, plan_options);
+  compile::BuildPlan plan = compile::make_plan(manifest, tc, plan_options);
 
-  build::ExecuteOptions exec;
+  compile::ExecuteOptions exec;
   exec.jobs = args.jobs;
   exec.verbose = ctx.global.verbosity > 0;
   exec.quiet = ctx.global.quiet;
 
   // 3a. Cached (the default): docs/cache.md.
   if (uses_cache(args)) {
-    build::CachedBuildOptions co;
+    compile::CachedBuildOptions co;
     co.cache_dir = args.cache_dir;
     co.force = args.force;
     co.exec = exec;
-    build::CachedBuildResult cr = build::cached_build(plan, manifest, tc, co);
+    compile::CachedBuildResult cr = compile::cached_build(plan, manifest, tc, co);
     nlohmann::json validation;
     int validated = args.validate ? validate_build_output(cr.build.artifact_path, args.driver, args.require_driver,
                                                           args.json ? &validation : nullptr)
@@ -180,7 +180,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
 
   // 4. Build into that directory.
   if (exec.verbose) spdlog::info("building {} in {}", plan.name, build_dir);
-  build::BuildResult result = build::execute_plan(plan, build_dir, exec);
+  compile::BuildResult result = compile::execute_plan(plan, build_dir, exec);
   nlohmann::json validation;
   int validated = args.validate ? validate_build_output(result.artifact_path, args.driver, args.require_driver,
                                                         args.json ? &validation : nullptr)
@@ -207,7 +207,7 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
   CLI::App* sub = app.add_subcommand(
       "build", "Build C++/CUDA sources (files, inline code in a JSON manifest, or both) into a TVM FFI module\n"
                "(.so), a relocatable object, or a cubin/fatbin/PTX; prints the artifact's absolute path.");
-  build::CommandLineInputs& in = args->inputs;
+  compile::CommandLineInputs& in = args->inputs;
   sub->add_option("sources", in.sources, "Source files (.c .cc .cpp .cxx .cu .o), added to the manifest's");
   sub->add_option("-m,--manifest", args->manifest, "JSON manifest (keys as tvm_ffi.cpp.build_inline; docs/manifest.md)");
   sub->add_option("--name", in.name, "Module name (default: the manifest's, else the first source's stem)");

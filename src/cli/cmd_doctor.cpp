@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "doctor.h"
-#include "tvmffi_jit/build/nvrtc.h"
+#include "tvmffi_jit/compile/nvrtc.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cli/commands.h"
 #include "tvmffi_jit/driver/devices.h"
@@ -205,7 +205,7 @@ json probe_nvrtc() {
   json c = component("nvrtc");
   try {
     // "<resolved path> <major>.<minor>"
-    const std::string identity = build::nvrtc_identity();
+    const std::string identity = compile::nvrtc_identity();
     const size_t space = identity.rfind(' ');
     c["found"] = true;
     c["path"] = identity.substr(0, space);

@@ -1,0 +1,116 @@
+// The build manifest: a JSON file whose keys mirror tvm_ffi.cpp.build_inline
+// (so a load_inline call moves over unchanged), plus the command-line
+// equivalent. The accepted grammar is specified in docs/manifest.md.
+//
+// Parsing validates everything that can be checked without a compiler (key
+// names, types, identifiers, that every file exists and is readable, arch
+// syntax) and throws ManifestError (exit 2) on the first problem, before
+// anything is written.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tvmffi_jit/toolchain/cuda_arch.h"
+#include "tvmffi_jit/util/error.h"
+
+namespace tvmffi_jit::compile {
+
+enum class EmitKind { kModule, kObject, kCubin, kFatbin, kPtx };
+enum class DeviceCompiler { kNvcc, kNvrtc };
+
+const char* emit_kind_name(EmitKind k);           // "module", "object", ...
+std::optional<EmitKind> parse_emit_kind(std::string_view s);
+const char* device_compiler_name(DeviceCompiler c);  // "nvcc", "nvrtc"
+std::optional<DeviceCompiler> parse_device_compiler(std::string_view s);
+
+// One entry of "embed_cubin" / --embed-cubin: a device binary linked into the
+// module under TVM_FFI_EMBED_CUBIN(name). A .cu path is compiled to a cubin
+// first (nvcc, the single arch of the build).
+struct EmbedSpec {
+  std::string name;  // [A-Za-z_][A-Za-z0-9_]*
+  std::string path;  // absolute
+  bool compile_from_cuda() const;  // path ends in .cu
+};
+
+struct Manifest {
+  std::string manifest_path;  // absolute path of the JSON file; empty for a command-line-only build
+  std::string name;
+  std::vector<std::string> sources;       // absolute paths, in the given order
+  std::vector<std::string> cpp_sources;   // inline C++ pieces (joined with "\n" as load_inline does)
+  std::vector<std::string> cuda_sources;  // inline CUDA pieces
+  std::vector<std::pair<std::string, std::string>> functions;  // name -> docstring, in order
+  std::vector<std::string> extra_cflags;
+  std::vector<std::string> extra_cuda_cflags;
+  std::vector<std::string> extra_ldflags;
+  std::vector<std::string> extra_include_paths;  // absolute
+  std::vector<toolchain::CudaArch> cuda_arch;    // "cuda_arch"; empty: not given
+  std::vector<toolchain::CudaArch> command_line_arch;  // --arch; wins over cuda_arch when given
+  EmitKind emit = EmitKind::kModule;
+  DeviceCompiler compiler = DeviceCompiler::kNvcc;
+  std::vector<std::string> kernel_names;
+  std::vector<EmbedSpec> embed_cubin;
+
+  bool has_inline_cpp() const { return !cpp_sources.empty(); }
+  bool has_inline_cuda() const { return !cuda_sources.empty(); }
+  bool needs_cuda() const;  // any .cu file, inline CUDA, a .cu embed or a device emit kind
+};
+
+// A manifest problem: `where` is the manifest path (or "command line"),
+// `pointer` a JSON pointer ("/extra_cflags/2") or an option name
+// ("--function"), `problem` the text after it. what() is the one-line
+// "<where>: <pointer>: <problem>" the user sees ("<where>: <problem>" when
+// the pointer is empty, i.e. the whole document). Exit code 2.
+class ManifestError : public Error {
+ public:
+  ManifestError(std::string where, std::string pointer, std::string problem);
+  const std::string& where() const { return where_; }
+  const std::string& pointer() const { return pointer_; }
+  const std::string& problem() const { return problem_; }
+
+ private:
+  std::string where_, pointer_, problem_;
+};
+
+// The accepted top-level keys, in documentation order.
+const std::vector<std::string>& manifest_keys();
+
+// Parses manifest text. Relative paths resolve against `base_dir`;
+// `display_path` names the manifest in messages. Checks files exist and are
+// readable.
+Manifest parse_manifest_text(std::string_view text, const std::string& display_path, const std::string& base_dir);
+
+// Reads and parses a manifest file (exit 2 if it is missing or unreadable).
+Manifest load_manifest(const std::string& path);
+
+// Values given on the command line; each extends (lists) or replaces
+// (scalars) the manifest's. Paths resolve against the current directory.
+struct CommandLineInputs {
+  std::vector<std::string> sources;
+  std::optional<std::string> name;
+  std::vector<std::string> functions;  // "f" or "f=doc"
+  std::vector<std::string> cflags, cuda_cflags, ldflags, include_paths;
+  std::vector<std::string> arch;  // each a list ("8.0,9.0"); replaces the manifest's
+  std::optional<std::string> emit;
+  std::optional<std::string> compiler;
+  std::vector<std::string> kernel_names;
+  std::vector<std::string> embed_cubin;  // "NAME=FILE"
+};
+
+// Applies the command line onto `m` (a parsed manifest or an empty one) and
+// checks the combination: a name (defaulting to the first source's stem when
+// that is an identifier), at least one source, no duplicate functions, the
+// emit/compiler/kernel-name/embed rules of docs/manifest.md. Throws
+// ManifestError (exit 2).
+void apply_command_line(Manifest& m, const CommandLineInputs& cli);
+
+// The checks of apply_command_line() that concern the combination of keys,
+// for a manifest used without command-line additions.
+void check_manifest(const Manifest& m);
+
+bool is_identifier(std::string_view s);
+
+}  // namespace tvmffi_jit::compile

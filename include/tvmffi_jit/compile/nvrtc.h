@@ -1,0 +1,39 @@
+// In-process CUDA compilation through NVRTC (libnvrtc reached with dlopen; no
+// link-time dependency). Used by `build --compiler nvrtc` for --emit cubin|ptx.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tvmffi_jit::compile {
+
+enum class NvrtcOutput { kCubin, kPtx };
+
+struct NvrtcRequest {
+  std::string source;                         // CUDA source text
+  std::string source_name;                    // shown in diagnostics, e.g. "kernels.cu"
+  std::string arch;                           // "sm_90", "sm_90a", "sm_100f"; for PTX "compute_90"
+  NvrtcOutput output = NvrtcOutput::kCubin;
+  std::vector<std::string> include_paths;     // -I
+  std::vector<std::string> options;           // extra NVRTC options (-D..., -std=..., --use_fast_math)
+  std::vector<std::string> name_expressions;  // --kernel-name: registered, lowered names reported
+};
+
+struct NvrtcResult {
+  bool ok = false;
+  std::string log;      // the program log (errors and warnings), verbatim
+  std::string binary;   // cubin bytes or PTX text
+  std::vector<std::pair<std::string, std::string>> lowered_names;  // expression -> mangled name
+  std::vector<std::string> effective_options;                      // what was passed to NVRTC
+};
+
+// Compiles one source. Throws Error(kMissingTool) when libnvrtc cannot be
+// found or loaded (message says where it looked and how to fix it). A failed
+// compilation is not an exception: ok == false and `log` holds NVRTC's log.
+NvrtcResult nvrtc_compile(const NvrtcRequest& request);
+
+// "<resolved libnvrtc path> <major>.<minor>" — part of the cache key.
+std::string nvrtc_identity();
+
+}  // namespace tvmffi_jit::compile

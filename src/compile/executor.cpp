@@ -1,0 +1,183 @@
+#include "tvmffi_jit/compile/executor.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "compile/backends.h"
+#include "tvmffi_jit/cache/headers.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/parallel.h"
+#include "tvmffi_jit/util/process.h"
+#include "tvmffi_jit/util/progress.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::compile {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string resolve_in(const std::string& dir, const std::string& path) {
+  if (!path.empty() && path[0] == '/') return util::absolute_path(path);
+  return util::absolute_path(util::join_path(dir, path));
+}
+
+// Writes generated text only when it differs, so a rebuild in the same
+// directory keeps the file's mtime (tvm_ffi's _maybe_write).
+void write_if_changed(const std::string& path, const std::string& text) {
+  if (auto old = util::try_read_file(path); old && *old == text) return;
+  util::write_file_atomic(path, text);
+}
+
+// Output of successful commands (warnings, ptxas info) is shown, not
+// swallowed (apache/tvm-ffi#565): it is often the only hint of a problem.
+// Through the progress line, which erases itself first and serialises writers.
+void echo_output(const CommandRecord& rec, const ExecuteOptions& options) {
+  if (options.quiet || rec.output.empty()) return;
+  util::Progress::global().print_above(rec.output);
+}
+
+void log_command(const std::vector<std::string>& argv, const ExecuteOptions& options) {
+  if (options.verbose) spdlog::info("{}", util::format_command(argv));
+}
+
+CompiledUnit read_unit(const CompileStep& step, const std::string& dir) {
+  CompiledUnit unit;
+  unit.object_path = util::join_path(dir, step.object_name);
+  unit.depfile_path = util::join_path(dir, step.depfile_name);
+  std::string input = resolve_in(dir, step.compiler_input());
+  if (auto text = util::try_read_file(unit.depfile_path)) {
+    for (const auto& dep : cache::parse_depfile(*text)) {
+      std::string abs = resolve_in(dir, dep);
+      if (abs != input) unit.dependencies.push_back(abs);
+    }
+  }
+  return unit;
+}
+
+}  // namespace
+
+namespace detail {
+
+CommandRecord run_checked(const std::vector<std::string>& argv, const std::string& dir, const std::string& what) {
+  util::ProcessOptions po;
+  po.cwd = dir;
+  po.merge_stderr = true;
+  util::ProcessResult r = util::run_process(argv, po);
+  CommandRecord rec;
+  rec.argv = argv;
+  rec.description = what;
+  rec.output = r.out;
+  rec.seconds = r.seconds;
+  if (!r.ok()) {
+    std::string out = r.out;
+    if (!out.empty() && out.back() != '\n') out += '\n';
+    throw build_error(what + " failed (" + r.status_text() + "):\n  cd " + util::shell_quote(dir) + " && " +
+                      util::format_command(argv) + "\n" + out);
+  }
+  return rec;
+}
+
+}  // namespace detail
+
+CommandRecord run_compile_step(const CompileStep& step, const std::string& build_dir, CompiledUnit* unit) {
+  if (step.generated_text) write_if_changed(util::join_path(build_dir, step.generated_name), *step.generated_text);
+  // A stale object from an earlier build in the same directory must not
+  // survive a failed compile.
+  util::remove_all(util::join_path(build_dir, step.object_name));
+  util::remove_all(util::join_path(build_dir, step.depfile_name));
+  util::Progress::global().next(util::file_name(step.compiler) + " " + step.display);
+  CommandRecord rec = detail::run_checked(step.argv(), build_dir, "compiling " + step.display);
+  if (unit) *unit = read_unit(step, build_dir);
+  return rec;
+}
+
+size_t progress_steps(const BuildPlan& plan) {
+  return plan.device_steps.size() + plan.compile_steps.size() + (plan.nvrtc ? 1 : 0) + (plan.embeds.empty() ? 0 : 1) +
+         (plan.link ? 1 : 0);
+}
+
+BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, const ExecuteOptions& options) {
+  const auto start = Clock::now();
+  util::ProgressScope progress(progress_steps(plan));
+  util::make_directories(build_dir);
+  BuildResult result;
+  result.build_dir = util::canonical_path(build_dir);
+  const std::string& dir = result.build_dir;
+  result.units.resize(plan.compile_steps.size());
+  result.device_units.resize(plan.device_steps.size());
+
+  // Every compile is independent (embedded cubins included), so they share
+  // one pool; the embed unit and the link wait for all of them.
+  struct Job {
+    const CompileStep* step;
+    CompiledUnit* unit;
+  };
+  std::vector<Job> jobs;
+  for (size_t i = 0; i < plan.device_steps.size(); ++i) jobs.push_back({&plan.device_steps[i], &result.device_units[i]});
+  for (size_t i = 0; i < plan.compile_steps.size(); ++i) jobs.push_back({&plan.compile_steps[i], &result.units[i]});
+
+  std::mutex mutex;
+  util::parallel_for(jobs.size(), options.jobs, [&](size_t i) {
+    log_command(jobs[i].step->argv(), options);
+    CommandRecord rec = run_compile_step(*jobs[i].step, dir, jobs[i].unit);
+    echo_output(rec, options);
+    std::lock_guard<std::mutex> lock(mutex);
+    result.commands.push_back(std::move(rec));
+  });
+
+  if (plan.nvrtc) {
+    util::Progress::global().next("nvrtc " + plan.nvrtc->request.source_name);
+    if (options.verbose) spdlog::info("nvrtc {} --gpu-architecture={}", plan.nvrtc->request.source_name, plan.nvrtc->request.arch);
+    CommandRecord rec = detail::run_nvrtc_step(*plan.nvrtc, dir, &result);
+    echo_output(rec, options);
+    result.commands.push_back(std::move(rec));
+  }
+
+  if (!plan.embeds.empty()) {
+    std::vector<std::string> names;
+    for (const auto& e : plan.embeds) names.push_back(e.name);
+    util::Progress::global().next("embed " + util::join(names, ", "));
+    CommandRecord rec = detail::compile_embed_unit(plan, dir);
+    if (options.verbose) spdlog::info("{}", util::format_command(rec.argv));
+    echo_output(rec, options);
+    result.commands.push_back(std::move(rec));
+  }
+
+  if (plan.link) {
+    const LinkStep& link = *plan.link;
+    std::string out = util::join_path(dir, link.output_name);
+    util::remove_all(out);
+    util::Progress::global().next((link.kind == LinkStep::Kind::kCopyObject ? "copy " : "link ") + link.output_name);
+    if (link.kind == LinkStep::Kind::kCopyObject) {
+      auto copy_start = Clock::now();
+      std::string input = resolve_in(dir, link.inputs.at(0));
+      if (options.verbose) spdlog::info("cp {} {}", util::shell_quote(input), util::shell_quote(link.output_name));
+      util::write_file_atomic(out, util::read_file(input));
+      CommandRecord rec;
+      rec.description = "copy " + link.inputs[0] + " to " + link.output_name;
+      rec.seconds = std::chrono::duration<double>(Clock::now() - copy_start).count();
+      result.commands.push_back(std::move(rec));
+    } else {
+      std::vector<std::string> argv = link.argv();
+      log_command(argv, options);
+      CommandRecord rec = detail::run_checked(argv, dir, "linking " + link.output_name);
+      echo_output(rec, options);
+      result.commands.push_back(std::move(rec));
+    }
+  }
+
+  result.artifact_path = util::join_path(dir, plan.artifact_name);
+  if (!util::is_regular_file(result.artifact_path))
+    throw build_error("the build finished but did not produce " + result.artifact_path);
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+}  // namespace tvmffi_jit::compile

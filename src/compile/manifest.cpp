@@ -1,0 +1,450 @@
+#include "tvmffi_jit/compile/manifest.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::compile {
+
+// ordered_json: "functions" and "embed_cubin" objects keep the order they were written in
+// (the export lines follow it, as they follow a Python dict's insertion order).
+using json = nlohmann::ordered_json;
+
+namespace {
+
+const std::vector<std::string> kSourceExtensions = {".c", ".cc", ".cpp", ".cxx", ".cu", ".o"};
+const char* kCommandLine = "command line";
+
+// RFC 6901 escaping of one reference token.
+std::string pointer_token(std::string_view key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
+}
+
+std::string in_quotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+// One manifest being read: where messages point, and where relative paths start.
+struct Reader {
+  std::string where;
+  std::string base_dir;
+
+  [[noreturn]] void fail(const std::string& pointer, const std::string& problem) const {
+    throw ManifestError(where, pointer, problem);
+  }
+
+  [[noreturn]] void wrong_type(const std::string& pointer, const char* expected, const json& got) const {
+    fail(pointer, std::string("expected ") + expected + ", got " + got.type_name());
+  }
+
+  std::string string_value(const json& j, const std::string& pointer, const char* expected = "a string") const {
+    if (!j.is_string()) wrong_type(pointer, expected, j);
+    return j.get<std::string>();
+  }
+
+  // An array of strings.
+  std::vector<std::string> string_list(const json& j, const std::string& pointer) const {
+    if (!j.is_array()) wrong_type(pointer, "an array of strings", j);
+    std::vector<std::string> out;
+    for (size_t i = 0; i < j.size(); ++i) out.push_back(string_value(j[i], pointer + "/" + std::to_string(i)));
+    return out;
+  }
+
+  // A string or an array of strings.
+  std::vector<std::string> string_or_list(const json& j, const std::string& pointer) const {
+    if (j.is_string()) return {j.get<std::string>()};
+    if (!j.is_array()) wrong_type(pointer, "a string or an array of strings", j);
+    return string_list(j, pointer);
+  }
+};
+
+// Resolves `path` and checks it names a readable regular file; returns the
+// problem text, or "" when it is fine.
+std::string check_readable_file(const std::string& given, const std::string& resolved) {
+  std::string shown = given == resolved ? in_quotes(given) : in_quotes(given) + " (" + resolved + ")";
+  if (!util::path_exists(resolved)) return "no such file " + shown;
+  if (util::is_directory(resolved)) return shown + " is a directory, not a file";
+  if (!util::is_regular_file(resolved)) return shown + " is not a regular file";
+  int fd = ::open(resolved.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno_message("cannot read " + shown, errno);
+  ::close(fd);
+  return "";
+}
+
+std::string resolve(const std::string& base_dir, const std::string& path) {
+  if (!path.empty() && path[0] == '/') return util::absolute_path(path);
+  return util::absolute_path(util::join_path(base_dir, path));
+}
+
+std::string source_problem(const std::string& given, const std::string& resolved) {
+  if (given.empty()) return "empty path";
+  std::string ext = util::extension(given);
+  if (std::find(kSourceExtensions.begin(), kSourceExtensions.end(), ext) == kSourceExtensions.end())
+    return "unsupported source type " + in_quotes(ext.empty() ? given : ext) + " (expected .c .cc .cpp .cxx .cu or .o)";
+  return check_readable_file(given, resolved);
+}
+
+// The same file twice would be compiled twice and fail to link with
+// duplicate symbols; say so where the mistake is.
+std::string duplicate_source_problem(const Manifest& m, const std::string& given, const std::string& resolved) {
+  for (const auto& s : m.sources)
+    if (s == resolved) return "source " + in_quotes(given) + " is listed twice";
+  return "";
+}
+
+std::string include_dir_problem(const std::string& given, const std::string& resolved) {
+  if (given.empty()) return "empty path";
+  if (!util::is_directory(resolved))
+    return "no such directory " + in_quotes(given) + (given == resolved ? "" : " (" + resolved + ")");
+  return "";
+}
+
+std::string function_problem(std::string_view name) {
+  if (!is_identifier(name)) return "function name " + in_quotes(name) + " is not a C identifier ([A-Za-z_][A-Za-z0-9_]*)";
+  return "";
+}
+
+void add_function(const Reader& r, Manifest& m, const std::string& pointer, const std::string& name,
+                  const std::string& doc) {
+  if (auto p = function_problem(name); !p.empty()) r.fail(pointer, p);
+  for (const auto& [existing, _] : m.functions)
+    if (existing == name) r.fail(pointer, "duplicate function " + in_quotes(name));
+  m.functions.emplace_back(name, doc);
+}
+
+void add_embed(const Reader& r, Manifest& m, const std::string& pointer, const std::string& name,
+               const std::string& given_path) {
+  if (!is_identifier(name)) r.fail(pointer, "embed name " + in_quotes(name) + " is not a C identifier ([A-Za-z_][A-Za-z0-9_]*)");
+  for (const auto& e : m.embed_cubin)
+    if (e.name == name) r.fail(pointer, "duplicate embed name " + in_quotes(name));
+  if (given_path.empty()) r.fail(pointer, "empty path");
+  std::string path = resolve(r.base_dir, given_path);
+  if (auto p = check_readable_file(given_path, path); !p.empty()) r.fail(pointer, p);
+  m.embed_cubin.push_back({name, path});
+}
+
+void parse_key(const Reader& r, Manifest& m, const std::string& key, const json& v) {
+  const std::string ptr = "/" + pointer_token(key);
+  if (key == "$schema") {
+    r.string_value(v, ptr);
+  } else if (key == "name") {
+    m.name = r.string_value(v, ptr);
+    if (!is_identifier(m.name)) r.fail(ptr, "module name " + in_quotes(m.name) + " is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
+  } else if (key == "sources") {
+    std::vector<std::string> given = r.string_or_list(v, ptr);
+    for (size_t i = 0; i < given.size(); ++i) {
+      std::string resolved = given[i].empty() ? "" : resolve(r.base_dir, given[i]);
+      std::string p = source_problem(given[i], resolved);
+      if (p.empty()) p = duplicate_source_problem(m, given[i], resolved);
+      if (!p.empty()) r.fail(v.is_array() ? ptr + "/" + std::to_string(i) : ptr, p);
+      m.sources.push_back(resolved);
+    }
+  } else if (key == "cpp_sources") {
+    m.cpp_sources = r.string_or_list(v, ptr);
+  } else if (key == "cuda_sources") {
+    m.cuda_sources = r.string_or_list(v, ptr);
+  } else if (key == "functions") {
+    if (v.is_string()) {
+      add_function(r, m, ptr, v.get<std::string>(), "");
+    } else if (v.is_array()) {
+      for (size_t i = 0; i < v.size(); ++i) {
+        std::string p = ptr + "/" + std::to_string(i);
+        add_function(r, m, p, r.string_value(v[i], p), "");
+      }
+    } else if (v.is_object()) {
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        std::string p = ptr + "/" + pointer_token(it.key());
+        add_function(r, m, p, it.key(), r.string_value(it.value(), p, "a string (the docstring)"));
+      }
+    } else {
+      r.wrong_type(ptr, "a string, an array of strings or an object of name: docstring", v);
+    }
+  } else if (key == "extra_cflags") {
+    m.extra_cflags = r.string_list(v, ptr);
+  } else if (key == "extra_cuda_cflags") {
+    m.extra_cuda_cflags = r.string_list(v, ptr);
+  } else if (key == "extra_ldflags") {
+    m.extra_ldflags = r.string_list(v, ptr);
+  } else if (key == "extra_include_paths") {
+    std::vector<std::string> given = r.string_list(v, ptr);
+    for (size_t i = 0; i < given.size(); ++i) {
+      std::string resolved = given[i].empty() ? "" : resolve(r.base_dir, given[i]);
+      if (auto p = include_dir_problem(given[i], resolved); !p.empty()) r.fail(ptr + "/" + std::to_string(i), p);
+      m.extra_include_paths.push_back(resolved);
+    }
+  } else if (key == "cuda_arch") {
+    std::vector<std::string> entries = r.string_or_list(v, ptr);
+    if (entries.empty()) r.fail(ptr, "empty CUDA architecture list (leave the key out to use TVM_FFI_CUDA_ARCH_LIST or the GPUs)");
+    for (size_t i = 0; i < entries.size(); ++i) {
+      std::string problem;
+      if (!toolchain::try_parse_arch_list(entries[i], &m.cuda_arch, &problem))
+        r.fail(v.is_array() ? ptr + "/" + std::to_string(i) : ptr, problem);
+    }
+  } else if (key == "emit") {
+    std::string s = r.string_value(v, ptr);
+    auto kind = parse_emit_kind(s);
+    if (!kind) r.fail(ptr, "unknown emit kind " + in_quotes(s) + " (expected module, object, cubin, fatbin or ptx)");
+    m.emit = *kind;
+  } else if (key == "compiler") {
+    std::string s = r.string_value(v, ptr);
+    auto c = parse_device_compiler(s);
+    if (!c) r.fail(ptr, "unknown compiler " + in_quotes(s) + " (expected nvcc or nvrtc)");
+    m.compiler = *c;
+  } else if (key == "kernel_names") {
+    m.kernel_names = r.string_list(v, ptr);
+    for (size_t i = 0; i < m.kernel_names.size(); ++i)
+      if (util::trim(m.kernel_names[i]).empty()) r.fail(ptr + "/" + std::to_string(i), "empty kernel name expression");
+  } else if (key == "embed_cubin") {
+    if (!v.is_object()) r.wrong_type(ptr, "an object of name: path", v);
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      std::string p = ptr + "/" + pointer_token(it.key());
+      add_embed(r, m, p, it.key(), r.string_value(it.value(), p, "a string (a .cubin, .fatbin or .cu path)"));
+    }
+  }
+}
+
+// 1-based line and column of a byte offset, for JSON syntax errors.
+std::string line_column(std::string_view text, size_t byte) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < text.size() && i + 1 < byte; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(col);
+}
+
+}  // namespace
+
+const char* emit_kind_name(EmitKind k) {
+  switch (k) {
+    case EmitKind::kModule: return "module";
+    case EmitKind::kObject: return "object";
+    case EmitKind::kCubin: return "cubin";
+    case EmitKind::kFatbin: return "fatbin";
+    case EmitKind::kPtx: return "ptx";
+  }
+  return "module";
+}
+
+std::optional<EmitKind> parse_emit_kind(std::string_view s) {
+  for (EmitKind k : {EmitKind::kModule, EmitKind::kObject, EmitKind::kCubin, EmitKind::kFatbin, EmitKind::kPtx})
+    if (s == emit_kind_name(k)) return k;
+  return std::nullopt;
+}
+
+const char* device_compiler_name(DeviceCompiler c) { return c == DeviceCompiler::kNvrtc ? "nvrtc" : "nvcc"; }
+
+std::optional<DeviceCompiler> parse_device_compiler(std::string_view s) {
+  if (s == "nvcc") return DeviceCompiler::kNvcc;
+  if (s == "nvrtc") return DeviceCompiler::kNvrtc;
+  return std::nullopt;
+}
+
+bool EmbedSpec::compile_from_cuda() const { return util::extension(path) == ".cu"; }
+
+bool Manifest::needs_cuda() const {
+  if (has_inline_cuda() || emit == EmitKind::kCubin || emit == EmitKind::kFatbin || emit == EmitKind::kPtx) return true;
+  for (const auto& s : sources)
+    if (util::extension(s) == ".cu") return true;
+  for (const auto& e : embed_cubin)
+    if (e.compile_from_cuda()) return true;
+  return false;
+}
+
+ManifestError::ManifestError(std::string where, std::string pointer, std::string problem)
+    : Error(ExitCode::kUsage, where + ": " + (pointer.empty() ? "" : pointer + ": ") + problem),
+      where_(std::move(where)),
+      pointer_(std::move(pointer)),
+      problem_(std::move(problem)) {}
+
+const std::vector<std::string>& manifest_keys() {
+  static const std::vector<std::string> keys = {
+      "$schema",      "name",        "sources",         "cpp_sources",       "cuda_sources",
+      "functions",    "extra_cflags", "extra_cuda_cflags", "extra_ldflags",     "extra_include_paths",
+      "cuda_arch",    "emit",        "embed_cubin",     "compiler",          "kernel_names"};
+  return keys;
+}
+
+bool is_identifier(std::string_view s) {
+  if (s.empty()) return false;
+  auto alpha = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; };
+  if (!alpha(s[0])) return false;
+  for (char c : s)
+    if (!alpha(c) && !(c >= '0' && c <= '9')) return false;
+  return true;
+}
+
+Manifest parse_manifest_text(std::string_view text, const std::string& display_path, const std::string& base_dir) {
+  Reader r{display_path, util::absolute_path(base_dir)};
+  // nlohmann keeps the last of duplicate keys silently; a manifest with two
+  // "sources" is almost certainly a merge mistake, so duplicates at the top
+  // level are reported.
+  std::set<std::string> seen;
+  std::optional<std::string> duplicate;
+  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
+      std::string k = parsed.get<std::string>();
+      if (!seen.insert(k).second && !duplicate) duplicate = k;
+    }
+    return true;
+  };
+  json root;
+  try {
+    root = json::parse(text.begin(), text.end(), on_event);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error ..." -> the tail.
+    size_t colon = what.find(": ");
+    std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
+    r.fail("", "invalid JSON at " + line_column(text, e.byte) + ": " + detail);
+  }
+  if (!root.is_object()) r.wrong_type("", "a JSON object", root);
+  if (duplicate) r.fail("/" + pointer_token(*duplicate), "duplicate key");
+
+  const std::vector<std::string>& keys = manifest_keys();
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    if (std::find(keys.begin(), keys.end(), it.key()) == keys.end()) {
+      std::string problem = "unknown key";
+      if (auto near = util::nearest(it.key(), keys)) problem += " (did you mean " + in_quotes(*near) + "?)";
+      r.fail("/" + pointer_token(it.key()), problem);
+    }
+  }
+  Manifest m;
+  m.manifest_path = display_path.empty() ? "" : util::absolute_path(display_path);
+  // Keys are checked in documentation order so the reported problem does not
+  // depend on the object's key order.
+  for (const auto& key : keys) {
+    auto it = root.find(key);
+    if (it != root.end()) parse_key(r, m, key, *it);
+  }
+  if (m.name.empty() && !root.contains("name")) r.fail("/name", "missing required key");
+  return m;
+}
+
+Manifest load_manifest(const std::string& path) {
+  std::string resolved = util::absolute_path(path);
+  std::string problem = check_readable_file(path, resolved);
+  if (!problem.empty()) throw usage_error("manifest " + problem);
+  std::string text;
+  try {
+    text = util::read_file(resolved);
+  } catch (const Error& e) {
+    throw usage_error(std::string("manifest: ") + e.what());
+  }
+  return parse_manifest_text(text, path, util::parent_path(resolved));
+}
+
+void check_manifest(const Manifest& m) {
+  Reader r{m.manifest_path.empty() ? kCommandLine : m.manifest_path, ""};
+  if (m.sources.empty() && m.cpp_sources.empty() && m.cuda_sources.empty())
+    r.fail("/sources", "no source: give \"sources\", \"cpp_sources\" or \"cuda_sources\" (or source files on the command line)");
+
+  size_t cxx_files = 0, c_files = 0, cuda_files = 0, objects = 0;
+  for (const auto& s : m.sources) {
+    std::string ext = util::extension(s);
+    if (ext == ".cu") ++cuda_files;
+    else if (ext == ".c") ++c_files;
+    else if (ext == ".o") ++objects;
+    else ++cxx_files;
+  }
+  const bool device_emit = m.emit == EmitKind::kCubin || m.emit == EmitKind::kFatbin || m.emit == EmitKind::kPtx;
+  const std::string emit = emit_kind_name(m.emit);
+  if (device_emit) {
+    if (!m.functions.empty())
+      r.fail("/functions", "functions are exported only by emit module or object (emit is " + emit + ")");
+    if (m.has_inline_cpp() || cxx_files || c_files || objects)
+      r.fail("/emit", "emit " + emit + " compiles CUDA kernel sources only; drop the C/C++ sources and objects");
+    if (cuda_files + (m.has_inline_cuda() ? 1 : 0) != 1)
+      r.fail("/emit", "emit " + emit + " needs exactly one CUDA source (one .cu file or cuda_sources), got " +
+                          std::to_string(cuda_files + (m.has_inline_cuda() ? 1 : 0)));
+    if (!m.embed_cubin.empty()) r.fail("/embed_cubin", "embedding needs emit module or object (emit is " + emit + ")");
+  } else {
+    if (!m.functions.empty() && !m.has_inline_cpp() && !m.has_inline_cuda() && !cxx_files && !cuda_files)
+      r.fail("/functions", "exporting functions needs a C++ or CUDA source (.c files and objects cannot hold the exports)");
+  }
+  if (m.compiler == DeviceCompiler::kNvrtc && m.emit != EmitKind::kCubin && m.emit != EmitKind::kPtx)
+    r.fail("/compiler", "nvrtc compiles only for emit cubin or ptx (emit is " + emit + "); use nvcc");
+  if (!m.kernel_names.empty() && m.compiler != DeviceCompiler::kNvrtc)
+    r.fail("/kernel_names", "kernel name expressions are lowered by NVRTC: set \"compiler\": \"nvrtc\" (--compiler nvrtc)");
+}
+
+void apply_command_line(Manifest& m, const CommandLineInputs& cli) {
+  Reader r{kCommandLine, util::current_directory()};
+  for (const auto& given : cli.sources) {
+    std::string resolved = given.empty() ? "" : resolve(r.base_dir, given);
+    std::string p = source_problem(given, resolved);
+    if (p.empty()) p = duplicate_source_problem(m, given, resolved);
+    if (!p.empty()) r.fail("source " + in_quotes(given), p);
+    m.sources.push_back(resolved);
+  }
+  if (cli.name) {
+    if (!is_identifier(*cli.name)) r.fail("--name", "module name " + in_quotes(*cli.name) + " is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
+    m.name = *cli.name;
+  }
+  for (const auto& spec : cli.functions) {
+    size_t eq = spec.find('=');
+    std::string name = spec.substr(0, eq);
+    std::string doc = eq == std::string::npos ? "" : spec.substr(eq + 1);
+    add_function(r, m, "--function " + spec, name, doc);
+  }
+  m.extra_cflags.insert(m.extra_cflags.end(), cli.cflags.begin(), cli.cflags.end());
+  m.extra_cuda_cflags.insert(m.extra_cuda_cflags.end(), cli.cuda_cflags.begin(), cli.cuda_cflags.end());
+  m.extra_ldflags.insert(m.extra_ldflags.end(), cli.ldflags.begin(), cli.ldflags.end());
+  for (const auto& given : cli.include_paths) {
+    std::string resolved = given.empty() ? "" : resolve(r.base_dir, given);
+    if (auto p = include_dir_problem(given, resolved); !p.empty()) r.fail("-I " + given, p);
+    m.extra_include_paths.push_back(resolved);
+  }
+  for (const auto& text : cli.arch) {
+    std::string problem;
+    if (!toolchain::try_parse_arch_list(text, &m.command_line_arch, &problem)) r.fail("--arch " + text, problem);
+  }
+  if (cli.emit) {
+    auto kind = parse_emit_kind(*cli.emit);
+    if (!kind) r.fail("--emit", "unknown emit kind " + in_quotes(*cli.emit) + " (expected module, object, cubin, fatbin or ptx)");
+    m.emit = *kind;
+  }
+  if (cli.compiler) {
+    auto c = parse_device_compiler(*cli.compiler);
+    if (!c) r.fail("--compiler", "unknown compiler " + in_quotes(*cli.compiler) + " (expected nvcc or nvrtc)");
+    m.compiler = *c;
+  }
+  for (const auto& k : cli.kernel_names) {
+    if (util::trim(k).empty()) r.fail("--kernel-name", "empty kernel name expression");
+    m.kernel_names.push_back(k);
+  }
+  for (const auto& spec : cli.embed_cubin) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos) r.fail("--embed-cubin " + spec, "expected NAME=FILE");
+    add_embed(r, m, "--embed-cubin " + spec, spec.substr(0, eq), spec.substr(eq + 1));
+  }
+  if (m.name.empty()) {
+    std::string stem;
+    if (!m.sources.empty()) {
+      stem = util::file_name(m.sources.front());
+      stem = stem.substr(0, stem.rfind('.'));
+    }
+    if (!is_identifier(stem))
+      r.fail("--name", m.sources.empty() ? "required (no manifest and no source file to name the module after)"
+                                         : "required: the first source's name " + in_quotes(stem) + " is not an identifier");
+    m.name = stem;
+  }
+  check_manifest(m);
+}
+
+}  // namespace tvmffi_jit::compile

@@ -1,0 +1,331 @@
+#include "tvmffi_jit/compile/nvrtc.h"
+#include "tvmffi_jit/compile/nvrtc_includes.h"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+
+#include "tvmffi_jit/toolchain/nvrtc_locate.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/strings.h"
+
+// nvrtc.h is used for its types only (the library is dlopen'ed). Without the
+// toolkit headers, the handful of declarations needed are spelled out here;
+// they are the stable C ABI NVRTC has kept since CUDA 11.
+#if defined(TVMFFI_JIT_HAVE_CUDA_H) && __has_include(<nvrtc.h>)
+#include <nvrtc.h>
+#define TVMFFI_JIT_NVRTC_FROM_HEADER 1
+#else
+extern "C" {
+typedef int nvrtcResult;
+typedef struct _nvrtcProgram* nvrtcProgram;
+}
+#define NVRTC_SUCCESS 0
+#endif
+
+namespace tvmffi_jit::compile {
+
+namespace {
+
+using CreateProgramFn = nvrtcResult (*)(nvrtcProgram*, const char*, const char*, int, const char* const*,
+                                        const char* const*);
+using DestroyProgramFn = nvrtcResult (*)(nvrtcProgram*);
+using AddNameExpressionFn = nvrtcResult (*)(nvrtcProgram, const char*);
+using CompileProgramFn = nvrtcResult (*)(nvrtcProgram, int, const char* const*);
+using GetSizeFn = nvrtcResult (*)(nvrtcProgram, size_t*);
+using GetBytesFn = nvrtcResult (*)(nvrtcProgram, char*);
+using GetLoweredNameFn = nvrtcResult (*)(nvrtcProgram, const char*, const char**);
+using VersionFn = nvrtcResult (*)(int*, int*);
+using GetErrorStringFn = const char* (*)(nvrtcResult);
+
+#ifdef TVMFFI_JIT_NVRTC_FROM_HEADER
+// The pointer types above must be exactly the header's prototypes.
+static_assert(std::is_same_v<CreateProgramFn, decltype(&::nvrtcCreateProgram)>);
+static_assert(std::is_same_v<DestroyProgramFn, decltype(&::nvrtcDestroyProgram)>);
+static_assert(std::is_same_v<AddNameExpressionFn, decltype(&::nvrtcAddNameExpression)>);
+static_assert(std::is_same_v<CompileProgramFn, decltype(&::nvrtcCompileProgram)>);
+static_assert(std::is_same_v<GetSizeFn, decltype(&::nvrtcGetCUBINSize)>);
+static_assert(std::is_same_v<GetBytesFn, decltype(&::nvrtcGetCUBIN)>);
+static_assert(std::is_same_v<GetLoweredNameFn, decltype(&::nvrtcGetLoweredName)>);
+static_assert(std::is_same_v<VersionFn, decltype(&::nvrtcVersion)>);
+static_assert(std::is_same_v<GetErrorStringFn, decltype(&::nvrtcGetErrorString)>);
+#endif
+
+// One loaded libnvrtc. Never unloaded: NVRTC keeps process-wide state and
+// unloading a library mid-process buys nothing for a command-line tool.
+struct NvrtcApi {
+  std::string path;  // real path of the loaded file
+  int major = 0;
+  int minor = 0;
+  std::vector<std::string> toolkit_include_dirs;
+
+  CreateProgramFn create_program = nullptr;
+  DestroyProgramFn destroy_program = nullptr;
+  AddNameExpressionFn add_name_expression = nullptr;
+  CompileProgramFn compile_program = nullptr;
+  GetSizeFn get_program_log_size = nullptr;
+  GetBytesFn get_program_log = nullptr;
+  GetSizeFn get_cubin_size = nullptr;
+  GetBytesFn get_cubin = nullptr;
+  GetSizeFn get_ptx_size = nullptr;
+  GetBytesFn get_ptx = nullptr;
+  GetLoweredNameFn get_lowered_name = nullptr;
+  VersionFn version = nullptr;
+  GetErrorStringFn get_error_string = nullptr;
+
+  std::string error_text(nvrtcResult rc) const {
+    const char* s = get_error_string(rc);
+    return s ? s : ("NVRTC error " + std::to_string(static_cast<int>(rc)));
+  }
+};
+
+std::string loaded_path(void* handle, const std::string& fallback) {
+  link_map* map = nullptr;
+  if (::dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && map->l_name[0]) {
+    std::string name = map->l_name;
+    try {
+      return util::canonical_path(name);
+    } catch (const Error&) {
+      return name;
+    }
+  }
+  return fallback;
+}
+
+// Opens one candidate; on failure returns nullptr and says why in `why`.
+std::unique_ptr<NvrtcApi> open_candidate(const std::string& library, std::string& why) {
+  ::dlerror();
+  void* handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* e = ::dlerror();
+    why = e ? e : "dlopen failed";
+    return nullptr;
+  }
+  auto api = std::make_unique<NvrtcApi>();
+  std::vector<std::string> missing;
+  auto bind = [&](auto& slot, const char* symbol) {
+    void* p = ::dlsym(handle, symbol);
+    if (!p) missing.emplace_back(symbol);
+    slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(p);
+  };
+  bind(api->create_program, "nvrtcCreateProgram");
+  bind(api->destroy_program, "nvrtcDestroyProgram");
+  bind(api->add_name_expression, "nvrtcAddNameExpression");
+  bind(api->compile_program, "nvrtcCompileProgram");
+  bind(api->get_program_log_size, "nvrtcGetProgramLogSize");
+  bind(api->get_program_log, "nvrtcGetProgramLog");
+  bind(api->get_cubin_size, "nvrtcGetCUBINSize");
+  bind(api->get_cubin, "nvrtcGetCUBIN");
+  bind(api->get_ptx_size, "nvrtcGetPTXSize");
+  bind(api->get_ptx, "nvrtcGetPTX");
+  bind(api->get_lowered_name, "nvrtcGetLoweredName");
+  bind(api->version, "nvrtcVersion");
+  bind(api->get_error_string, "nvrtcGetErrorString");
+  if (!missing.empty()) {
+    why = "not a usable libnvrtc (no " + util::join(missing, ", ") + "; NVRTC from CUDA 11.1 or newer is needed)";
+    ::dlclose(handle);
+    return nullptr;
+  }
+  if (api->version(&api->major, &api->minor) != NVRTC_SUCCESS) {
+    why = "nvrtcVersion failed";
+    ::dlclose(handle);
+    return nullptr;
+  }
+  api->path = loaded_path(handle, library);
+  api->toolkit_include_dirs = toolchain::cuda_include_dirs_for_library(api->path);
+  if (api->toolkit_include_dirs.empty() && library.find('/') != std::string::npos) {
+    // The real path may sit in a tree without headers (a versioned copy);
+    // the path it was found under may still be inside the toolkit.
+    api->toolkit_include_dirs = toolchain::cuda_include_dirs_for_library(library);
+  }
+  return api;
+}
+
+// The first usable libnvrtc in search order. Successful loads are memoised by
+// candidate; failures are not (the environment may change between calls, and
+// tests change it on purpose).
+const NvrtcApi& nvrtc_api() {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<NvrtcApi>> loaded;
+  std::lock_guard<std::mutex> lock(mutex);
+
+  toolchain::NvrtcSearch search = toolchain::nvrtc_search();
+  std::vector<std::string> failures;
+  for (const auto& candidate : search.candidates) {
+    auto it = loaded.find(candidate.library);
+    if (it != loaded.end()) return *it->second;
+    std::string why;
+    if (auto api = open_candidate(candidate.library, why)) {
+      const NvrtcApi& ref = *api;
+      loaded.emplace(candidate.library, std::move(api));
+      return ref;
+    }
+    // A soname the loader does not know is the expected miss; report only
+    // files that exist but would not load, and a forced path whatever happened.
+    if (candidate.library.find('/') != std::string::npos || search.forced) {
+      failures.push_back(candidate.library + ": " + why);
+    }
+  }
+  std::string message = "cannot load NVRTC (libnvrtc) for --compiler nvrtc.\n  looked in:";
+  for (const auto& where : search.looked_in) message += "\n    " + where;
+  if (!failures.empty()) {
+    message += "\n  found but could not use:";
+    for (const auto& f : failures) message += "\n    " + f;
+  }
+  message += search.forced
+                 ? "\n  TVMFFI_JIT_LIBNVRTC must name a libnvrtc.so (unset it to search the CUDA toolkit)."
+                 : "\n  Install the CUDA toolkit and set CUDA_HOME to it, set TVMFFI_JIT_LIBNVRTC to the "
+                   "library's path, or build with --compiler nvcc.";
+  throw missing_tool_error(message);
+}
+
+// "sm_90a" / "compute_90a" / "90a" -> the form NVRTC wants for this output:
+// a real architecture (sm_) for SASS, a virtual one (compute_) for PTX.
+// NVRTC given compute_XX makes no cubin, and given sm_XX also keeps PTX, so
+// the prefix is what selects the output.
+std::string nvrtc_arch(const std::string& arch, NvrtcOutput output) {
+  if (arch.empty()) {
+    throw usage_error("NVRTC needs a target architecture (e.g. --arch sm_90); none was given");
+  }
+  std::string number = arch;
+  for (const char* prefix : {"sm_", "compute_"}) {
+    if (util::starts_with(arch, prefix)) number = arch.substr(std::char_traits<char>::length(prefix));
+  }
+  size_t digits = 0;
+  while (digits < number.size() && number[digits] >= '0' && number[digits] <= '9') ++digits;
+  bool suffix_ok = digits == number.size() ||
+                   (digits + 1 == number.size() && number[digits] >= 'a' && number[digits] <= 'z');
+  if (digits < 2 || !suffix_ok) {
+    throw usage_error("'" + arch + "' is not a CUDA architecture NVRTC accepts (expected sm_XX, sm_XXa, sm_XXf or compute_XX)");
+  }
+  return (output == NvrtcOutput::kCubin ? "sm_" : "compute_") + number;
+}
+
+std::string strip_trailing_nuls(std::string s) {
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+std::string program_log(const NvrtcApi& api, nvrtcProgram program) {
+  size_t size = 0;
+  if (api.get_program_log_size(program, &size) != NVRTC_SUCCESS || size == 0) return {};
+  std::string log(size, '\0');
+  if (api.get_program_log(program, log.data()) != NVRTC_SUCCESS) return {};
+  return strip_trailing_nuls(std::move(log));
+}
+
+// Appends one line to a log, keeping NVRTC's own text first.
+void append_line(std::string& log, const std::string& line) {
+  if (!log.empty() && log.back() != '\n') log += '\n';
+  log += line + '\n';
+}
+
+}  // namespace
+
+NvrtcResult nvrtc_compile(const NvrtcRequest& request) {
+  const NvrtcApi& api = nvrtc_api();
+  NvrtcResult result;
+
+  // Order as nvcc searches: the user's -I first, then the toolkit (CUDA headers
+  // and CCCL's cuda/std, which NVRTC does not find on its own), then the
+  // user's options, so a user -arch or -I can still override what precedes it.
+  result.effective_options.push_back("--gpu-architecture=" + nvrtc_arch(request.arch, request.output));
+  // A directory listed twice (tvm-ffi's include and dlpack dirs are one in a
+  // wheel) is searched once.
+  std::vector<std::string> seen_dirs;
+  auto add_include = [&](const std::string& dir) {
+    if (std::find(seen_dirs.begin(), seen_dirs.end(), dir) != seen_dirs.end()) return;
+    seen_dirs.push_back(dir);
+    result.effective_options.push_back("-I" + dir);
+  };
+  for (const auto& dir : request.include_paths) add_include(dir);
+  for (const auto& dir : api.toolkit_include_dirs) add_include(dir);
+  for (const auto& opt : request.options) result.effective_options.push_back(opt);
+
+  std::string source_name = request.source_name.empty() ? "source.cu" : request.source_name;
+  nvrtcProgram program = nullptr;
+  nvrtcResult rc = api.create_program(&program, request.source.c_str(), source_name.c_str(), 0, nullptr, nullptr);
+  if (rc != NVRTC_SUCCESS) {
+    result.log = "nvrtcCreateProgram failed for " + source_name + ": " + api.error_text(rc) + "\n";
+    return result;
+  }
+  struct ProgramGuard {
+    const NvrtcApi& api;
+    nvrtcProgram& program;
+    ~ProgramGuard() { api.destroy_program(&program); }
+  } guard{api, program};
+
+  for (const auto& expr : request.name_expressions) {
+    rc = api.add_name_expression(program, expr.c_str());
+    if (rc != NVRTC_SUCCESS) {
+      result.log = "cannot register name expression '" + expr + "': " + api.error_text(rc) + "\n";
+      return result;
+    }
+  }
+
+  std::vector<const char*> argv;
+  argv.reserve(result.effective_options.size());
+  for (const auto& opt : result.effective_options) argv.push_back(opt.c_str());
+  auto start = std::chrono::steady_clock::now();
+  rc = api.compile_program(program, static_cast<int>(argv.size()), argv.data());
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  result.log = program_log(api, program);
+  if (util::log_verbosity() >= 1) {
+    spdlog::info("nvrtc {}.{}: {} {} ({:.1f} ms in NVRTC)", api.major, api.minor, source_name,
+                 util::join(result.effective_options, " "), ms);
+  }
+  if (rc != NVRTC_SUCCESS) {
+    // NVRTC_ERROR_COMPILATION comes with a log; other codes (a bad option) may not.
+    if (result.log.empty()) result.log = "NVRTC: " + api.error_text(rc) + "\n";
+    return result;
+  }
+
+  const bool cubin = request.output == NvrtcOutput::kCubin;
+  size_t size = 0;
+  rc = cubin ? api.get_cubin_size(program, &size) : api.get_ptx_size(program, &size);
+  if (rc != NVRTC_SUCCESS || size == 0) {
+    // A user option such as -arch=compute_XX after ours leaves no SASS.
+    append_line(result.log, std::string("NVRTC produced no ") + (cubin ? "cubin" : "PTX") + " for " + source_name +
+                                (rc != NVRTC_SUCCESS ? ": " + api.error_text(rc) : " (check -arch in the options)"));
+    return result;
+  }
+  result.binary.assign(size, '\0');
+  rc = cubin ? api.get_cubin(program, result.binary.data()) : api.get_ptx(program, result.binary.data());
+  if (rc != NVRTC_SUCCESS) {
+    result.binary.clear();
+    append_line(result.log, "cannot read NVRTC's output: " + api.error_text(rc));
+    return result;
+  }
+  if (!cubin) result.binary = strip_trailing_nuls(std::move(result.binary));  // the size counts the NUL
+
+  for (const auto& expr : request.name_expressions) {
+    const char* lowered = nullptr;
+    rc = api.get_lowered_name(program, expr.c_str(), &lowered);
+    if (rc != NVRTC_SUCCESS || !lowered) {
+      append_line(result.log, "no lowered name for '" + expr + "': " + api.error_text(rc));
+      result.binary.clear();
+      return result;
+    }
+    result.lowered_names.emplace_back(expr, lowered);
+  }
+  result.ok = true;
+  return result;
+}
+
+std::string nvrtc_identity() {
+  const NvrtcApi& api = nvrtc_api();
+  return api.path + " " + std::to_string(api.major) + "." + std::to_string(api.minor);
+}
+
+std::vector<std::string> nvrtc_toolkit_include_dirs() { return nvrtc_api().toolkit_include_dirs; }
+
+}  // namespace tvmffi_jit::compile

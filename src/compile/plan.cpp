@@ -1,0 +1,354 @@
+#include "tvmffi_jit/compile/plan.h"
+
+#include "tvmffi_jit/compile/wrapper.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::compile {
+
+namespace {
+
+const char* mode_flag(CompileOutput o) {
+  switch (o) {
+    case CompileOutput::kObject: return "-c";
+    case CompileOutput::kCubin: return "-cubin";
+    case CompileOutput::kFatbin: return "-fatbin";
+    case CompileOutput::kPtx: return "-ptx";
+  }
+  return "-c";
+}
+
+// tvm_ffi strips every user flag; an entry that is empty after that adds nothing.
+std::vector<std::string> stripped(const std::vector<std::string>& flags) {
+  std::vector<std::string> out;
+  for (const auto& f : flags) {
+    std::string_view t = util::trim(f);
+    if (!t.empty()) out.emplace_back(t);
+  }
+  return out;
+}
+
+void append(std::vector<std::string>& to, const std::vector<std::string>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
+
+std::vector<std::string> include_flags(const toolchain::Toolchain& tc, const Manifest& m) {
+  std::vector<std::string> out;
+  // tvm_ffi passes both default directories even when they are the same
+  // (a wheel); kept so the command lines match.
+  if (tc.tvm_ffi) {
+    out.push_back("-I" + tc.tvm_ffi->include_dir);
+    out.push_back("-I" + tc.tvm_ffi->dlpack_include_dir);
+  }
+  for (const auto& p : m.extra_include_paths) out.push_back("-I" + p);
+  return out;
+}
+
+std::string display_path(const Manifest& m, const std::string& path) {
+  std::string base = m.manifest_path.empty() ? util::current_directory() : util::parent_path(m.manifest_path);
+  if (util::starts_with(path, base + "/")) return path.substr(base.size() + 1);
+  return path;
+}
+
+std::string stem(const std::string& path) {
+  std::string f = util::file_name(path);
+  size_t dot = f.rfind('.');
+  return dot == std::string::npos ? f : f.substr(0, dot);
+}
+
+[[noreturn]] void need_one_arch(const std::string& what, const std::vector<toolchain::CudaArch>& archs,
+                                const std::string& source, const std::string& suggestion) {
+  std::vector<std::string> texts;
+  for (const auto& a : archs) texts.push_back(a.text());
+  throw usage_error(what + " is for one architecture, but " + source + " gives " + std::to_string(archs.size()) +
+                    " (" + util::join(texts, " ") + "): " + suggestion);
+}
+
+CompileStep device_compile(const Manifest& m, const toolchain::Toolchain& tc, CompileOutput output,
+                           const std::vector<std::string>& arch_flags) {
+  CompileStep s;
+  s.language = Language::kCuda;
+  s.output = output;
+  s.compiler = tc.cuda->nvcc;
+  s.flags = {"-std=c++17", "-O2"};
+  append(s.flags, arch_flags);
+  append(s.flags, stripped(m.extra_cuda_cflags));
+  append(s.flags, include_flags(tc, m));
+  return s;
+}
+
+}  // namespace
+
+const char* language_name(Language l) {
+  switch (l) {
+    case Language::kC: return "c";
+    case Language::kCxx: return "c++";
+    case Language::kCuda: return "cuda";
+  }
+  return "c++";
+}
+
+std::string CompileStep::compiler_input() const { return generated_text ? generated_name : input_path; }
+
+std::vector<std::string> CompileStep::argv() const {
+  std::vector<std::string> a = {compiler};
+  if (language == Language::kCuda) {
+    a.insert(a.end(), {"--generate-dependencies-with-compile", "--dependency-output", depfile_name});
+  } else {
+    a.insert(a.end(), {"-MMD", "-MF", depfile_name});
+  }
+  append(a, flags);
+  a.insert(a.end(), {mode_flag(output), compiler_input(), "-o", object_name});
+  return a;
+}
+
+std::vector<std::string> LinkStep::argv() const {
+  std::vector<std::string> a;
+  switch (kind) {
+    case Kind::kSharedLibrary:
+      a.push_back(program);
+      append(a, inputs);
+      append(a, flags);
+      a.insert(a.end(), {"-o", output_name});
+      break;
+    case Kind::kMergeObjects:
+      a = {program, "-r", "-o", output_name};
+      append(a, inputs);
+      break;
+    case Kind::kCopyObject: break;
+  }
+  return a;
+}
+
+std::vector<std::string> default_cxx_flags() { return {"-std=c++17", "-fPIC", "-O2"}; }
+std::vector<std::string> default_c_flags() { return {"-fPIC", "-O2"}; }
+std::vector<std::string> default_cuda_flags() { return {"-Xcompiler", "-fPIC", "-std=c++17", "-O2"}; }
+
+BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const PlanOptions& options) {
+  BuildPlan plan;
+  plan.name = m.name;
+  plan.emit = m.emit;
+  plan.compiler = m.compiler;
+  for (const auto& [f, _] : m.functions) plan.functions.push_back(f);
+
+  const bool device_emit = m.emit == EmitKind::kCubin || m.emit == EmitKind::kFatbin || m.emit == EmitKind::kPtx;
+  const bool use_nvrtc = m.compiler == DeviceCompiler::kNvrtc;
+  if (!device_emit && !tc.tvm_ffi) throw missing_tool_error(tc.tvm_ffi_missing_reason);
+
+  if (m.needs_cuda()) {
+    if (!use_nvrtc && !tc.cuda) throw missing_tool_error(tc.cuda_missing_reason);
+    toolchain::ArchResolution r =
+        toolchain::resolve_archs(m.command_line_arch, m.cuda_arch, options.env_arch_list, options.detect_gpus);
+    plan.archs = r.archs;
+    plan.arch_source = r.source;
+  }
+  const std::string emit = emit_kind_name(m.emit);
+
+  // Device code only: one kernel source -> one cubin/fatbin/PTX file.
+  if (device_emit) {
+    if ((m.emit == EmitKind::kCubin || m.emit == EmitKind::kPtx) && plan.archs.size() != 1)
+      need_one_arch("emit " + emit, plan.archs, plan.arch_source,
+                    "use --emit fatbin to bundle several, or pick one with --arch");
+    if (m.emit == EmitKind::kCubin && plan.archs[0].ptx)
+      throw usage_error("emit cubin holds SASS only, but " + plan.archs[0].text() +
+                        " asks for PTX: use --emit fatbin (SASS + PTX) or --emit ptx");
+    const std::string out_ext = m.emit == EmitKind::kCubin ? ".cubin" : m.emit == EmitKind::kFatbin ? ".fatbin" : ".ptx";
+    plan.artifact_name = m.name + out_ext;
+    const bool is_inline = m.has_inline_cuda();
+    const std::string source_file = is_inline ? "" : m.sources.front();
+    if (use_nvrtc) {
+      NvrtcStep step;
+      step.request.source = is_inline ? join_inline_sources(m.cuda_sources) : util::read_file(source_file);
+      // NVRTC searches `#include "x.h"` next to the source *name*, as nvcc does
+      // next to the file: the full path keeps quote includes working from any cwd.
+      step.request.source_name = is_inline ? m.name + ".cu" : source_file;
+      step.request.arch = m.emit == EmitKind::kCubin ? plan.archs[0].sm() : plan.archs[0].compute();
+      step.request.output = m.emit == EmitKind::kCubin ? NvrtcOutput::kCubin : NvrtcOutput::kPtx;
+      if (tc.tvm_ffi) step.request.include_paths = {tc.tvm_ffi->include_dir, tc.tvm_ffi->dlpack_include_dir};
+      append(step.request.include_paths, m.extra_include_paths);
+      step.request.options = stripped(m.extra_cuda_cflags);
+      step.request.name_expressions = m.kernel_names;
+      step.output_name = plan.artifact_name;
+      plan.nvrtc = std::move(step);
+      return plan;
+    }
+    std::vector<std::string> arch_flags;
+    CompileOutput out = CompileOutput::kFatbin;
+    if (m.emit == EmitKind::kCubin) {
+      out = CompileOutput::kCubin;
+      arch_flags = {"-gencode=arch=" + plan.archs[0].compute() + ",code=" + plan.archs[0].sm()};
+    } else if (m.emit == EmitKind::kPtx) {
+      out = CompileOutput::kPtx;
+      arch_flags = {"-arch=" + plan.archs[0].compute()};
+    } else {
+      arch_flags = toolchain::gencode_flags(plan.archs);
+    }
+    CompileStep s = device_compile(m, tc, out, arch_flags);
+    if (is_inline) {
+      s.generated_name = m.name + ".cu";
+      s.generated_text = join_inline_sources(m.cuda_sources);
+      s.display = s.generated_name;
+    } else {
+      s.input_path = source_file;
+      s.display = display_path(m, source_file);
+    }
+    s.object_name = plan.artifact_name;
+    s.depfile_name = s.object_name + ".d";
+    plan.compile_steps.push_back(std::move(s));
+    return plan;
+  }
+
+  // A module or an object: wrapped translation units.
+  std::vector<std::string> cxxflags = default_cxx_flags();
+  std::vector<std::string> cflags = default_c_flags();
+  std::vector<std::string> cudaflags = default_cuda_flags();
+  append(cudaflags, toolchain::gencode_flags(plan.archs));
+  append(cxxflags, stripped(m.extra_cflags));
+  append(cflags, stripped(m.extra_cflags));
+  append(cudaflags, stripped(m.extra_cuda_cflags));
+  const std::vector<std::string> includes = include_flags(tc, m);
+  append(cxxflags, includes);
+  append(cflags, includes);
+  append(cudaflags, includes);
+
+  // Which translation unit receives the exports: inline C++, else the first
+  // C++ file, else inline CUDA, else the first CUDA file. For inline-only
+  // builds this is load_inline's rule (C++ if there is any, else CUDA).
+  enum class Host { kNone, kInlineCpp, kCppFile, kInlineCuda, kCudaFile };
+  Host host = Host::kNone;
+  std::string host_file;
+  auto first_file_with = [&](Language lang) -> std::string {
+    for (const auto& s : m.sources) {
+      std::string ext = util::extension(s);
+      bool cuda = ext == ".cu", c = ext == ".c", obj = ext == ".o";
+      if (lang == Language::kCuda ? cuda : (!cuda && !c && !obj)) return s;
+    }
+    return "";
+  };
+  if (!m.functions.empty()) {
+    if (m.has_inline_cpp()) host = Host::kInlineCpp;
+    else if (!(host_file = first_file_with(Language::kCxx)).empty()) host = Host::kCppFile;
+    else if (m.has_inline_cuda()) host = Host::kInlineCuda;
+    else if (!(host_file = first_file_with(Language::kCuda)).empty()) host = Host::kCudaFile;
+  }
+
+  int cpp_count = 0, c_count = 0, cuda_count = 0;
+  auto add_step = [&](Language lang, CompileStep s) {
+    s.language = lang;
+    s.output = CompileOutput::kObject;
+    if (lang == Language::kCuda) {
+      s.compiler = tc.cuda->nvcc;
+      s.flags = cudaflags;
+      s.object_name = "cuda_" + std::to_string(cuda_count++) + ".o";
+    } else if (lang == Language::kC) {
+      s.compiler = tc.host.cc;
+      s.flags = cflags;
+      s.object_name = "c_" + std::to_string(c_count++) + ".o";
+    } else {
+      s.compiler = tc.host.cxx;
+      s.flags = cxxflags;
+      s.object_name = "cpp_" + std::to_string(cpp_count++) + ".o";
+    }
+    s.depfile_name = s.object_name + ".d";
+    plan.compile_steps.push_back(std::move(s));
+  };
+
+  if (m.has_inline_cpp()) {
+    CompileStep s;
+    s.generated_name = "main.cpp";
+    s.generated_text = decorate_with_tvm_ffi(join_inline_sources(m.cpp_sources),
+                                             host == Host::kInlineCpp ? m.functions : FunctionList{});
+    s.display = s.generated_name;
+    add_step(Language::kCxx, std::move(s));
+  }
+  if (m.has_inline_cuda()) {
+    CompileStep s;
+    s.generated_name = "cuda.cu";
+    s.generated_text = decorate_with_tvm_ffi(join_inline_sources(m.cuda_sources),
+                                             host == Host::kInlineCuda ? m.functions : FunctionList{});
+    s.display = s.generated_name;
+    add_step(Language::kCuda, std::move(s));
+  }
+  std::vector<std::string> prebuilt_objects;
+  for (const auto& path : m.sources) {
+    std::string ext = util::extension(path);
+    if (ext == ".o") {
+      prebuilt_objects.push_back(path);
+      continue;
+    }
+    Language lang = ext == ".cu" ? Language::kCuda : ext == ".c" ? Language::kC : Language::kCxx;
+    CompileStep s;
+    s.display = display_path(m, path);
+    if ((host == Host::kCppFile || host == Host::kCudaFile) && path == host_file) {
+      // Compiled in place of the file: the wrapper around #include "<file>".
+      int index = lang == Language::kCuda ? cuda_count : cpp_count;
+      s.generated_name = std::string(lang == Language::kCuda ? "cuda_" : "cpp_") + std::to_string(index) + "_" +
+                         stem(path) + (lang == Language::kCuda ? ".exports.cu" : ".exports.cpp");
+      s.generated_text = file_export_unit(path, m.functions);
+      host_file.clear();
+    } else {
+      s.input_path = path;
+    }
+    add_step(lang, std::move(s));
+  }
+
+  // Embedded device binaries: prebuilt files as they are, .cu files compiled
+  // to a cubin for the build's single arch first.
+  for (const auto& e : m.embed_cubin) {
+    PlannedEmbed pe;
+    pe.name = e.name;
+    if (e.compile_from_cuda()) {
+      if (plan.archs.size() != 1)
+        need_one_arch("compiling " + util::file_name(e.path) + " to a cubin for embed_cubin \"" + e.name + "\"",
+                      plan.archs, plan.arch_source, "pick one with --arch, or embed a prebuilt .fatbin");
+      CompileStep s = device_compile(
+          m, tc, CompileOutput::kCubin,
+          {"-gencode=arch=" + plan.archs[0].compute() + ",code=" + plan.archs[0].sm()});
+      s.input_path = e.path;
+      s.display = display_path(m, e.path);
+      s.object_name = "embed_" + e.name + ".cubin";
+      s.depfile_name = s.object_name + ".d";
+      pe.built_name = s.object_name;
+      plan.device_steps.push_back(std::move(s));
+    } else {
+      pe.path = e.path;
+    }
+    plan.embeds.push_back(std::move(pe));
+  }
+  plan.embed_compiler = tc.host.cxx;
+
+  LinkStep link;
+  for (const auto& s : plan.compile_steps) link.inputs.push_back(s.object_name);
+  append(link.inputs, prebuilt_objects);
+  if (!plan.embeds.empty()) link.inputs.push_back(plan.embed_object_name);
+  if (m.emit == EmitKind::kModule) {
+    link.kind = LinkStep::Kind::kSharedLibrary;
+    link.program = tc.host.cxx;
+    link.flags = {"-shared", "-L" + tc.tvm_ffi->lib_dir, "-ltvm_ffi"};
+    bool has_cuda = m.has_inline_cuda() || cuda_count > 0;
+    if (has_cuda) append(link.flags, {"-L" + util::join_path(tc.cuda->home, "lib64"), "-lcudart"});
+    append(link.flags, stripped(m.extra_ldflags));
+    link.output_name = m.name + ".so";
+  } else {
+    link.kind = link.inputs.size() == 1 ? LinkStep::Kind::kCopyObject : LinkStep::Kind::kMergeObjects;
+    if (link.kind == LinkStep::Kind::kMergeObjects) link.program = tc.ld;
+    link.output_name = m.name + ".o";
+  }
+  plan.artifact_name = link.output_name;
+  plan.link = std::move(link);
+  // Intermediate names are fixed (cpp_0.o, main.cpp, embed_cubin.o), so a
+  // module named like one of them would overwrite its own input.
+  auto collides = [&](const std::string& n) { return n == plan.artifact_name; };
+  for (const auto* steps : {&plan.compile_steps, &plan.device_steps})
+    for (const auto& s : *steps)
+      if (collides(s.object_name) || collides(s.generated_name))
+        throw usage_error("module name \"" + m.name + "\" makes the output " + plan.artifact_name +
+                          " collide with an intermediate file of the build: choose another name");
+  if (!plan.embeds.empty() && collides(plan.embed_object_name))
+    throw usage_error("module name \"" + m.name + "\" collides with the embed object " + plan.embed_object_name +
+                      ": choose another name");
+  return plan;
+}
+
+}  // namespace tvmffi_jit::compile

@@ -1,0 +1,351 @@
+// Manifest parsing: every key and form, and the exact error (JSON pointer and
+// problem, exit 2) for each kind of bad manifest.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "tvmffi_jit/compile/manifest.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+
+using namespace tvmffi_jit;
+using namespace tvmffi_jit::compile;
+
+namespace {
+
+// A folder with a few sources for manifests to name.
+struct ManifestDir {
+  util::TempDir dir;
+  ManifestDir() {
+    for (const char* f : {"a.cc", "b.cpp", "k.cu", "c.c", "pre.o", "x.h", "kern.cubin", "other.cu"})
+      util::write_file(util::join_path(dir.path(), f), "// test\n");
+    util::make_directories(util::join_path(dir.path(), "inc"));
+  }
+  Manifest parse(const std::string& text) const { return parse_manifest_text(text, "m.json", dir.path()); }
+  std::string path(const std::string& f) const { return util::join_path(dir.path(), f); }
+};
+
+struct Failure {
+  std::string pointer, problem, what;
+  ExitCode code = ExitCode::kOk;
+};
+
+Failure failure_of(const ManifestDir& d, const std::string& text, bool combination = false) {
+  try {
+    Manifest m = d.parse(text);
+    if (combination) check_manifest(m);
+  } catch (const ManifestError& e) {
+    return {e.pointer(), e.problem(), e.what(), e.code()};
+  }
+  FAIL("manifest was accepted: " << text);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("a manifest with every key parses into the matching fields", "[build][manifest]") {
+  ManifestDir d;
+  Manifest m = d.parse(R"({
+    "$schema": "https://example.invalid/tvmffi-jit.schema.json",
+    "name": "add_one",
+    "sources": ["a.cc", "k.cu", "pre.o"],
+    "cpp_sources": ["int a();", "int b();"],
+    "cuda_sources": "__global__ void k() {}",
+    "functions": {"zeta": "Z doc", "alpha": ""},
+    "extra_cflags": ["-DX=1", " -O3 "],
+    "extra_cuda_cflags": ["--use_fast_math"],
+    "extra_ldflags": ["-lcuda"],
+    "extra_include_paths": ["inc"],
+    "cuda_arch": ["8.0", "9.0a+PTX"],
+    "emit": "object",
+    "embed_cubin": {"kb": "kern.cubin", "ka": "other.cu"},
+    "compiler": "nvcc",
+    "kernel_names": []
+  })");
+  CHECK(m.name == "add_one");
+  CHECK(m.sources == std::vector<std::string>{d.path("a.cc"), d.path("k.cu"), d.path("pre.o")});
+  CHECK(m.cpp_sources == std::vector<std::string>{"int a();", "int b();"});
+  CHECK(m.cuda_sources == std::vector<std::string>{"__global__ void k() {}"});
+  // Insertion order, as a Python dict keeps it.
+  REQUIRE(m.functions.size() == 2);
+  CHECK(m.functions[0] == std::make_pair(std::string("zeta"), std::string("Z doc")));
+  CHECK(m.functions[1] == std::make_pair(std::string("alpha"), std::string("")));
+  CHECK(m.extra_cflags == std::vector<std::string>{"-DX=1", " -O3 "});
+  CHECK(m.extra_cuda_cflags == std::vector<std::string>{"--use_fast_math"});
+  CHECK(m.extra_ldflags == std::vector<std::string>{"-lcuda"});
+  CHECK(m.extra_include_paths == std::vector<std::string>{d.path("inc")});
+  REQUIRE(m.cuda_arch.size() == 2);
+  CHECK(m.cuda_arch[0].text() == "8.0");
+  CHECK(m.cuda_arch[1].text() == "9.0a+PTX");
+  CHECK(m.emit == EmitKind::kObject);
+  REQUIRE(m.embed_cubin.size() == 2);
+  CHECK(m.embed_cubin[0].name == "kb");
+  CHECK_FALSE(m.embed_cubin[0].compile_from_cuda());
+  CHECK(m.embed_cubin[1].name == "ka");
+  CHECK(m.embed_cubin[1].compile_from_cuda());
+  CHECK(m.compiler == DeviceCompiler::kNvcc);
+  CHECK(m.needs_cuda());
+  CHECK(m.manifest_path == util::absolute_path("m.json"));
+}
+
+TEST_CASE("functions accept a string, a list and an object, all meaning the same for one name", "[build][manifest]") {
+  ManifestDir d;
+  const std::string head = R"({"name": "m", "cpp_sources": "void f() {}", "functions": )";
+  for (const char* form : {R"("f")", R"(["f"])", R"({"f": ""})"}) {
+    Manifest m = d.parse(head + form + "}");
+    INFO(form);
+    REQUIRE(m.functions.size() == 1);
+    CHECK(m.functions[0].first == "f");
+    CHECK(m.functions[0].second.empty());
+  }
+  Manifest many = d.parse(head + R"(["g", "f"]})");
+  REQUIRE(many.functions.size() == 2);
+  CHECK(many.functions[0].first == "g");
+  Manifest none = d.parse(head + R"([]})");
+  CHECK(none.functions.empty());
+}
+
+TEST_CASE("cuda_arch accepts a list or a string separated by spaces, commas or semicolons", "[build][manifest]") {
+  ManifestDir d;
+  const std::string head = R"({"name": "m", "cuda_sources": "x", "cuda_arch": )";
+  auto texts = [&](const std::string& form) {
+    std::vector<std::string> out;
+    for (const auto& a : d.parse(head + form + "}").cuda_arch) out.push_back(a.text());
+    return out;
+  };
+  const std::vector<std::string> expected = {"8.0", "9.0a", "10.0f+PTX"};
+  CHECK(texts(R"("8.0 9.0a 10.0f+PTX")") == expected);
+  CHECK(texts(R"("8.0,9.0a;10.0f+ptx")") == expected);
+  CHECK(texts(R"(["8.0", "9.0a", "10.0f+PTX"])") == expected);
+  CHECK(texts(R"(["8.0 9.0a", "10.0f+PTX"])") == expected);
+  CHECK(texts(R"(["9.0", "9.0+PTX"])") == std::vector<std::string>{"9.0+PTX"});
+}
+
+TEST_CASE("sources and inline sources accept one string as well as a list", "[build][manifest]") {
+  ManifestDir d;
+  Manifest m = d.parse(R"({"name": "m", "sources": "a.cc", "cpp_sources": "int x;"})");
+  CHECK(m.sources == std::vector<std::string>{d.path("a.cc")});
+  CHECK(m.cpp_sources == std::vector<std::string>{"int x;"});
+  CHECK(m.emit == EmitKind::kModule);
+  CHECK_FALSE(m.needs_cuda());
+}
+
+TEST_CASE("emit and compiler accept each documented value", "[build][manifest]") {
+  ManifestDir d;
+  for (const char* e : {"module", "object", "cubin", "fatbin", "ptx"}) {
+    Manifest m = d.parse(std::string(R"({"name": "m", "cuda_sources": "x", "emit": ")") + e + "\"}");
+    CHECK(emit_kind_name(m.emit) == std::string(e));
+  }
+  Manifest m = d.parse(R"({"name": "m", "cuda_sources": "x", "emit": "ptx", "compiler": "nvrtc", "kernel_names": ["k<float>"]})");
+  CHECK(m.compiler == DeviceCompiler::kNvrtc);
+  CHECK(m.kernel_names == std::vector<std::string>{"k<float>"});
+  CHECK_NOTHROW(check_manifest(m));
+}
+
+TEST_CASE("each kind of bad manifest names the key and the problem", "[build][manifest]") {
+  ManifestDir d;
+  struct Case {
+    const char* text;
+    const char* pointer;
+    const char* problem;  // exact, or a prefix when ending in "..."
+    bool combination;
+  };
+  const Case cases[] = {
+      {R"([1, 2])", "", "expected a JSON object, got array", false},
+      {R"({"name": "m", "extra_cflag": []})", "/extra_cflag", "unknown key (did you mean \"extra_cflags\"?)", false},
+      {R"({"name": "m", "zzzzzzzzzzzz": 1})", "/zzzzzzzzzzzz", "unknown key", false},
+      {R"({"name": "m", "a/b~": 1})", "/a~1b~0", "unknown key", false},
+      {R"({"cpp_sources": "x"})", "/name", "missing required key", false},
+      {R"({"name": 3, "cpp_sources": "x"})", "/name", "expected a string, got number", false},
+      {R"({"name": "add-one", "cpp_sources": "x"})", "/name",
+       "module name \"add-one\" is not an identifier ([A-Za-z_][A-Za-z0-9_]*)", false},
+      {R"({"name": "m", "cpp_sources": "x", "extra_cflags": ["-O2", "-g", 3]})", "/extra_cflags/2",
+       "expected a string, got number", false},
+      {R"({"name": "m", "cpp_sources": "x", "extra_cflags": "-O2"})", "/extra_cflags",
+       "expected an array of strings, got string", false},
+      {R"({"name": "m", "cpp_sources": {"a": 1}})", "/cpp_sources", "expected a string or an array of strings, got object",
+       false},
+      {R"({"name": "m", "sources": ["a.cc", "missing.cc"]})", "/sources/1", "no such file \"missing.cc\" (...", false},
+      {R"({"name": "m", "sources": ["x.h"]})", "/sources/0",
+       "unsupported source type \".h\" (expected .c .cc .cpp .cxx .cu or .o)", false},
+      {R"({"name": "m", "sources": ["inc.cc"]})", "/sources/0", "no such file...", false},
+      {R"({"name": "m", "sources": [""]})", "/sources/0", "empty path", false},
+      {R"({"name": "m", "sources": ["a.cc", "./a.cc"]})", "/sources/1", "source \"./a.cc\" is listed twice", false},
+      {R"({"name": "m", "cpp_sources": "x", "functions": 7})", "/functions",
+       "expected a string, an array of strings or an object of name: docstring, got number", false},
+      {R"({"name": "m", "cpp_sources": "x", "functions": ["add", "1x"]})", "/functions/1",
+       "function name \"1x\" is not a C identifier ([A-Za-z_][A-Za-z0-9_]*)", false},
+      {R"({"name": "m", "cpp_sources": "x", "functions": {"f": 1}})", "/functions/f",
+       "expected a string (the docstring), got number", false},
+      {R"({"name": "m", "cpp_sources": "x", "functions": ["f", "f"]})", "/functions/1", "duplicate function \"f\"", false},
+      {R"({"name": "m", "cuda_sources": "x", "cuda_arch": "9"})", "/cuda_arch", "bad CUDA architecture \"9\": ...", false},
+      {R"({"name": "m", "cuda_sources": "x", "cuda_arch": ["8.0", "sm_90"]})", "/cuda_arch/1",
+       "bad CUDA architecture \"sm_90\": ...", false},
+      {R"({"name": "m", "cuda_sources": "x", "cuda_arch": []})", "/cuda_arch", "empty CUDA architecture list...", false},
+      {R"({"name": "m", "cpp_sources": "x", "emit": "so"})", "/emit",
+       "unknown emit kind \"so\" (expected module, object, cubin, fatbin or ptx)", false},
+      {R"({"name": "m", "cpp_sources": "x", "compiler": "clang"})", "/compiler",
+       "unknown compiler \"clang\" (expected nvcc or nvrtc)", false},
+      {R"({"name": "m", "cpp_sources": "x", "embed_cubin": {"bad-name": "kern.cubin"}})", "/embed_cubin/bad-name",
+       "embed name \"bad-name\" is not a C identifier ([A-Za-z_][A-Za-z0-9_]*)", false},
+      {R"({"name": "m", "cpp_sources": "x", "embed_cubin": ["kern.cubin"]})", "/embed_cubin",
+       "expected an object of name: path, got array", false},
+      {R"({"name": "m", "sources": ["a.cc"], "sources": ["b.cpp"]})", "/sources", "duplicate key", false},
+      {R"({"name": "m", "cpp_sources": "x", "extra_include_paths": ["nope"]})", "/extra_include_paths/0",
+       "no such directory \"nope\" (...", false},
+      {R"({"name": "m", "cuda_sources": "x", "kernel_names": [" "]})", "/kernel_names/0", "empty kernel name expression",
+       false},
+      {R"({"name": "m", "$schema": 1, "cpp_sources": "x"})", "/$schema", "expected a string, got number", false},
+      // Combination checks.
+      {R"({"name": "m"})", "/sources", "no source: ...", true},
+      {R"({"name": "m", "cpp_sources": "x", "compiler": "nvrtc"})", "/compiler",
+       "nvrtc compiles only for emit cubin or ptx (emit is module); use nvcc", true},
+      {R"({"name": "m", "cuda_sources": "x", "emit": "cubin", "kernel_names": ["k"]})", "/kernel_names",
+       "kernel name expressions are lowered by NVRTC: ...", true},
+      {R"({"name": "m", "cuda_sources": "x", "emit": "cubin", "functions": "f"})", "/functions",
+       "functions are exported only by emit module or object (emit is cubin)", true},
+      {R"({"name": "m", "sources": ["k.cu", "other.cu"], "emit": "fatbin"})", "/emit",
+       "emit fatbin needs exactly one CUDA source (one .cu file or cuda_sources), got 2", true},
+      {R"({"name": "m", "sources": ["k.cu", "a.cc"], "emit": "ptx"})", "/emit",
+       "emit ptx compiles CUDA kernel sources only; drop the C/C++ sources and objects", true},
+      {R"({"name": "m", "sources": ["c.c", "pre.o"], "functions": "f"})", "/functions",
+       "exporting functions needs a C++ or CUDA source (.c files and objects cannot hold the exports)", true},
+      {R"({"name": "m", "cuda_sources": "x", "emit": "cubin", "embed_cubin": {"k": "kern.cubin"}})", "/embed_cubin",
+       "embedding needs emit module or object (emit is cubin)", true},
+  };
+  for (const auto& c : cases) {
+    INFO(c.text);
+    Failure f = failure_of(d, c.text, c.combination);
+    CHECK(f.code == ExitCode::kUsage);
+    CHECK(f.pointer == c.pointer);
+    std::string expected = c.problem;
+    if (expected.size() > 3 && expected.compare(expected.size() - 3, 3, "...") == 0) {
+      CHECK(f.problem.substr(0, expected.size() - 3) == expected.substr(0, expected.size() - 3));
+    } else {
+      CHECK(f.problem == expected);
+    }
+    if (!c.combination)
+      CHECK(f.what == "m.json: " + (f.pointer.empty() ? "" : std::string(c.pointer) + ": ") + f.problem);
+  }
+}
+
+TEST_CASE("invalid JSON reports the line and column", "[build][manifest]") {
+  ManifestDir d;
+  Failure f = failure_of(d, "{\n  \"name\": \"m\",\n  \"sources\": [\"a.cc\",]\n}");
+  CHECK(f.code == ExitCode::kUsage);
+  CHECK(f.pointer.empty());
+  CHECK(f.problem.rfind("invalid JSON at line 3, column ", 0) == 0);
+}
+
+TEST_CASE("a directory given as a source is rejected as not a file", "[build][manifest]") {
+  ManifestDir d;
+  util::make_directories(d.path("dir.cc"));
+  Failure f = failure_of(d, R"({"name": "m", "sources": ["dir.cc"]})");
+  CHECK(f.pointer == "/sources/0");
+  CHECK(f.problem.find("is a directory, not a file") != std::string::npos);
+}
+
+TEST_CASE("load_manifest resolves paths against the manifest's folder", "[build][manifest]") {
+  ManifestDir d;
+  util::make_directories(d.path("sub"));
+  util::write_file(d.path("sub/m.json"), R"({"name": "m", "sources": ["../a.cc"], "extra_include_paths": ["../inc"]})");
+  Manifest m = load_manifest(d.path("sub/m.json"));
+  CHECK(m.sources == std::vector<std::string>{d.path("a.cc")});
+  CHECK(m.extra_include_paths == std::vector<std::string>{d.path("inc")});
+  try {
+    load_manifest(d.path("sub/none.json"));
+    FAIL("a missing manifest was accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ExitCode::kUsage);
+    CHECK(std::string(e.what()).find("none.json") != std::string::npos);
+  }
+}
+
+TEST_CASE("command-line values extend the manifest's lists and replace its scalars", "[build][manifest]") {
+  ManifestDir d;
+  Manifest m = d.parse(R"({"name": "m", "sources": ["a.cc"], "functions": "f", "extra_cflags": ["-DA"],
+                           "cuda_arch": "8.0", "emit": "module"})");
+  CommandLineInputs cli;
+  cli.sources = {d.path("k.cu")};
+  cli.name = "renamed";
+  cli.functions = {"g=Adds: a=b", "h"};
+  cli.cflags = {"-DB"};
+  cli.cuda_cflags = {"-lineinfo"};
+  cli.ldflags = {"-lcuda"};
+  cli.include_paths = {d.path("inc")};
+  cli.arch = {"9.0,10.0a"};
+  cli.emit = "object";
+  apply_command_line(m, cli);
+  CHECK(m.name == "renamed");
+  CHECK(m.sources == std::vector<std::string>{d.path("a.cc"), d.path("k.cu")});
+  REQUIRE(m.functions.size() == 3);
+  CHECK(m.functions[1] == std::make_pair(std::string("g"), std::string("Adds: a=b")));
+  CHECK(m.functions[2].second.empty());
+  CHECK(m.extra_cflags == std::vector<std::string>{"-DA", "-DB"});
+  CHECK(m.extra_cuda_cflags == std::vector<std::string>{"-lineinfo"});
+  CHECK(m.extra_ldflags == std::vector<std::string>{"-lcuda"});
+  CHECK(m.cuda_arch.size() == 1);
+  REQUIRE(m.command_line_arch.size() == 2);
+  CHECK(m.command_line_arch[1].text() == "10.0a");
+  CHECK(m.emit == EmitKind::kObject);
+}
+
+TEST_CASE("command-line mistakes are usage errors naming the option", "[build][manifest]") {
+  ManifestDir d;
+  auto problem_of = [&](CommandLineInputs cli) -> std::string {
+    Manifest m;
+    try {
+      apply_command_line(m, cli);
+    } catch (const ManifestError& e) {
+      CHECK(e.code() == ExitCode::kUsage);
+      CHECK(e.where() == "command line");
+      return e.pointer() + ": " + e.problem();
+    }
+    return "accepted";
+  };
+  CommandLineInputs base;
+  base.sources = {d.path("a.cc")};
+  {
+    CommandLineInputs c = base;
+    c.functions = {"f", "f=again"};
+    CHECK(problem_of(c) == "--function f=again: duplicate function \"f\"");
+  }
+  {
+    CommandLineInputs c = base;
+    c.arch = {"9.0 nine"};
+    CHECK(problem_of(c).rfind("--arch 9.0 nine: bad CUDA architecture \"nine\"", 0) == 0);
+  }
+  {
+    CommandLineInputs c = base;
+    c.sources.push_back(d.path("a.cc"));
+    CHECK(problem_of(c) == "source \"" + d.path("a.cc") + "\": source \"" + d.path("a.cc") + "\" is listed twice");
+  }
+  {
+    CommandLineInputs c = base;
+    c.embed_cubin = {"kern.cubin"};
+    CHECK(problem_of(c) == "--embed-cubin kern.cubin: expected NAME=FILE");
+  }
+  {
+    CommandLineInputs c;
+    c.sources = {d.path("c.c")};
+    c.name = "9lives";
+    CHECK(problem_of(c) == "--name: module name \"9lives\" is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
+  }
+  {
+    CommandLineInputs c;
+    CHECK(problem_of(c) == "--name: required (no manifest and no source file to name the module after)");
+  }
+  {
+    // Without --name, the first source's stem names the module.
+    Manifest m;
+    apply_command_line(m, base);
+    CHECK(m.name == "a");
+  }
+}
+
+TEST_CASE("the accepted key set is exactly the documented one", "[build][manifest]") {
+  CHECK(manifest_keys() == std::vector<std::string>{"$schema", "name", "sources", "cpp_sources", "cuda_sources",
+                                                    "functions", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
+                                                    "extra_include_paths", "cuda_arch", "emit", "embed_cubin",
+                                                    "compiler", "kernel_names"});
+}
