@@ -6,7 +6,6 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 
 bash scripts/setup.sh
-bash scripts/check-layers.sh
 
 # Tests never touch the user's real cache.
 export TVMFFI_JIT_CACHE_DIR="${TVMFFI_JIT_CACHE_DIR:-$(mktemp -d)/tvmffi-jit-cache}"

@@ -8,4 +8,3 @@ set_target_properties(fakecuda PROPERTIES
 # Tests find it at this fixed path (TVMFFI_JIT_BINARY_DIR/tests/fake_libcuda/libfakecuda.so);
 # the unit tests and the tool must be built before they run.
 add_dependencies(unit_tests fakecuda)
-add_dependencies(tvmffi-jit fakecuda)
