@@ -4,15 +4,13 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
-#include <exception>
 #include <map>
 #include <mutex>
-#include <thread>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -24,7 +22,6 @@
 #include "tvmffi_jit/cache/store.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
-#include "tvmffi_jit/util/parallel.h"
 #include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/process.h"
@@ -135,14 +132,6 @@ cache::ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest
   return in;
 }
 
-struct UnitJob {
-  const CompileStep* step = nullptr;
-  CompiledUnit* unit = nullptr;
-  std::string key;
-  bool reused = false;
-  std::vector<cache::HeaderRecord> headers;
-};
-
 // Hard link when possible (the staging dir and the store share a filesystem),
 // else copy.
 void place_file(const std::string& from, const std::string& to) {
@@ -203,115 +192,138 @@ std::optional<std::string> header_changed_during_build(const std::vector<cache::
   return std::nullopt;
 }
 
-// Runs the plan in `dir` with per-unit objects from and into the store.
-BuildResult build_with_object_cache(const BuildPlan& plan, const Manifest& m, const toolchain::Toolchain& tc,
-                                    const std::string& dir_in, const cache::Store& store,
-                                    const CachedBuildOptions& options, CompilerIdentities& ids,
-                                    std::vector<cache::HeaderRecord>* headers, std::optional<std::string>* moved,
-                                    CachedBuildResult* out, cache::StatsCounters* stats) {
-  util::make_directories(dir_in, 0700);
-  const std::string dir = util::canonical_path(dir_in);
-  BuildResult result;
-  result.build_dir = dir;
-  result.units.resize(plan.compile_steps.size());
-  result.device_units.resize(plan.device_steps.size());
-
-  std::vector<UnitJob> jobs;
-  auto add_job = [&](const CompileStep* step, CompiledUnit* unit) {
-    UnitJob job;
-    job.step = step;
-    job.unit = unit;
-    jobs.push_back(std::move(job));
-  };
-  for (size_t i = 0; i < plan.device_steps.size(); ++i) add_job(&plan.device_steps[i], &result.device_units[i]);
-  for (size_t i = 0; i < plan.compile_steps.size(); ++i) add_job(&plan.compile_steps[i], &result.units[i]);
-
-  std::vector<size_t> to_compile;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    UnitJob& job = jobs[i];
-    job.key = cache::compute_object_key(object_key_inputs(*job.step, m, tc, ids)).hex;
-    if (!options.force) {
-      cache::LookupResult r = store.lookup(store.object_entry_dir(job.key), job.key);
-      if (r.hit) {
-        if (job.step->generated_text)  // later steps (embed, link) may read generated files
-          util::write_file(util::join_path(dir, job.step->generated_name), *job.step->generated_text);
-        place_file(r.artifact_path(), util::join_path(dir, job.step->object_name));
-        job.unit->object_path = util::join_path(dir, job.step->object_name);
-        for (const auto& h : r.entry->headers) job.unit->dependencies.push_back(h.path);
-        job.headers = r.entry->headers;
-        job.reused = true;
-        ++out->objects_reused;
-        ++stats->object_hits;
-        if (options.exec.verbose) spdlog::info("reusing the cached object of {}", job.step->display);
-        continue;
+// The per-unit object cache and the header record of a build, as executor
+// hooks (compile/executor.h): before a unit compiles, its object is looked up
+// by the unit's own key; after it compiles, the headers it read are hashed and
+// its object is stored. With `reuse_objects` off (a plan whose one compile is
+// the artifact, cached as the module entry) only the headers are recorded.
+class UnitCache {
+ public:
+  UnitCache(const BuildPlan& plan, const Manifest& m, const toolchain::Toolchain& tc, const cache::Store& store,
+            CompilerIdentities& ids, const CachedBuildOptions& options, bool reuse_objects)
+      : store_(store), options_(options), reuse_objects_(reuse_objects) {
+    // Keys are computed up front, on this thread: compiler identities are
+    // memoised in `ids`, which the workers must not share.
+    for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
+      for (const auto& step : *steps) {
+        Unit u;
+        if (reuse_objects_) u.key = cache::compute_object_key(object_key_inputs(step, m, tc, ids)).hex;
+        units_.push_back(std::move(u));
       }
-      if (r.corrupt) ++stats->corrupt_entries;
-    }
-    to_compile.push_back(i);
   }
 
-  // Compile the rest in parallel, like execute_plan().
-  std::mutex mutex;
-  util::parallel_for(to_compile.size(), options.exec.jobs, [&](size_t n) {
-    UnitJob& job = jobs[to_compile[n]];
-    if (options.exec.verbose) spdlog::info("{}", util::format_command(job.step->argv()));
-    int64_t start = now_ns();
-    CommandRecord rec = run_compile_step(*job.step, dir, job.unit);
-    if (!options.exec.quiet && !rec.output.empty()) {
-      std::lock_guard<std::mutex> lock(mutex);
-      std::fwrite(rec.output.data(), 1, rec.output.size(), stderr);
-      if (rec.output.back() != '\n') std::fputc('\n', stderr);
+  compile::CompileHooks hooks() {
+    compile::CompileHooks h;
+    h.before_compile = [this](const UnitRef& ref, const std::string& dir) { return before_compile(ref, dir); };
+    h.after_compile = [this](const UnitRef& ref, const std::string& dir, const CommandRecord& rec) {
+      after_compile(ref, dir, rec);
+    };
+    return h;
+  }
+
+  // Everything the units read (a reused unit: the headers its entry recorded).
+  std::vector<cache::HeaderRecord> headers() const {
+    std::vector<cache::HeaderRecord> all;
+    for (const auto& u : units_) cache::merge_headers(all, u.headers);
+    return all;
+  }
+  // A header that changed while a unit compiled, if any: that unit may have
+  // read it in its old state, so neither it nor the module may be stored.
+  const std::optional<std::string>& moved_header() const { return moved_; }
+  size_t reused() const { return reused_; }
+  size_t compiled() const { return compiled_; }
+  const cache::StatsCounters& stats() const { return stats_; }
+
+ private:
+  struct Unit {
+    std::string key;  // empty unless reuse_objects
+    int64_t start_ns = 0;
+    std::vector<cache::HeaderRecord> headers;
+  };
+
+  std::optional<CommandRecord> before_compile(const UnitRef& ref, const std::string& dir) {
+    Unit& u = units_.at(ref.index);
+    u.start_ns = now_ns();
+    if (!reuse_objects_ || options_.force) return std::nullopt;
+    cache::LookupResult r = store_.lookup(store_.object_entry_dir(u.key), u.key);
+    if (!r.hit) {
+      if (r.corrupt) count([](cache::StatsCounters& s) { ++s.corrupt_entries; });
+      return std::nullopt;
     }
-    job.headers = cache::hash_headers(job.unit->dependencies, dir, {dir}, {});
-    // Store the object unless a header moved under the compiler.
-    std::optional<std::string> moved_here = header_changed_during_build(job.headers, start);
-    if (moved_here) {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!*moved) *moved = moved_here;
+    const CompileStep& step = ref.step;
+    if (step.generated_text)  // later steps (embed, link) may read generated files
+      util::write_file(util::join_path(dir, step.generated_name), *step.generated_text);
+    place_file(r.artifact_path(), util::join_path(dir, step.object_name));
+    ref.unit.object_path = util::join_path(dir, step.object_name);
+    for (const auto& h : r.entry->headers) ref.unit.dependencies.push_back(h.path);
+    u.headers = r.entry->headers;
+    if (options_.exec.verbose) spdlog::info("reusing the cached object of {}", step.display);
+    CommandRecord rec;
+    rec.description = "reused the cached object of " + step.display;
+    rec.output = r.entry->compiler_output;
+    count([](cache::StatsCounters& s) { ++s.object_hits; }, &reused_);
+    return rec;
+  }
+
+  void after_compile(const UnitRef& ref, const std::string& dir, const CommandRecord& rec) {
+    Unit& u = units_.at(ref.index);
+    u.headers = cache::hash_headers(ref.unit.dependencies, dir, {dir}, {});
+    std::optional<std::string> moved = header_changed_during_build(u.headers, u.start_ns);
+    if (moved) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!moved_) moved_ = moved;
     }
-    if (store.writable() && !moved_here) {
-      try {
-        cache::Staging s = store.stage();
-        std::string name = util::file_name(job.step->object_name);
-        std::string copy = util::join_path(s.build_dir(), name);
-        place_file(job.unit->object_path, copy);
-        cache::EntryRecord rec_entry;
-        rec_entry.kind = "object";
-        rec_entry.name = job.step->display;
-        rec_entry.key = job.key;
-        rec_entry.headers = job.headers;
-        rec_entry.inputs = {{"language", language_name(job.step->language)},
-                            {"compiler", job.step->compiler},
-                            {"source", job.step->generated_text ? job.step->generated_name : job.step->input_path}};
-        rec_entry.compiler_output = rec.output;
-        cache::PublishResult p = store.publish(s, store.object_entry_dir(job.key), rec_entry, {{copy, name}});
-        std::lock_guard<std::mutex> lock(mutex);
-        if (p.ours) {
-          ++stats->stores;
-          stats->bytes_stored += p.entry.artifacts.front().size;
-        }
-      } catch (const Error& e) {
-        spdlog::warn("could not cache the object of {}: {}", job.step->display, e.what());
+    if (!reuse_objects_) return;
+    count([](cache::StatsCounters& s) { ++s.object_misses; }, &compiled_);
+    if (store_.writable() && !moved) store_object(ref.step, u.key, ref.unit, u.headers, rec);
+  }
+
+  void store_object(const CompileStep& step, const std::string& key, const CompiledUnit& unit,
+                    const std::vector<cache::HeaderRecord>& headers, const CommandRecord& rec) {
+    try {
+      cache::Staging s = store_.stage();
+      std::string name = util::file_name(step.object_name);
+      std::string copy = util::join_path(s.build_dir(), name);
+      place_file(unit.object_path, copy);
+      cache::EntryRecord entry;
+      entry.kind = "object";
+      entry.name = step.display;
+      entry.key = key;
+      entry.headers = headers;
+      entry.inputs = {{"language", language_name(step.language)},
+                      {"compiler", step.compiler},
+                      {"source", step.generated_text ? step.generated_name : step.input_path}};
+      entry.compiler_output = rec.output;
+      cache::PublishResult p = store_.publish(s, store_.object_entry_dir(key), entry, {{copy, name}});
+      if (p.ours) {
+        const uint64_t size = p.entry.artifacts.front().size;
+        count([size](cache::StatsCounters& st) {
+          ++st.stores;
+          st.bytes_stored += size;
+        });
       }
+    } catch (const Error& e) {
+      spdlog::warn("could not cache the object of {}: {}", step.display, e.what());
     }
-    std::lock_guard<std::mutex> lock(mutex);
-    ++out->objects_compiled;
-    ++stats->object_misses;
-    result.commands.push_back(std::move(rec));
-  });
+  }
 
-  for (const auto& job : jobs) cache::merge_headers(*headers, job.headers);
+  template <typename F>
+  void count(F&& change, size_t* counter = nullptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    change(stats_);
+    if (counter) ++*counter;
+  }
 
-  // NVRTC, the embed unit and the link: the executor, with the units done.
-  BuildPlan rest = plan;
-  rest.device_steps.clear();
-  rest.compile_steps.clear();
-  BuildResult tail = execute_plan(rest, dir, options.exec);
-  result.artifact_path = tail.artifact_path;
-  result.lowered_names = tail.lowered_names;
-  for (auto& c : tail.commands) result.commands.push_back(std::move(c));
-  return result;
-}
+  const cache::Store& store_;
+  const CachedBuildOptions& options_;
+  const bool reuse_objects_;
+  std::vector<Unit> units_;  // indexed like UnitRef::index; each touched by its unit's worker only
+  std::mutex mutex_;         // guards the members below
+  std::optional<std::string> moved_;
+  size_t reused_ = 0;
+  size_t compiled_ = 0;
+  cache::StatsCounters stats_;
+};
 
 // Why the cache cannot take a new entry now, or nullopt.
 std::optional<std::string> unwritable_reason(cache::Store& store) {
@@ -494,35 +506,32 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
 
   if (options.exec.verbose) spdlog::info("cache miss for {} ({}): building in {}", plan.name, result.miss_reason,
                                          staging->build_dir());
-  std::vector<cache::HeaderRecord> headers;       // everything the module's units read
-  std::vector<cache::HeaderRecord> fresh_headers;  // of those, what units compiled now read
-  std::optional<std::string> moved_header;
+  // The units through the object cache (only when there is a link: a plan
+  // whose one compile is the artifact has the module entry as its cache).
   const int64_t start = now_ns();
-  if (plan.link) {
-    result.build = build_with_object_cache(plan, manifest, tc, staging->build_dir(), store, options, ids, &headers,
-                                           &moved_header, &result, &stats);
-  } else {
-    // One compile whose output is the artifact (cubin/fatbin/PTX): the module entry is its cache.
-    result.build = execute_plan(plan, staging->build_dir(), options.exec);
-    for (const auto& u : result.build.units)
-      cache::merge_headers(fresh_headers, cache::hash_headers(u.dependencies, result.build.build_dir,
-                                                              {result.build.build_dir}, {}));
-    if (plan.nvrtc) {
-      // NVRTC writes no depfile: record the headers its #include lines reach
-      // (a superset; toolkit headers are covered by the NVRTC identity).
-      IncludeScan scan = nvrtc_includes(plan.nvrtc->request);
-      if (!scan.complete() && options.exec.verbose)
-        spdlog::info("cache: {}: includes not followed: {}", plan.name,
-                     util::join(scan.computed.empty() ? scan.unresolved : scan.computed, ", "));
-      cache::merge_headers(fresh_headers,
-                           cache::hash_headers(scan.files, result.build.build_dir, {result.build.build_dir}, {}));
-    }
-    headers = fresh_headers;
+  std::optional<std::string> moved_header;
+  UnitCache units(plan, manifest, tc, store, ids, options, plan.link.has_value());
+  result.build = execute_plan(plan, staging->build_dir(), options.exec, units.hooks());
+  result.objects_reused = units.reused();
+  result.objects_compiled = units.compiled();
+  stats.add(units.stats());
+  std::vector<cache::HeaderRecord> headers = units.headers();  // everything the module's units read
+  if (plan.nvrtc) {
+    // NVRTC writes no depfile: record the headers its #include lines reach
+    // (a superset; toolkit headers are covered by the NVRTC identity).
+    IncludeScan scan = nvrtc_includes(plan.nvrtc->request);
+    if (!scan.complete() && options.exec.verbose)
+      spdlog::info("cache: {}: includes not followed: {}", plan.name,
+                   util::join(scan.computed.empty() ? scan.unresolved : scan.computed, ", "));
+    std::vector<cache::HeaderRecord> scanned =
+        cache::hash_headers(scan.files, result.build.build_dir, {result.build.build_dir}, {});
+    cache::merge_headers(headers, scanned);
+    moved_header = header_changed_during_build(scanned, start);
   }
   // Objects reused from the cache were checked against their recorded
   // headers; a header of a unit compiled now that moved during the build may
   // have been read in its old state.
-  if (!moved_header) moved_header = header_changed_during_build(fresh_headers, start);
+  if (!moved_header) moved_header = units.moved_header();
   for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
     for (const auto& step : *steps)
       if (!moved_header && !step.generated_text && changed_since(step.input_path, key_start))

@@ -1,11 +1,8 @@
 #include "tvmffi_jit/compile/executor.h"
 
-#include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <exception>
 #include <mutex>
-#include <thread>
+#include <optional>
 
 #include "compile/backends.h"
 #include "tvmffi_jit/cache/headers.h"
@@ -86,24 +83,42 @@ CommandRecord run_checked(const std::vector<std::string>& argv, const std::strin
 
 }  // namespace detail
 
-CommandRecord run_compile_step(const CompileStep& step, const std::string& build_dir, CompiledUnit* unit) {
-  if (step.generated_text) write_if_changed(util::join_path(build_dir, step.generated_name), *step.generated_text);
+namespace {
+
+// What the plan expects a successful compile of `step` to leave in `dir`, or
+// nullopt when it is all there. A compiler (or a launcher in front of it)
+// that exits 0 without writing its object would otherwise fail later, at the
+// link, with a message about the wrong step.
+std::optional<std::string> missing_output(const CompileStep& step, const std::string& dir) {
+  if (!util::is_regular_file(util::join_path(dir, step.object_name))) return step.object_name;
+  return std::nullopt;
+}
+
+// Runs the compiler of one unit in `dir` (its generated source written
+// first) and checks what it wrote. Throws as execute_plan().
+CommandRecord compile_unit(const CompileStep& step, const std::string& dir) {
+  if (step.generated_text) write_if_changed(util::join_path(dir, step.generated_name), *step.generated_text);
   // A stale object from an earlier build in the same directory must not
   // survive a failed compile.
-  util::remove_all(util::join_path(build_dir, step.object_name));
-  util::remove_all(util::join_path(build_dir, step.depfile_name));
-  util::Progress::global().next(util::file_name(step.compiler) + " " + step.display);
-  CommandRecord rec = detail::run_checked(step.argv(), build_dir, "compiling " + step.display);
-  if (unit) *unit = read_unit(step, build_dir);
+  util::remove_all(util::join_path(dir, step.object_name));
+  util::remove_all(util::join_path(dir, step.depfile_name));
+  const std::vector<std::string> argv = step.argv();
+  CommandRecord rec = detail::run_checked(argv, dir, "compiling " + step.display);
+  if (auto missing = missing_output(step, dir))
+    throw build_error("compiling " + step.display + " exited 0 but did not write " + *missing + ":\n  cd " +
+                      util::shell_quote(dir) + " && " + util::format_command(argv) + "\n" + rec.output);
   return rec;
 }
+
+}  // namespace
 
 size_t progress_steps(const BuildPlan& plan) {
   return plan.device_steps.size() + plan.compile_steps.size() + (plan.nvrtc ? 1 : 0) + (plan.embeds.empty() ? 0 : 1) +
          (plan.link ? 1 : 0);
 }
 
-BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, const ExecuteOptions& options) {
+BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, const ExecuteOptions& options,
+                         const CompileHooks& hooks) {
   const auto start = Clock::now();
   util::ProgressScope progress(progress_steps(plan));
   util::make_directories(build_dir);
@@ -114,20 +129,32 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
   result.device_units.resize(plan.device_steps.size());
 
   // Every compile is independent (embedded cubins included), so they share
-  // one pool; the embed unit and the link wait for all of them.
-  struct Job {
-    const CompileStep* step;
-    CompiledUnit* unit;
-  };
-  std::vector<Job> jobs;
-  for (size_t i = 0; i < plan.device_steps.size(); ++i) jobs.push_back({&plan.device_steps[i], &result.device_units[i]});
-  for (size_t i = 0; i < plan.compile_steps.size(); ++i) jobs.push_back({&plan.compile_steps[i], &result.units[i]});
+  // one pool; NVRTC, the embed unit and the link wait for all of them.
+  std::vector<UnitRef> units;
+  for (size_t i = 0; i < plan.device_steps.size(); ++i)
+    units.push_back({units.size(), plan.device_steps[i], result.device_units[i]});
+  for (size_t i = 0; i < plan.compile_steps.size(); ++i)
+    units.push_back({units.size(), plan.compile_steps[i], result.units[i]});
 
   std::mutex mutex;
-  util::parallel_for(jobs.size(), options.jobs, [&](size_t i) {
-    log_command(jobs[i].step->argv(), options);
-    CommandRecord rec = run_compile_step(*jobs[i].step, dir, jobs[i].unit);
+  util::parallel_for(units.size(), options.jobs, [&](size_t i) {
+    const UnitRef& u = units[i];
+    const std::string label = util::file_name(u.step.compiler) + " " + u.step.display;
+    if (hooks.before_compile) {
+      if (std::optional<CommandRecord> served = hooks.before_compile(u, dir)) {
+        util::Progress::global().next(label + " (cached)");
+        echo_output(*served, options);
+        std::lock_guard<std::mutex> lock(mutex);
+        result.reused.push_back(std::move(*served));
+        return;
+      }
+    }
+    util::Progress::global().next(label);
+    log_command(u.step.argv(), options);
+    CommandRecord rec = compile_unit(u.step, dir);
+    u.unit = read_unit(u.step, dir);
     echo_output(rec, options);
+    if (hooks.after_compile) hooks.after_compile(u, dir, rec);
     std::lock_guard<std::mutex> lock(mutex);
     result.commands.push_back(std::move(rec));
   });

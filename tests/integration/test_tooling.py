@@ -334,6 +334,30 @@ def test_progress_rewrites_one_line_on_a_terminal(tmp_path, env):
     assert code == 0 and "\x1b[K" not in out.decode(errors="replace") and "[1/" in out.decode(errors="replace")
 
 
+def test_cached_build_numbers_units_and_link_in_one_run_with_warnings_above_the_status_line(tmp_path, env):
+    # The default (cached) path runs through the same executor as --no-cache:
+    # one run of 3 steps, not [1/1] [2/2] [1/1], and compiler warnings on
+    # lines of their own, never glued onto the status line.
+    (tmp_path / "a.cc").write_text("int a() { return 1; }\n")
+    (tmp_path / "b.cc").write_text("#warning tvmffi-jit-progress-test\nint b() { return 2; }\n")
+    p = run("build", tmp_path / "a.cc", tmp_path / "b.cc", "--name", "two", env=env, check=0)
+    steps = re.findall(r"^\[(\d+)/(\d+)\] (.+)$", p.stderr, re.M)
+    assert [(n, t) for n, t, _ in steps] == [("1", "3"), ("2", "3"), ("3", "3")], p.stderr
+    assert steps[-1][2] == "link two.so"
+    assert re.search(r"^" + re.escape(str(tmp_path / "b.cc")) + r":1:2: warning: #warning tvmffi-jit-progress-test",
+                     p.stderr, re.M), p.stderr
+
+    code, out = run_in_pty([TOOL, "build", str(tmp_path / "a.cc"), str(tmp_path / "b.cc"), "--name", "two", "--force"],
+                           {**env, "TERM": "xterm", "NO_COLOR": "1"})
+    text = out.decode(errors="replace")
+    assert code == 0, text
+    assert re.findall(r"\[(\d)/(\d)\]", text)[-1] == ("3", "3") and "[1/1]" not in text and "[2/2]" not in text, repr(text)
+    # The status line is erased, the warning printed from column 0, the status redrawn.
+    warning = re.escape(str(tmp_path / "b.cc")) + r":1:2: warning: #warning tvmffi-jit-progress-test"
+    assert re.search(r"\r\x1b\[K" + warning, text), repr(text)
+    assert not re.search(r"\[\d/3\] [^\r\n]*" + warning, text), repr(text)
+
+
 # --- depfile, --output, --link-to, --compile-commands -----------------------------------
 
 @pytest.fixture

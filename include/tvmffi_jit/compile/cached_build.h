@@ -4,9 +4,10 @@
 //                  tvm-ffi identities + relevant environment)    (cache/key.h)
 //   lookup       = entry.json key + artifact sizes + re-hashed headers
 //   miss         = per-key flock (bounded wait) -> lookup again -> build in a
-//                  staging dir under the root, reusing per-TU objects keyed on
-//                  each unit's own inputs -> record the headers every compiler
-//                  read (depfiles) -> publish by one rename
+//                  staging dir under the root with execute_plan(), whose
+//                  CompileHooks look each unit's object up by its own key
+//                  before compiling and store it after -> record the headers
+//                  every compiler read (depfiles) -> publish by one rename
 //   cannot write = warn, build in a temp dir outside the root, still succeed
 //
 // Docs: docs/cache.md.

@@ -1,9 +1,16 @@
 // Running a BuildPlan in a directory: translation units in parallel (a pool of
 // `jobs` threads, each spawning one compiler through util::run_process), then
-// the embed unit, then the link. Stops scheduling on the first failure and
-// reports that command with its whole output.
+// NVRTC, the embed unit, then the link. Stops scheduling on the first failure
+// and reports that command with its whole output.
+//
+// This is the only compile loop: the cache (cached_build.cpp) plugs its
+// per-unit object cache in through CompileHooks instead of scheduling units
+// itself, so progress ("[2/3] c++ b.cc") and compiler output go through one
+// util::Progress on every path.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,25 +43,48 @@ struct CompiledUnit {
 struct BuildResult {
   std::string build_dir;      // absolute
   std::string artifact_path;  // absolute
-  std::vector<CommandRecord> commands;   // in completion order
+  std::vector<CommandRecord> commands;   // commands that ran, in completion order
+  std::vector<CommandRecord> reused;     // units CompileHooks::before_compile satisfied, in completion order
   std::vector<CompiledUnit> units;       // parallel to plan.compile_steps
   std::vector<CompiledUnit> device_units;  // parallel to plan.device_steps
   std::vector<std::pair<std::string, std::string>> lowered_names;  // NVRTC: expression -> mangled
   double seconds = 0;
 };
 
+// One translation unit as the hooks see it. Units are numbered device steps
+// first, then compile steps, each in plan order (0 .. device+compile-1).
+struct UnitRef {
+  size_t index;
+  const CompileStep& step;
+  CompiledUnit& unit;  // what execute_plan() returns for this unit
+};
+
+// Calls around each translation unit, made on that unit's worker thread
+// (different units concurrently, one unit's calls in order). Either may be
+// empty. An exception from a hook fails the build like a failed compile.
+struct CompileHooks {
+  // Just before the compiler would run. Returning a record satisfies the unit
+  // without compiling: the hook has put step.object_name into `dir` (and the
+  // generated source, if any, for later steps) and filled `unit`. The record's
+  // `output` is shown as a compiler's would be (a cached unit replays the
+  // warnings it was compiled with) and the record goes to BuildResult::reused.
+  // nullopt: compile as usual.
+  std::function<std::optional<CommandRecord>(const UnitRef&, const std::string& dir)> before_compile;
+  // After the compiler succeeded and its outputs were found (`unit` is filled
+  // from the depfile); `record` is what it ran and printed.
+  std::function<void(const UnitRef&, const std::string& dir, const CommandRecord& record)> after_compile;
+};
+
 // The number of steps execute_plan() runs (compiles, NVRTC, embed, link): the
 // total of the "[3/7] nvcc kernel.cu" progress line (util/progress.h).
 size_t progress_steps(const BuildPlan& plan);
 
-// Creates `build_dir` if needed and builds there. Throws Error(kBuildFailed)
-// with the failing command (as a shell line, for pasting) and its output,
-// Error(kMissingTool) when a compiler cannot be started, Error(kIo) for I/O.
-BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, const ExecuteOptions& options);
-
-// Runs one translation unit in `build_dir` (writing its generated source
-// first), for callers that schedule units themselves (the cache). Throws as
-// execute_plan(); on success fills `unit` from the depfile.
-CommandRecord run_compile_step(const CompileStep& step, const std::string& build_dir, CompiledUnit* unit);
+// Creates `build_dir` if needed and builds there, one progress step per
+// unit (compiled or served by a hook), NVRTC, embed and link. Throws
+// Error(kBuildFailed) with the failing command (as a shell line, for pasting)
+// and its output, Error(kMissingTool) when a compiler cannot be started,
+// Error(kIo) for I/O.
+BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, const ExecuteOptions& options,
+                         const CompileHooks& hooks = {});
 
 }  // namespace tvmffi_jit::compile

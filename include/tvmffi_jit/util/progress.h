@@ -75,9 +75,8 @@ class Progress {
 
   // A run of `total` steps begins. In terminal mode this also routes spdlog's
   // records through print_above() until finish(). Runs nest: a start() inside
-  // a run (the cache compiling units, then handing the link to the executor)
-  // keeps the outer total and numbering, and only the outermost finish() ends
-  // the run, so the caller that knows the whole count sets it.
+  // a run keeps the outer total and numbering, and only the outermost
+  // finish() ends the run, so the caller that knows the whole count sets it.
   void start(size_t total);
   // Shows "[done/total] label". Callable from any thread.
   void step(size_t done, size_t total, std::string_view label);
