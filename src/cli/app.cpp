@@ -8,6 +8,7 @@
 #include "tvmffi_jit/cli/commands.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/process.h"
 
 namespace tvmffi_jit::cli {
 
@@ -37,8 +38,9 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   app.add_flag("-v,--verbose", ctx.global.verbosity, "Show every command (-vv: debug log)");
-  app.add_flag("-q,--quiet", ctx.global.quiet, "Only errors on stderr");
+  app.add_flag("-q,--quiet", ctx.global.quiet, "No progress or log messages on stderr: errors and compiler warnings only");
   app.set_version_flag("--version", version_report, "Print the versions of tvmffi-jit, tvm-ffi, nvcc and the CUDA driver");
+  util::install_termination_handlers();  // children never outlive a Ctrl-C (util/process.h)
   util::init_logging(0, false);
   // Re-initialise once -v/-q are known; this runs before any subcommand callback.
   app.parse_complete_callback([&] { util::init_logging(ctx.global.verbosity, ctx.global.quiet); });
@@ -57,6 +59,8 @@ int run(int argc, char** argv) {
     return static_cast<int>(ExitCode::kUsage);
   } catch (const Error& e) {
     std::fprintf(stderr, "tvmffi-jit: error: %s\n", e.what());
+    // Stopped by a signal: 128 + its number, whichever error the unwinding raised first.
+    if (int sig = util::termination_signal()) return 128 + sig;
     return e.exit_code();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tvmffi-jit: internal error: %s\n", e.what());

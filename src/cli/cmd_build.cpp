@@ -25,6 +25,7 @@
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/process.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cli {
@@ -117,11 +118,15 @@ nlohmann::json result_json(const compile::BuildPlan& plan, const compile::BuildR
 }
 
 void write_stdout(const std::string& s) {
+  util::check_termination();  // a result is printed only by a build that was not stopped
   if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size() || std::fflush(stdout) != 0)
     throw io_error("cannot write to stdout");
 }
 
 int run_build(const BuildArgs& args, CommandContext& ctx) {
+  // SIGINT/SIGTERM/SIGHUP stop the compilers and unwind, so the staging and
+  // temp dirs below are removed on the way out (util/process.h).
+  util::UnwindOnTermination unwind_on_termination;
   // 1. What to build: the manifest, extended by the command line; fully
   //    validated (exit 2) before anything else happens.
   compile::Manifest manifest = args.manifest.empty() ? compile::Manifest{} : compile::load_manifest(args.manifest);
@@ -136,14 +141,14 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
 
   compile::ExecuteOptions exec;
   exec.jobs = args.jobs;
-  exec.verbose = ctx.global.verbosity > 0;
-  exec.quiet = ctx.global.quiet;
+  exec.verbose = ctx.global.verbosity > 0;  // -q hides progress and logs, never compiler warnings
 
   // 3a. Cached (the default): docs/cache.md.
   if (uses_cache(args)) {
     compile::CachedBuildOptions co;
     co.cache_dir = args.cache_dir;
     co.force = args.force;
+    co.keep_key_trace = ctx.global.verbosity >= 2;  // -vv: what every key was hashed from
     co.exec = exec;
     compile::CachedBuildResult cr = compile::cached_build(plan, manifest, tc, co);
     nlohmann::json validation;
@@ -169,18 +174,16 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     return validated;
   }
 
-  // 3b. Where: --build-dir as given, else a fresh directory under the system
-  //    temp dir that outlives this process (the artifact is in it).
-  std::string build_dir = args.build_dir;
-  if (build_dir.empty()) {
-    util::TempDir temp(util::temp_root(), "tvmffi-jit-" + plan.name + "-");
-    temp.keep();
-    build_dir = temp.path();
+  // 3b. Where: --build-dir as given, else (--no-cache) a fresh directory
+  //    under the system temp dir that outlives this process (the artifact is
+  //    in it).
+  compile::BuildResult result;
+  if (!args.build_dir.empty()) {
+    if (exec.verbose) spdlog::info("building {} in {}", plan.name, args.build_dir);
+    result = compile::execute_plan(plan, args.build_dir, exec);
+  } else {
+    result = compile::build_without_cache(plan, exec);
   }
-
-  // 4. Build into that directory.
-  if (exec.verbose) spdlog::info("building {} in {}", plan.name, build_dir);
-  compile::BuildResult result = compile::execute_plan(plan, build_dir, exec);
   nlohmann::json validation;
   int validated = args.validate ? validate_build_output(result.artifact_path, args.driver, args.require_driver,
                                                         args.json ? &validation : nullptr)
@@ -238,7 +241,7 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
   sub->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: one per core)")->check(CLI::NonNegativeNumber);
   sub->add_flag("--json", args->json, "Print one JSON object (path, name, emit, functions, archs, commands, seconds, cache, key)");
   sub->add_flag("-v,--verbose", args->verbosity, "Show every command (also accepted before the subcommand)");
-  sub->add_flag("-q,--quiet", args->quiet, "Only errors on stderr");
+  sub->add_flag("-q,--quiet", args->quiet, "No progress or log messages on stderr: errors and compiler warnings only");
   add_build_output_options(*sub, args->outputs);
   sub->add_flag("--validate", args->validate,
                 "Check the artifact offline, then load it through the CUDA driver in a child process (docs/driver.md);\n"

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -25,6 +26,7 @@
 #include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/process.h"
+#include "tvmffi_jit/util/progress.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::compile {
@@ -164,11 +166,37 @@ nlohmann::json inputs_summary(const cache::ModuleKeyInputs& in) {
   return j;
 }
 
-std::string compiler_output(const std::vector<CommandRecord>& commands) {
+// Compiler output kept in an entry and replayed on a hit (as ccache replays a
+// compile's stderr): whole up to this size, which holds any run of warnings
+// worth reading; a flood (a template error cascade in a -w build gone wrong)
+// is cut at a line end and says how much was dropped.
+constexpr size_t kMaxStoredOutputBytes = 64 << 10;
+
+std::string capped_output(const std::string& text) {
+  if (text.size() <= kMaxStoredOutputBytes) return text;
+  size_t cut = text.rfind('\n', kMaxStoredOutputBytes - 1);
+  cut = (cut == std::string::npos || cut == 0) ? kMaxStoredOutputBytes : cut + 1;
+  // Never end inside a UTF-8 sequence: back up over continuation bytes.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return text.substr(0, cut) + "tvmffi-jit: [" + std::to_string(text.size() - cut) +
+         " more bytes of compiler output were not kept in the cache]\n";
+}
+
+// What the module's build showed, in order: replayed units, then the
+// commands that ran. Replayed verbatim on a module hit.
+std::string compiler_output(const BuildResult& build) {
   std::string out;
-  for (const auto& c : commands)
-    if (!c.output.empty()) out += "== " + c.description + "\n" + c.output + (c.output.back() == '\n' ? "" : "\n");
-  return out;
+  for (const auto* records : {&build.reused, &build.commands})
+    for (const auto& c : *records)
+      if (!c.output.empty()) out += c.output + (c.output.back() == '\n' ? "" : "\n");
+  return capped_output(out);
+}
+
+// Shows what a cache entry's compilers printed when it was built, as a
+// build would have.
+void replay_output(const std::string& stored, const ExecuteOptions& exec) {
+  if (stored.empty() || exec.hide_compiler_output) return;
+  util::Progress::global().print_above(capped_output(stored));
 }
 
 // Inputs whose status changed after `start_ns` may have been read in their
@@ -207,7 +235,12 @@ class UnitCache {
     for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
       for (const auto& step : *steps) {
         Unit u;
-        if (reuse_objects_) u.key = cache::compute_object_key(object_key_inputs(step, m, tc, ids)).hex;
+        if (reuse_objects_) {
+          cache::Key key = cache::compute_object_key(object_key_inputs(step, m, tc, ids), options.keep_key_trace);
+          if (options.keep_key_trace)
+            spdlog::debug("cache: object key of {}: {}, hashed from:\n{}", step.display, key.hex, key.trace);
+          u.key = key.hex;
+        }
         units_.push_back(std::move(u));
       }
   }
@@ -246,6 +279,7 @@ class UnitCache {
     u.start_ns = now_ns();
     if (!reuse_objects_ || options_.force) return std::nullopt;
     cache::LookupResult r = store_.lookup(store_.object_entry_dir(u.key), u.key);
+    spdlog::debug("cache: object of {}: {}", ref.step.display, r.hit ? "hit in " + r.entry_dir : "miss (" + r.miss_reason + ")");
     if (!r.hit) {
       if (r.corrupt) count([](cache::StatsCounters& s) { ++s.corrupt_entries; });
       return std::nullopt;
@@ -260,7 +294,7 @@ class UnitCache {
     if (options_.exec.verbose) spdlog::info("reusing the cached object of {}", step.display);
     CommandRecord rec;
     rec.description = "reused the cached object of " + step.display;
-    rec.output = r.entry->compiler_output;
+    rec.output = capped_output(r.entry->compiler_output);
     count([](cache::StatsCounters& s) { ++s.object_hits; }, &reused_);
     return rec;
   }
@@ -293,7 +327,7 @@ class UnitCache {
       entry.inputs = {{"language", language_name(step.language)},
                       {"compiler", step.compiler},
                       {"source", step.generated_text ? step.generated_name : step.input_path}};
-      entry.compiler_output = rec.output;
+      entry.compiler_output = capped_output(rec.output);
       cache::PublishResult p = store_.publish(s, store_.object_entry_dir(key), entry, {{copy, name}});
       if (p.ours) {
         const uint64_t size = p.entry.artifacts.front().size;
@@ -337,14 +371,41 @@ std::optional<std::string> unwritable_reason(cache::Store& store) {
   return std::nullopt;
 }
 
+// Runs the plan in `dir`, a directory this process deletes when it is done
+// with it. A failed compile or link keeps it (`keep`) and says so, so that the
+// "cd <dir> && ..." line of the message works; `removed_by` tells the user
+// who deletes it. Any other failure, and a termination signal, leave `dir`
+// to its owner's destructor.
+BuildResult execute_in_disposable_dir(const BuildPlan& plan, const std::string& dir, const ExecuteOptions& exec,
+                                      const CompileHooks& hooks, const std::function<void()>& keep,
+                                      const std::string& removed_by) {
+  try {
+    return execute_plan(plan, dir, exec, hooks);
+  } catch (const Error& e) {
+    if (e.code() != ExitCode::kBuildFailed || util::termination_signal() != 0) throw;
+    keep();
+    std::string message = e.what();
+    if (!message.empty() && message.back() != '\n') message += '\n';
+    throw build_error(message + "(the build directory " + dir + " is kept so that the command above can be re-run; " +
+                      removed_by + ")");
+  }
+}
+
 BuildResult build_outside_cache(const BuildPlan& plan, const std::string& why, const CachedBuildOptions& options) {
-  util::TempDir temp(util::temp_root(), "tvmffi-jit-" + plan.name + "-");
-  temp.keep();
-  spdlog::warn("cache: {}; building in {} without caching", why, temp.path());
-  return execute_plan(plan, temp.path(), options.exec);
+  spdlog::warn("cache: {}; building without caching", why);
+  return build_without_cache(plan, options.exec);
 }
 
 }  // namespace
+
+BuildResult build_without_cache(const BuildPlan& plan, const ExecuteOptions& exec) {
+  util::TempDir temp(util::temp_root(), "tvmffi-jit-" + plan.name + "-");
+  if (exec.verbose) spdlog::info("building {} in {}", plan.name, temp.path());
+  BuildResult result = execute_in_disposable_dir(plan, temp.path(), exec, {}, [&] { temp.keep(); },
+                                                 "remove it when done");
+  temp.keep();  // the artifact is in it: the caller's now
+  return result;
+}
 
 std::string tvm_ffi_header_version(const std::string& include_dir) {
   auto text = util::try_read_file(util::join_path(include_dir, "tvm/ffi/c_api.h"));
@@ -448,6 +509,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
 
   cache::ModuleKeyInputs key_inputs = key_inputs_with(plan, manifest, tc, ids);
   cache::Key key = cache::compute_module_key(key_inputs, options.keep_key_trace);
+  if (options.keep_key_trace) spdlog::debug("cache: module key of {}: {}, hashed from:\n{}", plan.name, key.hex, key.trace);
   const std::string entry_dir = store.module_entry_dir(plan.name, key.hex);
 
   CachedBuildResult result;
@@ -460,6 +522,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     result.entry_dir = r.entry_dir;
     result.build.build_dir = r.entry_dir;
     result.build.artifact_path = util::join_path(r.entry_dir, plan.artifact_name);
+    if (r.entry) replay_output(r.entry->compiler_output, options.exec);
     stats.hits += 1;
     store.count(stats);
     return result;
@@ -469,6 +532,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     result.miss_reason = "--force";
   } else {
     cache::LookupResult r = store.lookup(entry_dir, key.hex);
+    spdlog::debug("cache: module {}: {}", plan.name, r.hit ? "hit in " + r.entry_dir : "miss (" + r.miss_reason + ")");
     if (r.hit) return answer_hit(r);
     result.miss_reason = r.miss_reason;
     if (r.corrupt) ++stats.corrupt_entries;
@@ -511,7 +575,9 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   const int64_t start = now_ns();
   std::optional<std::string> moved_header;
   UnitCache units(plan, manifest, tc, store, ids, options, plan.link.has_value());
-  result.build = execute_plan(plan, staging->build_dir(), options.exec, units.hooks());
+  result.build = execute_in_disposable_dir(plan, staging->build_dir(), options.exec, units.hooks(),
+                                          [&] { staging->keep(); },
+                                          "`tvmffi-jit cache gc` or `cache clean` removes it once this process is gone");
   result.objects_reused = units.reused();
   result.objects_compiled = units.compiled();
   stats.add(units.stats());
@@ -550,7 +616,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   record.key = key.hex;
   record.headers = headers;
   record.inputs = inputs_summary(key_inputs);
-  record.compiler_output = compiler_output(result.build.commands);
+  record.compiler_output = compiler_output(result.build);
   try {
     cache::PublishResult p = store.publish(*staging, entry_dir, record, {{result.build.artifact_path, plan.artifact_name}});
     result.entry_dir = p.entry_dir;

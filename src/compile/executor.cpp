@@ -36,7 +36,7 @@ void write_if_changed(const std::string& path, const std::string& text) {
 // swallowed (apache/tvm-ffi#565): it is often the only hint of a problem.
 // Through the progress line, which erases itself first and serialises writers.
 void echo_output(const CommandRecord& rec, const ExecuteOptions& options) {
-  if (options.quiet || rec.output.empty()) return;
+  if (options.hide_compiler_output || rec.output.empty()) return;
   util::Progress::global().print_above(rec.output);
 }
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/process.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::util {
@@ -151,6 +152,10 @@ FileLock FileLock::acquire(const std::string& path, const LockOptions& options) 
       ::close(fd);
       lock.status_ = LockStatus::kTimedOut;
       return lock;
+    }
+    if (termination_signal() != 0) {  // waiting on someone else's build: stop now, nothing to clean up
+      ::close(fd);
+      throw termination_error();
     }
     std::this_thread::sleep_for(sleep);
     sleep = std::min(sleep * 2, std::chrono::milliseconds(100));

@@ -8,11 +8,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <mutex>
+#include <thread>
 
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/strings.h"
@@ -71,7 +76,106 @@ std::vector<std::string> build_environment(const ProcessOptions& o) {
   return out;
 }
 
+// --- termination signals ---------------------------------------------------
+// Everything the handler touches is a lock-free atomic or a plain fd, and it
+// calls only async-signal-safe functions (kill, write, sigaction, raise).
+
+// Process groups of running children (a child's pgid is its pid): 0 free,
+// -1 reserved by a run_process() about to spawn. Fixed size: the handler
+// cannot allocate or lock.
+constexpr size_t kMaxChildren = 1024;
+std::atomic<pid_t> g_children[kMaxChildren];
+std::atomic<int> g_signal{0};      // the first termination signal
+std::atomic<int> g_unwinders{0};   // live UnwindOnTermination objects
+// Written once per signal, never drained: readable from the first signal on,
+// so every run_process() waiting in poll() wakes up, on whatever thread.
+int g_wake_pipe[2] = {-1, -1};
+constexpr int kTerminationSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+void on_termination(int sig) {
+  const int saved_errno = errno;
+  int expected = 0;
+  const bool first = g_signal.compare_exchange_strong(expected, sig);
+  const int forward = first ? sig : SIGKILL;  // asked twice: no more patience
+  for (auto& slot : g_children) {
+    pid_t group = slot.load();
+    if (group > 0) ::kill(-group, forward);
+  }
+  if (g_wake_pipe[1] >= 0) {
+    char byte = 1;
+    ssize_t ignored = ::write(g_wake_pipe[1], &byte, 1);
+    (void)ignored;
+  }
+  if (g_unwinders.load() == 0) {
+    // Nobody will unwind: end now, as the default action would have.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    ::sigaction(sig, &dfl, nullptr);
+    ::raise(sig);  // delivered when this handler returns
+  }
+  errno = saved_errno;
+}
+
+// One slot of g_children for the life of one child.
+class ChildSlot {
+ public:
+  ChildSlot() {
+    for (;;) {
+      for (auto& slot : g_children) {
+        pid_t free = 0;
+        if (slot.compare_exchange_strong(free, -1)) {
+          slot_ = &slot;
+          return;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // > kMaxChildren at once: wait for one to end
+    }
+  }
+  ~ChildSlot() { slot_->store(0); }
+  ChildSlot(const ChildSlot&) = delete;
+  ChildSlot& operator=(const ChildSlot&) = delete;
+  // From here on a termination signal is forwarded to `group`. A signal that
+  // arrived before this store was not: the caller checks g_signal after it.
+  void set(pid_t group) { slot_->store(group); }
+
+ private:
+  std::atomic<pid_t>* slot_ = nullptr;
+};
+
 }  // namespace
+
+void install_termination_handlers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (::pipe2(g_wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) g_wake_pipe[0] = g_wake_pipe[1] = -1;
+    struct sigaction sa {};
+    sa.sa_handler = on_termination;
+    sa.sa_flags = SA_RESTART;  // the wake pipe interrupts the waits that matter
+    sigemptyset(&sa.sa_mask);
+    for (int sig : kTerminationSignals) sigaddset(&sa.sa_mask, sig);
+    for (int sig : kTerminationSignals) {
+      struct sigaction old {};
+      ::sigaction(sig, nullptr, &old);
+      if (old.sa_handler == SIG_IGN) continue;  // nohup, or a background job's SIGINT: stay ignored
+      ::sigaction(sig, &sa, nullptr);
+    }
+  });
+}
+
+UnwindOnTermination::UnwindOnTermination() { g_unwinders.fetch_add(1); }
+UnwindOnTermination::~UnwindOnTermination() { g_unwinders.fetch_sub(1); }
+
+int termination_signal() { return g_signal.load(); }
+
+Error termination_error() {
+  const int sig = g_signal.load();
+  return Error(static_cast<ExitCode>(128 + sig), "interrupted by " + signal_name(sig));
+}
+
+void check_termination() {
+  if (g_signal.load() != 0) throw termination_error();
+}
 
 std::string signal_name(int sig) {
   switch (sig) {
@@ -83,6 +187,7 @@ std::string signal_name(int sig) {
     case SIGKILL: return "SIGKILL";
     case SIGTERM: return "SIGTERM";
     case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
     case SIGPIPE: return "SIGPIPE";
     case SIGTRAP: return "SIGTRAP";
     default: return "signal " + std::to_string(sig);
@@ -112,6 +217,7 @@ std::optional<std::string> find_program(const std::string& name) {
 
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options) {
   if (argv.empty()) throw usage_error("internal: empty command");
+  check_termination();
   auto resolved = find_program(argv[0]);
   if (!resolved) throw missing_tool_error("cannot run '" + argv[0] + "': not found (looked on PATH)");
 
@@ -143,12 +249,38 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   for (auto& e : envs) cenv.push_back(e.data());
   cenv.push_back(nullptr);
 
+  ChildSlot slot;
   auto start = Clock::now();
   pid_t pid = -1;
   int rc = posix_spawn(&pid, resolved->c_str(), &fa, &attr, cargv.data(), cenv.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) throw missing_tool_error(errno_message("cannot run " + *resolved, rc));
+  slot.set(pid);  // posix_spawn returns after the child's setpgid: the group exists
+
+  // Termination: the signal went (or goes, below) to the child's group; after
+  // the grace period the group gets SIGKILL.
+  std::optional<Clock::time_point> kill_group_at;
+  bool group_killed = false;
+  auto notice_termination = [&] {
+    if (kill_group_at || g_signal.load() == 0) return;
+    ::kill(-pid, g_signal.load());  // again, in case the handler ran before slot.set()
+    kill_group_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(kTerminationGraceSeconds));
+  };
+  auto kill_group_when_due = [&] {
+    if (kill_group_at && !group_killed && Clock::now() >= *kill_group_at) {
+      ::kill(-pid, SIGKILL);
+      group_killed = true;
+    }
+  };
+  // Milliseconds until the group must be killed, capping a poll timeout.
+  auto cap_wait = [&](int wait_ms) {
+    if (!kill_group_at || group_killed) return wait_ms;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*kill_group_at - Clock::now()).count();
+    int due = static_cast<int>(std::max<long long>(0, left)) + 1;
+    return wait_ms < 0 ? due : std::min(wait_ms, due);
+  };
 
   in_pipe.close_read();
   out_pipe.close_write();
@@ -163,12 +295,15 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   bool killed_for_timeout = false;
   char buf[65536];
   while (out_pipe.fd[0] >= 0 || err_pipe.fd[0] >= 0 || in_pipe.fd[1] >= 0) {
-    pollfd fds[3];
+    notice_termination();
+    kill_group_when_due();
+    pollfd fds[4];
     int n = 0;
     int out_i = -1, err_i = -1, in_i = -1;
     if (out_pipe.fd[0] >= 0) { fds[n] = {out_pipe.fd[0], POLLIN, 0}; out_i = n++; }
     if (err_pipe.fd[0] >= 0) { fds[n] = {err_pipe.fd[0], POLLIN, 0}; err_i = n++; }
     if (in_pipe.fd[1] >= 0) { fds[n] = {in_pipe.fd[1], POLLOUT, 0}; in_i = n++; }
+    if (!kill_group_at && g_wake_pipe[0] >= 0) fds[n++] = {g_wake_pipe[0], POLLIN, 0};
     int wait_ms = -1;
     if (options.timeout_seconds && !killed_for_timeout) {
       double left = *options.timeout_seconds - std::chrono::duration<double>(Clock::now() - start).count();
@@ -180,7 +315,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
       }
       wait_ms = static_cast<int>(left * 1000) + 1;
     }
-    int pr = ::poll(fds, static_cast<nfds_t>(n), wait_ms);
+    int pr = ::poll(fds, static_cast<nfds_t>(n), cap_wait(wait_ms));
     if (pr < 0) {
       if (errno == EINTR) continue;
       break;
@@ -202,11 +337,22 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     }
   }
 
+  // The pipes are closed; the child is exiting (or closed them and runs on).
+  // Poll for it rather than block in waitpid, so a termination signal still
+  // gets its grace period and SIGKILL.
   int status = 0;
-  for (;;) {
-    pid_t w = ::waitpid(pid, &status, 0);
+  for (int backoff_ms = 1;; backoff_ms = std::min(backoff_ms * 2, 50)) {
+    pid_t w = ::waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
     if (w < 0 && errno != EINTR) break;
+    notice_termination();
+    kill_group_when_due();
+    pollfd wake{g_wake_pipe[0], POLLIN, 0};
+    ::poll(&wake, (!kill_group_at && g_wake_pipe[0] >= 0) ? 1 : 0, cap_wait(backoff_ms));
+  }
+  if (g_signal.load() != 0) {
+    ::kill(-pid, SIGKILL);  // whatever of its group survived the child (a grandchild that closed its pipes)
+    throw termination_error();
   }
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);

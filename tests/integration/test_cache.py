@@ -326,3 +326,69 @@ def test_cache_subcommands(proj):
     cleaned = json.loads(cache_cmd(proj.cache, "clean", "--json").stdout)
     assert cleaned["entries_removed"] == 3
     cache_cmd(proj.cache, "gc", "--max-size", "lots", check=2)
+
+
+# --- compiler output: -q, replay on a hit, -vv key trace, failed compiles ----------------
+
+WARNING = "#warning tvmffi-jit-replayed-warning\n"
+
+
+def test_warnings_show_under_quiet_and_are_replayed_on_object_and_module_hits(proj):
+    (proj.src / "b.cc").write_text(WARNING + "int b_value() { return 2; }\n")
+    first = run("-q", "build", proj.src / "a.cc", proj.src / "b.cc", "--name", "m", "--cache-dir", proj.cache,
+                env=proj.env, check=0)
+    assert "warning: #warning tvmffi-jit-replayed-warning" in first.stderr, "-q hides progress, not warnings"
+    assert "[1/" not in first.stderr
+    # A module hit runs no compiler and shows what the compilers showed.
+    hit = run("build", proj.src / "a.cc", proj.src / "b.cc", "--name", "m", "--cache-dir", proj.cache, "--json",
+              env=proj.env, check=0)
+    assert json.loads(hit.stdout)["cache"] == "hit" and compiles(proj.log) == 2
+    assert hit.stderr.count("warning: #warning tvmffi-jit-replayed-warning") == 1, hit.stderr
+    # Another module from the same units reuses their objects: b.cc's warning is replayed from its object entry.
+    other = run("build", proj.src / "a.cc", proj.src / "b.cc", "--name", "other", "--cache-dir", proj.cache, "--json",
+                env=proj.env, check=0)
+    assert json.loads(other.stdout)["objects_reused"] == 2 and compiles(proj.log) == 2
+    assert "warning: #warning tvmffi-jit-replayed-warning" in other.stderr, other.stderr
+    assert "(cached)" in other.stderr
+
+
+def test_stored_compiler_output_is_capped(proj):
+    # 3000 distinct warnings: well over the 64 KiB an entry keeps.
+    (proj.src / "b.cc").write_text("".join(f"#warning flood-{i:04d}-{'x' * 40}\n" for i in range(3000)) +
+                                   "int b_value() { return 2; }\n")
+    first = proj.build()
+    entry = json.loads((Path(first["entry_dir"]) / "entry.json").read_text())
+    assert len(entry["compiler_output"]) < 70_000
+    assert "more bytes of compiler output were not kept in the cache" in entry["compiler_output"]
+    assert "flood-0000" in entry["compiler_output"]
+
+
+def test_vv_prints_the_key_trace_and_the_lookups(proj):
+    p = run("-vv", "build", proj.src / "a.cc", proj.src / "b.cc", "--name", "m", "--cache-dir", proj.cache, "--json",
+            env=proj.env, check=0)
+    key = json.loads(p.stdout)["key"]
+    assert f"module key of m: {key}, hashed from:" in p.stderr, p.stderr
+    assert "\nemit [6] module\n" in p.stderr and "\nname [1] m\n" in p.stderr
+    assert "object key of" in p.stderr and "module m: miss (absent)" in p.stderr
+    again = run("-vv", "build", proj.src / "a.cc", proj.src / "b.cc", "--name", "m", "--cache-dir", proj.cache,
+                env=proj.env, check=0)
+    assert "module m: hit in" in again.stderr
+
+
+@pytest.mark.parametrize("mode", ["cached", "no-cache"])
+def test_a_failed_compile_prints_a_command_that_can_be_rerun(proj, mode):
+    (proj.src / "b.cc").write_text("int b_value() { return ; }\n")
+    env = dict(proj.env, TMPDIR=str(proj.tmp))
+    extra = ["--no-cache"] if mode == "no-cache" else []
+    p = run("build", proj.src / "a.cc", proj.src / "b.cc", "--name", "m", "--cache-dir", proj.cache, *extra,
+            env=env, check=1)
+    cd_line = next(line for line in p.stderr.splitlines() if line.startswith("  cd ") and "b.cc" in line)
+    directory = cd_line[len("  cd "):].split(" && ", 1)[0]
+    assert Path(directory).is_dir(), p.stderr
+    assert f"the build directory {directory} is kept" in p.stderr
+    rerun = subprocess.run(cd_line, shell=True, capture_output=True, text=True, env=env)
+    assert rerun.returncode != 0 and "b.cc:1:" in rerun.stderr, rerun.stderr
+    if mode == "cached":
+        # Its staging dir belongs to a process that is gone: maintenance removes it.
+        cache_cmd(proj.cache, "clean")
+        assert not Path(directory).exists()

@@ -109,7 +109,7 @@ TEST_CASE("a plan of parallel compiles and a link produces the library and each 
   util::TempDir build;
   ExecuteOptions o;
   o.jobs = 2;
-  o.quiet = true;
+  o.hide_compiler_output = true;
   BuildResult r = execute_plan(plan, build.path(), o);
   CHECK(r.artifact_path == util::canonical_path(build.path()) + "/liblib.so");
   CHECK(util::is_regular_file(r.artifact_path));
@@ -134,7 +134,7 @@ TEST_CASE("a failing compile is exit 1 with the command line and the compiler's 
   plan.artifact_name = "cpp_0.o";
   util::TempDir build;
   ExecuteOptions o;
-  o.quiet = true;
+  o.hide_compiler_output = true;
   try {
     execute_plan(plan, build.path(), o);
     FAIL("built");
@@ -237,7 +237,7 @@ TEST_CASE("after_compile sees every compiled unit once, with its index and depfi
   util::TempDir build;
   ExecuteOptions o;
   o.jobs = 3;
-  o.quiet = true;
+  o.hide_compiler_output = true;
   BuildResult r = execute_plan(plan, build.path(), o, hooks);
   std::sort(seen.begin(), seen.end());
   CHECK(seen == std::vector<std::pair<size_t, std::string>>{{0, "cpp_9.o"}, {1, "cpp_0.o"}, {2, "cpp_1.o"}});
@@ -257,7 +257,7 @@ TEST_CASE("an exception from a hook fails the build and nothing is linked", "[bu
   };
   util::TempDir build;
   ExecuteOptions o;
-  o.quiet = true;
+  o.hide_compiler_output = true;
   try {
     execute_plan(plan, build.path(), o, hooks);
     FAIL("built");
@@ -279,7 +279,7 @@ TEST_CASE("a compiler that exits 0 without writing its object is a build failure
   plan.artifact_name = "cpp_0.o";
   util::TempDir build;
   ExecuteOptions o;
-  o.quiet = true;
+  o.hide_compiler_output = true;
   bool after_called = false;
   CompileHooks hooks;
   hooks.after_compile = [&](const UnitRef&, const std::string&, const CommandRecord&) { after_called = true; };

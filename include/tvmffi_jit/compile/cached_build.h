@@ -29,7 +29,7 @@ struct CachedBuildOptions {
   std::string cache_dir;  // --cache-dir; empty: TVMFFI_JIT_CACHE_DIR, XDG_CACHE_HOME, ~/.cache
   bool force = false;     // --force: skip the lookups (module and objects), rebuild, replace
   double lock_timeout_seconds = 600;
-  bool keep_key_trace = false;  // fill CachedBuildResult::key_trace
+  bool keep_key_trace = false;  // fill CachedBuildResult::key_trace and log every key's trace (debug, -vv)
   ExecuteOptions exec;
 };
 
@@ -54,6 +54,13 @@ cache::ModuleKeyInputs module_key_inputs(const BuildPlan& plan, const Manifest& 
 // failures and Error(kIo) (exit 5) for an unsafe cache root.
 CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
                                const CachedBuildOptions& options);
+
+// --no-cache, and a cache that cannot take a new entry: builds in a new
+// directory under the system temp dir, which belongs to the caller once this
+// returns (the artifact is in it). It is removed when the build fails or is
+// stopped by a signal, except after a failed compile or link: then the error
+// names it and it is kept so that the failed command can be re-run there.
+BuildResult build_without_cache(const BuildPlan& plan, const ExecuteOptions& exec);
 
 // toolchain::find_tvm_ffi(), with the answer of `tvm-ffi-config` / python3
 // (≈100 ms of Python start-up) memoised in <cache root>/toolchain/, so a

@@ -23,7 +23,10 @@ namespace tvmffi_jit::compile {
 struct ExecuteOptions {
   int jobs = 0;          // <= 0: one per core
   bool verbose = false;  // log every command before it runs
-  bool quiet = false;    // do not echo the output (warnings) of successful commands
+  // Do not show the output (warnings) of successful commands. For library
+  // callers that collect BuildResult::commands themselves; the CLI's -q does
+  // not set it: warnings are shown under -q, as ninja does.
+  bool hide_compiler_output = false;
 };
 
 struct CommandRecord {

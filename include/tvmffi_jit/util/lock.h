@@ -47,7 +47,8 @@ class FileLock {
   FileLock& operator=(const FileLock&) = delete;
 
   // Waits (polling flock LOCK_NB with growing sleeps) up to options.timeout_seconds.
-  // Never throws for lock failures: the status says what happened.
+  // Never throws for lock failures: the status says what happened. Throws
+  // util::termination_error() when a termination signal arrives while waiting.
   static FileLock acquire(const std::string& path, const LockOptions& options = {});
   // One non-blocking attempt.
   static FileLock try_acquire(const std::string& path, const std::string& note = "");

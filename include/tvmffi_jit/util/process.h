@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "tvmffi_jit/util/error.h"
+
 namespace tvmffi_jit::util {
 
 struct ProcessOptions {
@@ -32,8 +34,45 @@ struct ProcessResult {
 // Runs argv[0] (searched on PATH when it has no '/') and waits for it. The
 // child runs in its own process group, with default signal dispositions, so a
 // timeout kills the compiler and everything it started. Throws Error(kMissingTool)
-// if the program cannot be started.
+// if the program cannot be started, and the termination error (below) when a
+// termination signal arrives before or while it runs.
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options = {});
+
+// Termination signals: SIGINT, SIGTERM, SIGHUP.
+//
+// Children run in process groups of their own (a timeout must reach the whole
+// tree), so a terminal's Ctrl-C reaches only this process: without help the
+// compilers would run on after it died. install_termination_handlers() (once,
+// at start-up) makes each of these signals
+//   * forward itself to the process group of every running child (a second
+//     signal forwards SIGKILL), and
+//   * end this process: at once, by the signal's default action, unless an
+//     UnwindOnTermination is alive; then run_process() stops its child (the
+//     signal, SIGKILL to the group after kTerminationGraceSeconds, SIGKILL to
+//     whatever of the group is left once the child is reaped) and throws
+//     termination_error(), so destructors remove staging and temp dirs on the
+//     way out, and cli::run() exits 128 + the signal (130, 143, 129).
+void install_termination_handlers();
+
+// While one is alive, a termination signal unwinds (see above) instead of
+// ending the process at once. For commands whose callers check
+// termination_signal() or call run_process() often enough.
+class UnwindOnTermination {
+ public:
+  UnwindOnTermination();
+  ~UnwindOnTermination();
+  UnwindOnTermination(const UnwindOnTermination&) = delete;
+  UnwindOnTermination& operator=(const UnwindOnTermination&) = delete;
+};
+
+inline constexpr double kTerminationGraceSeconds = 2;
+
+// The first termination signal received, or 0.
+int termination_signal();
+// Error with exit code 128 + termination_signal() ("interrupted by SIGINT").
+Error termination_error();
+// Throws termination_error() if a termination signal has arrived.
+void check_termination();
 
 // PATH lookup (like execvp); nullopt if not found or not executable.
 std::optional<std::string> find_program(const std::string& name);
