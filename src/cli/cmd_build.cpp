@@ -4,16 +4,22 @@
 // into a directory -> print the artifact path. Every check that can fail
 // without a compiler happens before the build directory is created, so a bad
 // manifest (exit 2) or a missing toolchain (exit 4) writes nothing.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "cli/driver_load.h"
+#include "batch_report.h"
 #include "build_outputs.h"
+#include "tvmffi_jit/compile/batch.h"
 #include "tvmffi_jit/compile/cached_build.h"
 #include "tvmffi_jit/compile/executor.h"
+#include "tvmffi_jit/compile/launch.h"
 #include "tvmffi_jit/compile/manifest.h"
 #include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/cli/commands.h"
@@ -24,8 +30,10 @@
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/job_gate.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/process.h"
+#include "tvmffi_jit/util/progress.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cli {
@@ -33,7 +41,8 @@ namespace tvmffi_jit::cli {
 namespace {
 
 struct BuildArgs {
-  std::string manifest;
+  std::vector<std::string> manifests;  // -m, repeatable: more than one (or a directory, glob, modules manifest) is a batch
+  bool keep_going = false;             // batch: build the other modules after one fails
   compile::CommandLineInputs inputs;
   BuildOutputOptions outputs;  // --output, --link-to, --depfile, --compile-commands
   std::string build_dir;
@@ -42,6 +51,7 @@ struct BuildArgs {
   bool no_cache = false;
   std::string tvm_ffi_root;
   int jobs = 0;
+  std::string mem_per_job;  // --mem-per-job SIZE (a CUDA unit's reservation in the job gate)
   bool json = false;
   int verbosity = 0;
   bool quiet = false;
@@ -113,7 +123,42 @@ nlohmann::json result_json(const compile::BuildPlan& plan, const compile::BuildR
     j["lowered_names"] = nlohmann::json::object();
     for (const auto& [expr, mangled] : r.lowered_names) j["lowered_names"][expr] = mangled;
   }
+  j["launcher_fallbacks"] = compile::count_launcher_fallbacks(r.commands);
   j["seconds"] = r.seconds;
+  return j;
+}
+
+// The job gate of one invocation: -j slots and a memory budget of what the
+// machine has available now, each CUDA unit reserving --mem-per-job.
+struct JobBudget {
+  std::unique_ptr<util::JobGate> gate;
+  uint64_t cuda_job_bytes = compile::kDefaultCudaJobBytes;
+};
+
+JobBudget job_budget(const BuildArgs& args) {
+  JobBudget b;
+  if (!args.mem_per_job.empty()) {
+    auto bytes = util::parse_size(args.mem_per_job);
+    if (!bytes || *bytes == 0)
+      throw usage_error("--mem-per-job " + args.mem_per_job + ": expected a size such as 4G, 1500M or 8GiB");
+    b.cuda_job_bytes = *bytes;
+  }
+  uint64_t budget = util::available_memory_bytes().value_or(0);
+  b.gate = std::make_unique<util::JobGate>(args.jobs, budget);
+  if (budget != 0 && b.cuda_job_bytes > budget)
+    spdlog::debug("--mem-per-job {} exceeds the {} available: CUDA units compile one at a time",
+                  util::format_bytes(b.cuda_job_bytes), util::format_bytes(budget));
+  return b;
+}
+
+nlohmann::json cached_result_json(const compile::BuildPlan& plan, const compile::CachedBuildResult& cr) {
+  nlohmann::json j = result_json(plan, cr.build);
+  j["cache"] = cr.cache;
+  j["key"] = cr.key;
+  j["entry_dir"] = cr.entry_dir.empty() ? nlohmann::json() : nlohmann::json(cr.entry_dir);
+  if (cr.cache == "miss") j["miss_reason"] = cr.miss_reason;
+  j["objects_reused"] = cr.objects_reused;
+  j["objects_compiled"] = cr.objects_compiled;
   return j;
 }
 
@@ -123,25 +168,42 @@ void write_stdout(const std::string& s) {
     throw io_error("cannot write to stdout");
 }
 
+compile::PlanOptions plan_options_from_environment() {
+  compile::PlanOptions plan_options;
+  if (const char* v = std::getenv("TVM_FFI_CUDA_ARCH_LIST")) plan_options.env_arch_list = std::string(v);
+  if (const char* v = std::getenv("TVMFFI_JIT_CXX_LAUNCHER")) plan_options.env_cxx_launcher = std::string(v);
+  if (const char* v = std::getenv("TVMFFI_JIT_CUDA_LAUNCHER")) plan_options.env_cuda_launcher = std::string(v);
+  plan_options.detect_gpus = detect_gpus;
+  return plan_options;
+}
+
+int run_batch_build(const BuildArgs& args, CommandContext& ctx, std::vector<compile::BatchInput> modules);
+
 int run_build(const BuildArgs& args, CommandContext& ctx) {
   // SIGINT/SIGTERM/SIGHUP stop the compilers and unwind, so the staging and
   // temp dirs below are removed on the way out (util/process.h).
   util::UnwindOnTermination unwind_on_termination;
   // 1. What to build: the manifest, extended by the command line; fully
-  //    validated (exit 2) before anything else happens.
-  compile::Manifest manifest = args.manifest.empty() ? compile::Manifest{} : compile::load_manifest(args.manifest);
+  //    validated (exit 2) before anything else happens. Several manifests
+  //    (or a directory, glob or modules manifest) are a batch.
+  compile::Manifest manifest;
+  if (!args.manifests.empty()) {
+    compile::ExpandedManifests expanded = compile::expand_manifest_arguments(args.manifests);
+    if (expanded.batch) return run_batch_build(args, ctx, std::move(expanded.modules));
+    manifest = std::move(expanded.modules.at(0).manifest);
+  }
   compile::apply_command_line(manifest, args.inputs);
 
   // 2. With what, and how: toolchain (exit 4 when missing) and the plan.
   toolchain::Toolchain tc = find_toolchain(manifest, args);
-  compile::PlanOptions plan_options;
-  if (const char* v = std::getenv("TVM_FFI_CUDA_ARCH_LIST")) plan_options.env_arch_list = std::string(v);
-  plan_options.detect_gpus = detect_gpus;
-  compile::BuildPlan plan = compile::make_plan(manifest, tc, plan_options);
+  compile::BuildPlan plan = compile::make_plan(manifest, tc, plan_options_from_environment());
 
+  JobBudget budget = job_budget(args);
   compile::ExecuteOptions exec;
   exec.jobs = args.jobs;
   exec.verbose = ctx.global.verbosity > 0;  // -q hides progress and logs, never compiler warnings
+  exec.gate = budget.gate.get();
+  exec.cuda_job_bytes = budget.cuda_job_bytes;
 
   // 3a. Cached (the default): docs/cache.md.
   if (uses_cache(args)) {
@@ -158,14 +220,8 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     const std::string shown =
         validated == 0 ? write_build_outputs(args.outputs, manifest, plan, cr.build, cr.entry_dir) : cr.build.artifact_path;
     if (args.json) {
-      nlohmann::json j = result_json(plan, cr.build);
+      nlohmann::json j = cached_result_json(plan, cr);
       if (!args.outputs.output.empty()) j["output"] = shown;
-      j["cache"] = cr.cache;
-      j["key"] = cr.key;
-      j["entry_dir"] = cr.entry_dir.empty() ? nlohmann::json() : nlohmann::json(cr.entry_dir);
-      if (cr.cache == "miss") j["miss_reason"] = cr.miss_reason;
-      j["objects_reused"] = cr.objects_reused;
-      j["objects_compiled"] = cr.objects_compiled;
       if (args.validate) j["validation"] = validation;
       write_stdout(j.dump(2) + "\n");
     } else {
@@ -203,6 +259,158 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   return validated;
 }
 
+// A batch: every module read, checked and planned first (a bad manifest is
+// exit 2 and a missing toolchain exit 4 before anything is built), then all
+// of them built through one job gate, several modules in flight so that one
+// module's link never leaves the pool idle.
+int run_batch_build(const BuildArgs& args, CommandContext& ctx, std::vector<compile::BatchInput> modules) {
+  if (!args.inputs.sources.empty())
+    throw usage_error("source files on the command line build one module; a batch (several -m, a directory, a glob "
+                      "or a modules manifest) takes each module's sources from its manifest");
+  if (args.inputs.name) throw usage_error("--name names one module; in a batch each manifest names its own");
+  if (!args.outputs.output.empty() || !args.outputs.link_to.empty() || !args.outputs.depfile.empty() ||
+      !args.outputs.compile_commands.empty())
+    throw usage_error("--output, --link-to, --depfile and --compile-commands are about one module's artifact; a batch "
+                      "prints every artifact path instead (build a module alone for these)");
+
+  struct Planned {
+    compile::Manifest manifest;
+    std::string origin;
+    toolchain::Toolchain tc;
+    compile::BuildPlan plan;
+  };
+  std::vector<Planned> planned;
+  compile::PlanOptions plan_options = plan_options_from_environment();
+  std::optional<toolchain::DetectedGpus> gpus;  // asked once for the batch (planning is serial)
+  plan_options.detect_gpus = [&gpus] {
+    if (!gpus) gpus = detect_gpus();
+    return *gpus;
+  };
+  size_t total_steps = 0;
+  for (auto& in : modules) {
+    try {
+      compile::apply_command_line(in.manifest, args.inputs);
+      toolchain::Toolchain tc = find_toolchain(in.manifest, args);
+      compile::BuildPlan plan = compile::make_plan(in.manifest, tc, plan_options);
+      total_steps += compile::progress_steps(plan);
+      planned.push_back({std::move(in.manifest), in.origin, std::move(tc), std::move(plan)});
+    } catch (const compile::ManifestError&) {
+      throw;  // already names its manifest
+    } catch (const Error& e) {
+      throw Error(e.code(), in.origin + ": " + e.what());
+    }
+  }
+
+  JobBudget budget = job_budget(args);
+  compile::ExecuteOptions exec;
+  exec.jobs = args.jobs;
+  exec.verbose = ctx.global.verbosity > 0;  // -q hides progress and logs, never compiler warnings
+  exec.gate = budget.gate.get();
+  exec.cuda_job_bytes = budget.cuda_job_bytes;
+
+  const size_t n = planned.size();
+  compile::InFlightUnits in_flight;  // a unit shared by modules compiles once
+  std::vector<std::string> paths(n);
+  std::vector<nlohmann::json> lines(n);
+  compile::BatchOptions bo;
+  bo.keep_going = args.keep_going;
+  bo.concurrency = 2 * budget.gate->slots();
+  bo.on_failure = [&](size_t i, const compile::BatchItem& item) {
+    util::Progress::global().print_above("tvmffi-jit: error: " + planned[i].plan.name + " (" + planned[i].origin +
+                                         "): " + item.error + "\n");
+  };
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<compile::BatchItem> items;
+  {
+    util::ProgressScope progress(total_steps);
+    items = compile::run_batch(n, bo, [&](size_t i) {
+      const Planned& p = planned[i];
+      compile::BatchItem item;
+      if (uses_cache(args)) {
+        compile::CachedBuildOptions co;
+        co.cache_dir = args.cache_dir;
+        co.force = args.force;
+        co.exec = exec;
+        co.keep_key_trace = ctx.global.verbosity >= 2;
+        co.in_flight = &in_flight;
+        compile::CachedBuildResult cr = compile::cached_build(p.plan, p.manifest, p.tc, co);
+        item.status = cr.cache == "hit" ? compile::BatchStatus::kHit : compile::BatchStatus::kBuilt;
+        item.objects_reused = cr.objects_reused;
+        item.objects_compiled = cr.objects_compiled;
+        paths[i] = cr.build.artifact_path;
+        if (args.json) lines[i] = cached_result_json(p.plan, cr);
+      } else {
+        std::string dir;
+        if (!args.build_dir.empty()) {
+          dir = util::join_path(args.build_dir, p.plan.name);
+        } else {
+          util::TempDir temp(util::temp_root(), "tvmffi-jit-" + p.plan.name + "-");
+          temp.keep();
+          dir = temp.path();
+        }
+        compile::BuildResult r = compile::execute_plan(p.plan, dir, exec);
+        item.status = compile::BatchStatus::kBuilt;
+        item.objects_compiled = p.plan.compile_steps.size() + p.plan.device_steps.size();
+        paths[i] = r.artifact_path;
+        if (args.json) {
+          lines[i] = result_json(p.plan, r);
+          lines[i]["cache"] = "off";
+        }
+      }
+      return item;
+    });
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  // Validation loads through the driver one artifact at a time, after the pool is done.
+  if (args.validate) {
+    for (size_t i = 0; i < n; ++i) {
+      if (items[i].status != compile::BatchStatus::kHit && items[i].status != compile::BatchStatus::kBuilt) continue;
+      nlohmann::json validation;
+      int v = validate_build_output(paths[i], args.driver, args.require_driver, args.json ? &validation : nullptr);
+      if (args.json) lines[i]["validation"] = validation;
+      if (v != 0) {
+        items[i].status = compile::BatchStatus::kFailed;
+        items[i].exit_code = v;
+        items[i].error = "validation of " + paths[i] + " failed";
+      }
+    }
+  }
+
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    const compile::BatchItem& item = items[i];
+    const bool ok = item.status == compile::BatchStatus::kHit || item.status == compile::BatchStatus::kBuilt;
+    if (args.json) {
+      nlohmann::json& j = lines[i];
+      if (!ok) {
+        j = nlohmann::json::object();
+        j["name"] = planned[i].plan.name;
+        if (item.status == compile::BatchStatus::kFailed) {
+          j["exit_code"] = item.exit_code;
+          j["error"] = item.error;
+        }
+      }
+      j["origin"] = planned[i].origin;
+      j["status"] = compile::batch_status_name(item.status);
+      j["module_seconds"] = item.seconds;
+      out += j.dump() + "\n";
+    } else if (ok) {
+      out += paths[i] + "\n";
+    }
+  }
+  write_stdout(out);
+  if (!ctx.global.quiet) {
+    std::vector<std::string> names;
+    for (const auto& p : planned) names.push_back(p.plan.name);
+    std::string table = format_batch_summary(names, items, wall);
+    std::fwrite(table.data(), 1, table.size(), stderr);
+  }
+  spdlog::debug("job gate: peak {} slots, peak {} reserved of {}", budget.gate->peak_slots(),
+                util::format_bytes(budget.gate->peak_reserved_bytes()), util::format_bytes(budget.gate->memory_bytes()));
+  return compile::batch_exit_code(items);
+}
+
 }  // namespace
 
 void register_build_command(CLI::App& app, CommandContext& ctx) {
@@ -212,7 +420,11 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                "(.so), a relocatable object, or a cubin/fatbin/PTX; prints the artifact's absolute path.");
   compile::CommandLineInputs& in = args->inputs;
   sub->add_option("sources", in.sources, "Source files (.c .cc .cpp .cxx .cu .o), added to the manifest's");
-  sub->add_option("-m,--manifest", args->manifest, "JSON manifest (keys as tvm_ffi.cpp.build_inline; docs/manifest.md)");
+  sub->add_option("-m,--manifest", args->manifests,
+                  "JSON manifest (keys as tvm_ffi.cpp.build_inline; docs/manifest.md). Repeatable; a directory, a glob\n"
+                  "or a {\"modules\": [...]} manifest builds a batch in one job pool (docs/build.md#batch-builds)")
+      ->allow_extra_args(false);
+  sub->add_flag("-k,--keep-going", args->keep_going, "Batch: build the other modules after one fails (exit status still 1)");
   sub->add_option("--name", in.name, "Module name (default: the manifest's, else the first source's stem)");
   sub->add_option("--function", in.functions, "Export function f (f=doc adds a docstring); repeatable")->allow_extra_args(false);
   sub->add_option("--cflag", in.cflags, "Extra C/C++ compiler flag (--cflag=-DX=1); repeatable")->allow_extra_args(false);
@@ -239,6 +451,16 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--tvm-ffi-root", args->tvm_ffi_root,
                   "tvm-ffi installation (default: $TVM_FFI_ROOT, tvm-ffi-config, python3 -c 'import tvm_ffi')");
   sub->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: one per core)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--mem-per-job", args->mem_per_job,
+                  "Memory one nvcc compile may need (default 4G; host compiles and links: a quarter). Jobs run\n"
+                  "only while their reservations fit in the memory available (MemAvailable) at the start");
+  sub->add_option("--cxx-launcher", in.cxx_launcher,
+                  "Prefix for C/C++ compile commands, never the link (e.g. ccache, sccache; \"\" for none).\n"
+                  "Default: the manifest's cxx_launcher, else $TVMFFI_JIT_CXX_LAUNCHER, else the words before the\n"
+                  "compiler in $CXX (CXX=\"ccache g++\"). Not part of the cache key (docs/farm.md)");
+  sub->add_option("--cuda-launcher", in.cuda_launcher,
+                  "Prefix for nvcc compile commands (e.g. sccache; \"\" for none). Default: the manifest's\n"
+                  "cuda_launcher, else $TVMFFI_JIT_CUDA_LAUNCHER");
   sub->add_flag("--json", args->json, "Print one JSON object (path, name, emit, functions, archs, commands, seconds, cache, key)");
   sub->add_flag("-v,--verbose", args->verbosity, "Show every command (also accepted before the subcommand)");
   sub->add_flag("-q,--quiet", args->quiet, "No progress or log messages on stderr: errors and compiler warnings only");

@@ -203,6 +203,7 @@ void run_stats(const CacheArgs& a) {
       "stores           " + std::to_string(s.stores) + " (" + util::format_bytes(s.bytes_stored) + ")\n" +
       "store failures   " + std::to_string(s.store_failures) + "\n" +
       "corrupt entries  " + std::to_string(s.corrupt_entries) + "\n" +
+      "launch fallbacks " + std::to_string(s.launcher_fallbacks) + "\n" +
       "modules          " + std::to_string(modules) + " (" + util::format_bytes(module_bytes) + ")\n" +
       "objects          " + std::to_string(objects) + " (" + util::format_bytes(object_bytes) + ")\n");
 }

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tvmffi_jit/compile/launch.h"
 #include "tvmffi_jit/compile/nvrtc.h"
 #include "tvmffi_jit/compile/nvrtc_includes.h"
 #include "tvmffi_jit/cache/compiler_identity.h"
@@ -272,6 +273,7 @@ class UnitCache {
     std::string key;  // empty unless reuse_objects
     int64_t start_ns = 0;
     std::vector<cache::HeaderRecord> headers;
+    InFlightUnits::Claim claim;  // held from a miss until the object is stored (batch builds)
   };
 
   std::optional<CommandRecord> before_compile(const UnitRef& ref, const std::string& dir) {
@@ -280,6 +282,13 @@ class UnitCache {
     if (!reuse_objects_ || options_.force) return std::nullopt;
     cache::LookupResult r = store_.lookup(store_.object_entry_dir(u.key), u.key);
     spdlog::debug("cache: object of {}: {}", ref.step.display, r.hit ? "hit in " + r.entry_dir : "miss (" + r.miss_reason + ")");
+    // Another module of a batch compiling this very unit now: wait for it and
+    // take its object from the store (compile here only if it did not store one).
+    while (!r.hit && options_.in_flight) {
+      u.claim = options_.in_flight->claim(u.key);
+      if (u.claim.owned()) break;
+      r = store_.lookup(store_.object_entry_dir(u.key), u.key);
+    }
     if (!r.hit) {
       if (r.corrupt) count([](cache::StatsCounters& s) { ++s.corrupt_entries; });
       return std::nullopt;
@@ -307,9 +316,11 @@ class UnitCache {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!moved_) moved_ = moved;
     }
+    if (rec.launcher_fallback) count([](cache::StatsCounters& s) { ++s.launcher_fallbacks; });
     if (!reuse_objects_) return;
     count([](cache::StatsCounters& s) { ++s.object_misses; }, &compiled_);
     if (store_.writable() && !moved) store_object(ref.step, u.key, ref.unit, u.headers, rec);
+    u.claim = {};  // stored (or not storable): units waiting for it look it up now
   }
 
   void store_object(const CompileStep& step, const std::string& key, const CompiledUnit& unit,
@@ -405,6 +416,46 @@ BuildResult build_without_cache(const BuildPlan& plan, const ExecuteOptions& exe
                                                  "remove it when done");
   temp.keep();  // the artifact is in it: the caller's now
   return result;
+}
+
+InFlightUnits::Claim::Claim(Claim&& o) noexcept : owner_(o.owner_), key_(std::move(o.key_)), owned_(o.owned_) {
+  o.owner_ = nullptr;
+}
+
+InFlightUnits::Claim& InFlightUnits::Claim::operator=(Claim&& o) noexcept {
+  if (this != &o) {
+    if (owner_) owner_->release(key_);
+    owner_ = o.owner_;
+    key_ = std::move(o.key_);
+    owned_ = o.owned_;
+    o.owner_ = nullptr;
+  }
+  return *this;
+}
+
+InFlightUnits::Claim::~Claim() {
+  if (owner_) owner_->release(key_);
+}
+
+InFlightUnits::Claim InFlightUnits::claim(const std::string& key) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  Claim c;
+  if (busy_.insert(key).second) {
+    c.owner_ = this;
+    c.key_ = key;
+    c.owned_ = true;
+    return c;
+  }
+  released_.wait(lock, [&] { return busy_.count(key) == 0; });
+  return c;
+}
+
+void InFlightUnits::release(const std::string& key) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    busy_.erase(key);
+  }
+  released_.notify_all();
 }
 
 std::string tvm_ffi_header_version(const std::string& include_dir) {

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "compile/backends.h"
+#include "tvmffi_jit/compile/launch.h"
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -96,14 +97,15 @@ std::optional<std::string> missing_output(const CompileStep& step, const std::st
 
 // Runs the compiler of one unit in `dir` (its generated source written
 // first) and checks what it wrote. Throws as execute_plan().
-CommandRecord compile_unit(const CompileStep& step, const std::string& dir) {
+CommandRecord compile_unit(const CompileStep& step, const std::string& dir, const ExecuteOptions& options) {
   if (step.generated_text) write_if_changed(util::join_path(dir, step.generated_name), *step.generated_text);
   // A stale object from an earlier build in the same directory must not
   // survive a failed compile.
   util::remove_all(util::join_path(dir, step.object_name));
   util::remove_all(util::join_path(dir, step.depfile_name));
-  const std::vector<std::string> argv = step.argv();
-  CommandRecord rec = detail::run_checked(argv, dir, "compiling " + step.display);
+  // launch.h: the job gate, the launcher, its output check and fallback.
+  CommandRecord rec = run_step_command(step, dir, &options);
+  const std::vector<std::string>& argv = rec.argv;
   if (auto missing = missing_output(step, dir))
     throw build_error("compiling " + step.display + " exited 0 but did not write " + *missing + ":\n  cd " +
                       util::shell_quote(dir) + " && " + util::format_command(argv) + "\n" + rec.output);
@@ -150,8 +152,7 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
       }
     }
     util::Progress::global().next(label);
-    log_command(u.step.argv(), options);
-    CommandRecord rec = compile_unit(u.step, dir);
+    CommandRecord rec = compile_unit(u.step, dir, options);
     u.unit = read_unit(u.step, dir);
     echo_output(rec, options);
     if (hooks.after_compile) hooks.after_compile(u, dir, rec);
@@ -193,6 +194,8 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
       result.commands.push_back(std::move(rec));
     } else {
       std::vector<std::string> argv = link.argv();
+      util::JobGate::Ticket ticket;
+      if (options.gate) ticket = options.gate->acquire(1, host_job_bytes(options.cuda_job_bytes));
       log_command(argv, options);
       CommandRecord rec = detail::run_checked(argv, dir, "linking " + link.output_name);
       echo_output(rec, options);

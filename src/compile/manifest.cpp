@@ -205,6 +205,16 @@ void parse_key(const Reader& r, Manifest& m, const std::string& key, const json&
     m.kernel_names = r.string_list(v, ptr);
     for (size_t i = 0; i < m.kernel_names.size(); ++i)
       if (util::trim(m.kernel_names[i]).empty()) r.fail(ptr + "/" + std::to_string(i), "empty kernel name expression");
+  } else if (key == "cxx_launcher" || key == "cuda_launcher") {
+    // A string is split into words (no quoting); an array is the argv as is.
+    std::vector<std::string> words;
+    if (v.is_string()) words = util::split_any(v.get<std::string>(), " \t\n");
+    else if (v.is_array()) words = r.string_list(v, ptr);
+    else r.wrong_type(ptr, "a string (\"sccache\") or an array of strings (the launcher's argv)", v);
+    for (size_t i = 0; i < words.size(); ++i)
+      if (words[i].empty()) r.fail(ptr + "/" + std::to_string(i), "empty launcher word");
+    (key == "cxx_launcher" ? m.cxx_launcher : m.cuda_launcher) = words;
+    (key == "cxx_launcher" ? m.cxx_launcher_source : m.cuda_launcher_source) = "manifest";
   } else if (key == "embed_cubin") {
     if (!v.is_object()) r.wrong_type(ptr, "an object of name: path", v);
     for (auto it = v.begin(); it != v.end(); ++it) {
@@ -276,7 +286,8 @@ const std::vector<std::string>& manifest_keys() {
   static const std::vector<std::string> keys = {
       "$schema",      "name",        "sources",         "cpp_sources",       "cuda_sources",
       "functions",    "extra_cflags", "extra_cuda_cflags", "extra_ldflags",     "extra_include_paths",
-      "cuda_arch",    "emit",        "embed_cubin",     "compiler",          "kernel_names"};
+      "cuda_arch",    "emit",        "embed_cubin",     "compiler",          "kernel_names",
+      "cxx_launcher", "cuda_launcher"};
   return keys;
 }
 
@@ -432,6 +443,14 @@ void apply_command_line(Manifest& m, const CommandLineInputs& cli) {
     size_t eq = spec.find('=');
     if (eq == std::string::npos) r.fail("--embed-cubin " + spec, "expected NAME=FILE");
     add_embed(r, m, "--embed-cubin " + spec, spec.substr(0, eq), spec.substr(eq + 1));
+  }
+  if (cli.cxx_launcher) {
+    m.cxx_launcher = util::split_any(*cli.cxx_launcher, " \t\n");
+    m.cxx_launcher_source = "--cxx-launcher";
+  }
+  if (cli.cuda_launcher) {
+    m.cuda_launcher = util::split_any(*cli.cuda_launcher, " \t\n");
+    m.cuda_launcher_source = "--cuda-launcher";
   }
   if (m.name.empty()) {
     std::string stem;

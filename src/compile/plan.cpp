@@ -78,6 +78,26 @@ CompileStep device_compile(const Manifest& m, const toolchain::Toolchain& tc, Co
   return s;
 }
 
+// The launcher for one language, by precedence (PlanOptions).
+toolchain::Launcher pick_launcher(const std::optional<std::vector<std::string>>& given, const std::string& given_source,
+                                  const std::optional<std::string>& env_value, const char* env_name,
+                                  const std::vector<std::string>& from_compiler_variable, const char* variable_name) {
+  if (given) return toolchain::resolve_launcher(*given, given_source);
+  if (env_value && !util::trim(*env_value).empty())
+    return toolchain::resolve_launcher(toolchain::split_launcher_text(*env_value), env_name);
+  toolchain::Launcher l;
+  if (!from_compiler_variable.empty()) {
+    l.argv = from_compiler_variable;  // already resolved by find_host_compilers
+    l.source = variable_name;
+  }
+  return l;
+}
+
+void set_launcher(CompileStep& s, const toolchain::Launcher& l) {
+  s.launcher = l.argv;
+  s.launcher_source = l.empty() ? "" : l.source;
+}
+
 }  // namespace
 
 const char* language_name(Language l) {
@@ -101,6 +121,27 @@ std::vector<std::string> CompileStep::argv() const {
   append(a, flags);
   a.insert(a.end(), {mode_flag(output), compiler_input(), "-o", object_name});
   return a;
+}
+
+std::vector<std::string> CompileStep::command(bool with_launcher, int nvcc_threads) const {
+  std::vector<std::string> a = argv();
+  const bool launched = with_launcher && !launcher.empty();
+  if (language == Language::kCuda) {
+    if (launched) {
+      a[1] = "-MD";
+      a[2] = "-MF";
+    }
+    if (nvcc_threads > 1) a.insert(a.end() - 4, {"--threads", std::to_string(nvcc_threads)});
+  }
+  if (launched) a.insert(a.begin(), launcher.begin(), launcher.end());
+  return a;
+}
+
+int CompileStep::gencode_targets() const {
+  if (language != Language::kCuda) return 0;
+  int n = 0;
+  for (const auto& f : flags) n += util::starts_with(f, "-gencode") ? 1 : 0;
+  return n;
 }
 
 std::vector<std::string> LinkStep::argv() const {
@@ -144,6 +185,18 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
     plan.arch_source = r.source;
   }
   const std::string emit = emit_kind_name(m.emit);
+  // Resolved once (a missing launcher program is exit 4 before anything runs);
+  // set on the compile steps below, never on the embed unit or the link.
+  toolchain::Launcher cuda_launcher, cxx_launcher, c_launcher;
+  if (m.needs_cuda() && !use_nvrtc)
+    cuda_launcher = pick_launcher(m.cuda_launcher, m.cuda_launcher_source, options.env_cuda_launcher,
+                                  "TVMFFI_JIT_CUDA_LAUNCHER", {}, "");
+  if (!device_emit) {
+    cxx_launcher = pick_launcher(m.cxx_launcher, m.cxx_launcher_source, options.env_cxx_launcher,
+                                 "TVMFFI_JIT_CXX_LAUNCHER", tc.host.cxx_launcher, "CXX");
+    c_launcher = pick_launcher(m.cxx_launcher, m.cxx_launcher_source, options.env_cxx_launcher,
+                               "TVMFFI_JIT_CXX_LAUNCHER", tc.host.cc_launcher, "CC");
+  }
 
   // Device code only: one kernel source -> one cubin/fatbin/PTX file.
   if (device_emit) {
@@ -195,6 +248,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
     }
     s.object_name = plan.artifact_name;
     s.depfile_name = s.object_name + ".d";
+    set_launcher(s, cuda_launcher);
     plan.compile_steps.push_back(std::move(s));
     return plan;
   }
@@ -241,14 +295,17 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
       s.compiler = tc.cuda->nvcc;
       s.flags = cudaflags;
       s.object_name = "cuda_" + std::to_string(cuda_count++) + ".o";
+      set_launcher(s, cuda_launcher);
     } else if (lang == Language::kC) {
       s.compiler = tc.host.cc;
       s.flags = cflags;
       s.object_name = "c_" + std::to_string(c_count++) + ".o";
+      set_launcher(s, c_launcher);
     } else {
       s.compiler = tc.host.cxx;
       s.flags = cxxflags;
       s.object_name = "cpp_" + std::to_string(cpp_count++) + ".o";
+      set_launcher(s, cxx_launcher);
     }
     s.depfile_name = s.object_name + ".d";
     plan.compile_steps.push_back(std::move(s));
@@ -309,6 +366,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
       s.display = display_path(m, e.path);
       s.object_name = "embed_" + e.name + ".cubin";
       s.depfile_name = s.object_name + ".d";
+      set_launcher(s, cuda_launcher);
       pe.built_name = s.object_name;
       plan.device_steps.push_back(std::move(s));
     } else {

@@ -347,5 +347,5 @@ TEST_CASE("the accepted key set is exactly the documented one", "[build][manifes
   CHECK(manifest_keys() == std::vector<std::string>{"$schema", "name", "sources", "cpp_sources", "cuda_sources",
                                                     "functions", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
                                                     "extra_include_paths", "cuda_arch", "emit", "embed_cubin",
-                                                    "compiler", "kernel_names"});
+                                                    "compiler", "kernel_names", "cxx_launcher", "cuda_launcher"});
 }

@@ -2,6 +2,8 @@
 // with what tvm_ffi's build.ninja runs (shared/reference/tvm-ffi.md §6).
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/compile/wrapper.h"
 #include "tvmffi_jit/util/error.h"
@@ -15,7 +17,8 @@ namespace {
 
 toolchain::Toolchain fake_toolchain() {
   toolchain::Toolchain tc;
-  tc.host = {"/usr/bin/c++", "/usr/bin/cc"};
+  tc.host.cxx = "/usr/bin/c++";
+  tc.host.cc = "/usr/bin/cc";
   tc.cuda = toolchain::CudaToolkit{"/opt/cuda", "/opt/cuda/bin/nvcc", "CUDA_HOME"};
   tc.tvm_ffi = toolchain::TvmFfiLocation{"/tvm/include", "/tvm/include", "/tvm/lib", "test"};
   return tc;
@@ -273,4 +276,68 @@ TEST_CASE("a module name that collides with an intermediate file is refused", "[
   CHECK_THROWS_AS(make_plan(s.parse(R"({"name": "cpp_0", "sources": ["a.cc", "b.cpp"], "emit": "object"})"),
                             fake_toolchain(), no_gpus()),
                   Error);
+}
+
+TEST_CASE("a launcher prefixes compile commands but not the link, and stays out of argv()", "[build][plan][launcher]") {
+  Sources s;
+  util::TempDir bin;
+  const std::string launcher = util::join_path(bin.path(), "fakecache");
+  util::write_file(launcher, "#!/bin/sh\nexec \"$@\"\n");
+  ::chmod(launcher.c_str(), 0755);
+  Manifest m = s.parse(R"({"name": "mod", "sources": ["a.cc", "k.cu"], "cuda_arch": "8.0 9.0",
+                           "cxx_launcher": [")" + launcher + R"(", "--flag"], "cuda_launcher": ")" + launcher + R"("})");
+  BuildPlan p = make_plan(m, fake_toolchain(), no_gpus());
+  REQUIRE(p.compile_steps.size() == 2);
+  const CompileStep& cxx = p.compile_steps[0];
+  const CompileStep& cuda = p.compile_steps[1];
+  CHECK(cxx.launcher == Argv{launcher, "--flag"});
+  CHECK(cxx.launcher_source == "manifest");
+  CHECK(cxx.argv().front() == "/usr/bin/c++");  // what cache keys hash
+  Argv run = cxx.command(true);
+  CHECK(Argv(run.begin(), run.begin() + 3) == Argv{launcher, "--flag", "/usr/bin/c++"});
+  CHECK(Argv(run.begin() + 2, run.end()) == cxx.argv());
+  CHECK(cxx.command(false) == cxx.argv());
+  // nvcc behind a launcher: the short depfile options, which ccache 4.7 understands.
+  Argv cu = cuda.command(true);
+  CHECK(Argv(cu.begin(), cu.begin() + 4) == Argv{launcher, "/opt/cuda/bin/nvcc", "-MD", "-MF"});
+  CHECK(cuda.argv()[1] == "--generate-dependencies-with-compile");
+  CHECK(cuda.gencode_targets() == 2);
+  Argv threaded = cuda.command(false, 2);
+  REQUIRE(threaded.size() == cuda.argv().size() + 2);
+  CHECK(Argv(threaded.end() - 6, threaded.end()) == Argv{"--threads", "2", "-c", cuda.compiler_input(), "-o", "cuda_0.o"});
+  REQUIRE(p.link);
+  CHECK(p.link->argv().front() == "/usr/bin/c++");
+}
+
+TEST_CASE("launcher precedence: command line, manifest, environment, then CXX's launcher words", "[build][plan][launcher]") {
+  Sources s;
+  toolchain::Toolchain tc = fake_toolchain();
+  tc.host.cxx_launcher = {"/usr/bin/env"};  // as from CXX="env c++"
+  PlanOptions o = no_gpus();
+  Manifest m = s.parse(R"({"name": "mod", "sources": ["a.cc"]})");
+  CHECK(make_plan(m, tc, o).compile_steps[0].launcher_source == "CXX");
+  o.env_cxx_launcher = "true";
+  BuildPlan from_env = make_plan(m, tc, o);
+  CHECK(from_env.compile_steps[0].launcher_source == "TVMFFI_JIT_CXX_LAUNCHER");
+  CHECK(util::file_name(from_env.compile_steps[0].launcher.at(0)) == "true");
+  Manifest none = s.parse(R"({"name": "mod", "sources": ["a.cc"], "cxx_launcher": ""})");
+  CHECK(make_plan(none, tc, o).compile_steps[0].launcher.empty());  // an explicit empty launcher turns it off
+  CommandLineInputs cli;
+  cli.cxx_launcher = "env";
+  apply_command_line(none, cli);
+  CHECK(make_plan(none, tc, o).compile_steps[0].launcher_source == "--cxx-launcher");
+}
+
+TEST_CASE("a launcher that is not installed is a missing tool, named with where it came from", "[build][plan][launcher]") {
+  Sources s;
+  PlanOptions o = no_gpus();
+  o.env_cuda_launcher = "no-such-launcher-xyz";
+  Manifest m = s.parse(R"({"name": "mod", "sources": ["k.cu"], "cuda_arch": "9.0"})");
+  try {
+    make_plan(m, fake_toolchain(), o);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ExitCode::kMissingTool);
+    CHECK(std::string(e.what()).find("TVMFFI_JIT_CUDA_LAUNCHER") != std::string::npos);
+  }
 }

@@ -136,3 +136,30 @@ TEST_CASE("CXX names the C++ compiler; an unknown CXX is exit 4", "[toolchain][c
     CHECK(std::string(e.what()).find("CXX=no-such-compiler-xyz") != std::string::npos);
   }
 }
+
+TEST_CASE("CXX=\"launcher compiler\" splits into a launcher and the compiler", "[toolchain][compilers][launcher]") {
+  util::TempDir t;
+  std::string compiler = make_script(t.path() + "/my-c++", "exit 0\n");
+  std::string launcher = make_script(t.path() + "/my-cache", "exec \"$@\"\n");
+  auto c = find_host_compilers(fixed_environment({{"CXX", launcher + " " + compiler}}), false);
+  CHECK(c.cxx == compiler);
+  CHECK(c.cxx_launcher == std::vector<std::string>{launcher});
+  auto plain = find_host_compilers(fixed_environment({{"CXX", compiler}}), false);
+  CHECK(plain.cxx_launcher.empty());
+  // Flags are not a compiler.
+  try {
+    find_host_compilers(fixed_environment({{"CXX", compiler + " -m32"}}), false);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ExitCode::kMissingTool);
+    CHECK(std::string(e.what()).find("extra_cflags") != std::string::npos);
+  }
+  // A launcher that is not installed is named.
+  try {
+    find_host_compilers(fixed_environment({{"CXX", "no-such-cache-xyz " + compiler}}), false);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ExitCode::kMissingTool);
+    CHECK(std::string(e.what()).find("no-such-cache-xyz") != std::string::npos);
+  }
+}

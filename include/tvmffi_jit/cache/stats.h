@@ -27,6 +27,7 @@ struct StatsCounters {
   uint64_t bytes_stored = 0;     // artifact bytes published
   uint64_t store_failures = 0;   // builds that could not be stored (read-only, full...)
   uint64_t corrupt_entries = 0;  // entries found broken on lookup and rebuilt
+  uint64_t launcher_fallbacks = 0;  // compiles re-run without their launcher (it exited 0 without the outputs)
   void add(const StatsCounters& o);
   bool empty() const;
 };

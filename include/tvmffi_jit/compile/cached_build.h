@@ -13,6 +13,9 @@
 // Docs: docs/cache.md.
 #pragma once
 
+#include <condition_variable>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,12 +28,46 @@
 
 namespace tvmffi_jit::compile {
 
+// Object keys being compiled right now in this process, so that modules of
+// a batch that share a translation unit compile it once: the second waits
+// for the first, then takes its object from the store.
+class InFlightUnits {
+ public:
+  class Claim {
+   public:
+    Claim() = default;
+    Claim(Claim&& o) noexcept;
+    Claim& operator=(Claim&& o) noexcept;
+    Claim(const Claim&) = delete;
+    Claim& operator=(const Claim&) = delete;
+    ~Claim();  // releases an owned key
+    // true: the caller compiles the unit. false: another thread did (or
+    // failed to); look it up again.
+    bool owned() const { return owned_; }
+
+   private:
+    friend class InFlightUnits;
+    InFlightUnits* owner_ = nullptr;
+    std::string key_;
+    bool owned_ = false;
+  };
+  // Owns `key` when nobody does; else waits until its owner lets go.
+  Claim claim(const std::string& key);
+
+ private:
+  void release(const std::string& key);
+  std::mutex mutex_;
+  std::condition_variable released_;
+  std::set<std::string> busy_;
+};
+
 struct CachedBuildOptions {
   std::string cache_dir;  // --cache-dir; empty: TVMFFI_JIT_CACHE_DIR, XDG_CACHE_HOME, ~/.cache
   bool force = false;     // --force: skip the lookups (module and objects), rebuild, replace
   double lock_timeout_seconds = 600;
   bool keep_key_trace = false;  // fill CachedBuildResult::key_trace and log every key's trace (debug, -vv)
   ExecuteOptions exec;
+  InFlightUnits* in_flight = nullptr;  // shared by the modules of a batch; null: no other builder in this process
 };
 
 struct CachedBuildResult {

@@ -17,8 +17,16 @@
 #include <vector>
 
 #include "tvmffi_jit/compile/plan.h"
+#include "tvmffi_jit/util/job_gate.h"
 
 namespace tvmffi_jit::compile {
+
+// What one nvcc / host compile or link is assumed to need, for the job gate.
+// nvcc of the heavy kernels libraries build peaks at 4-8 GB; docs/farm.md has
+// the measured numbers.
+constexpr uint64_t kDefaultCudaJobBytes = 4ull << 30;
+// Host C++ units and links: a quarter of a CUDA unit's reservation.
+constexpr uint64_t host_job_bytes(uint64_t cuda_job_bytes) { return cuda_job_bytes / 4; }
 
 struct ExecuteOptions {
   int jobs = 0;          // <= 0: one per core
@@ -27,6 +35,10 @@ struct ExecuteOptions {
   // callers that collect BuildResult::commands themselves; the CLI's -q does
   // not set it: warnings are shown under -q, as ninja does.
   bool hide_compiler_output = false;
+  // Shared admission of compiles and links (slots and memory), for one build
+  // or a whole batch (util/job_gate.h). Null: only `jobs` limits them.
+  util::JobGate* gate = nullptr;
+  uint64_t cuda_job_bytes = kDefaultCudaJobBytes;  // --mem-per-job
 };
 
 struct CommandRecord {
@@ -34,7 +46,14 @@ struct CommandRecord {
   std::string description;        // "compile main.cpp", "link add_one.so", "nvrtc k.cu"
   std::string output;             // stdout+stderr (or the NVRTC log)
   double seconds = 0;
+  // The compile launcher exited 0 without producing every output, so the
+  // step ran again without it (launch.h); `argv` is then the launcher-less one.
+  bool launcher_fallback = false;
+  std::string launcher_fallback_reason;
 };
+
+// Steps that fell back from their launcher.
+size_t count_launcher_fallbacks(const std::vector<CommandRecord>& commands);
 
 // What one translation unit read, from its depfile (parsed with cache::parse_depfile).
 struct CompiledUnit {

@@ -53,6 +53,14 @@ struct Manifest {
   DeviceCompiler compiler = DeviceCompiler::kNvcc;
   std::vector<std::string> kernel_names;
   std::vector<EmbedSpec> embed_cubin;
+  // "cxx_launcher" / "cuda_launcher" (--cxx-launcher / --cuda-launcher
+  // replace them): an argv prefix for compile steps, never the link. Absent:
+  // the environment decides (PlanOptions); present and empty: no launcher.
+  // Not part of any cache key (docs/farm.md).
+  std::optional<std::vector<std::string>> cxx_launcher;
+  std::optional<std::vector<std::string>> cuda_launcher;
+  std::string cxx_launcher_source;   // "manifest" or "--cxx-launcher"
+  std::string cuda_launcher_source;  // "manifest" or "--cuda-launcher"
 
   bool has_inline_cpp() const { return !cpp_sources.empty(); }
   bool has_inline_cuda() const { return !cuda_sources.empty(); }
@@ -98,6 +106,8 @@ struct CommandLineInputs {
   std::optional<std::string> compiler;
   std::vector<std::string> kernel_names;
   std::vector<std::string> embed_cubin;  // "NAME=FILE"
+  std::optional<std::string> cxx_launcher;   // whitespace-separated words; "" = none
+  std::optional<std::string> cuda_launcher;
 };
 
 // Applies the command line onto `m` (a parsed manifest or an empty one) and

@@ -46,6 +46,11 @@ struct CompileStep {
   std::string object_name;   // output, relative to the build dir ("cpp_0.o", "add.cubin")
   std::string depfile_name;  // object_name + ".d"
   std::string display;       // what progress lines call it ("main.cpp", "src/a.cc")
+  // A compiler launcher (sccache, ccache, ...): an argv prefix for this
+  // compile only, with the program resolved on PATH. Not part of argv() and
+  // so of no cache key: a launcher must not change what the compiler makes.
+  std::vector<std::string> launcher;
+  std::string launcher_source;  // where it came from ("--cuda-launcher", "manifest", "TVMFFI_JIT_CXX_LAUNCHER", "CXX")
 
   // The input as the compiler is given it: input_path, or generated_name
   // (relative to the build dir, which is the working directory).
@@ -54,6 +59,15 @@ struct CompileStep {
   //   c/c++: compiler -MMD -MF <depfile> <flags> -c <input> -o <object>
   //   nvcc:  nvcc --generate-dependencies-with-compile --dependency-output <depfile> <flags> <mode> <input> -o <object>
   std::vector<std::string> argv() const;
+  // What actually runs: launcher + argv(), with nvcc's depfile options in
+  // their short synonyms (-MD -MF) when a launcher is set (ccache 4.7 does not
+  // know the long ones take an argument and refuses to cache), plus
+  // `--threads N` for nvcc when `nvcc_threads` > 1 (its gencode targets
+  // compiled in parallel). Neither changes the compiler's output, so neither
+  // is in argv(), which cache keys hash.
+  std::vector<std::string> command(bool with_launcher, int nvcc_threads = 0) const;
+  // The number of -gencode targets (CUDA steps), the most nvcc --threads can use.
+  int gencode_targets() const;
 };
 
 // An in-process NVRTC compilation (--compiler nvrtc); the request is complete
@@ -105,6 +119,11 @@ struct BuildPlan {
 struct PlanOptions {
   std::optional<std::string> env_arch_list;  // $TVM_FFI_CUDA_ARCH_LIST
   toolchain::DetectGpus detect_gpus;         // asked only when no arch list is given otherwise
+  // $TVMFFI_JIT_CXX_LAUNCHER / $TVMFFI_JIT_CUDA_LAUNCHER (empty = unset).
+  // Launcher precedence: --*-launcher, then the manifest key, then these,
+  // then the launcher words of CXX / CC (toolchain::HostCompilers).
+  std::optional<std::string> env_cxx_launcher;
+  std::optional<std::string> env_cuda_launcher;
 };
 
 // The default flags, as tvm_ffi.cpp (tvm-ffi.md §6.1); user flags come after.

@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tvmffi_jit/toolchain/environment.h"
 
@@ -11,7 +12,27 @@ namespace tvmffi_jit::toolchain {
 struct HostCompilers {
   std::string cxx;  // $CXX or "c++", resolved on PATH to an absolute path
   std::string cc;   // $CC or "cc", resolved likewise
+  // The words before the compiler in CXX="ccache g++" / CC="sccache gcc"
+  // (a compiler launcher, the lowest-precedence way to give one; see
+  // compile::PlanOptions). The first word is resolved on PATH.
+  std::vector<std::string> cxx_launcher;
+  std::vector<std::string> cc_launcher;
 };
+
+// A launcher (argv prefix) for compile steps, resolved: the program found on
+// PATH (absolute), its arguments as given, and where it came from.
+struct Launcher {
+  std::vector<std::string> argv;  // empty: none
+  std::string source;             // "--cuda-launcher", "manifest", "TVMFFI_JIT_CUDA_LAUNCHER", "CXX", ...
+  bool empty() const { return argv.empty(); }
+};
+
+// Splits a launcher given as text ("sccache", "ccache --opt") into words
+// (whitespace; no shell quoting: a program path with spaces must be given as a
+// manifest array). Resolves the first word on PATH; throws Error(kMissingTool)
+// naming `source` when it cannot be found.
+Launcher resolve_launcher(const std::vector<std::string>& words, const std::string& source);
+std::vector<std::string> split_launcher_text(const std::string& text);
 
 struct CudaToolkit {
   std::string home;  // the toolkit root, e.g. /usr/local/cuda
@@ -19,8 +40,10 @@ struct CudaToolkit {
   std::string found_by;  // "CUDA_HOME", "CUDA_PATH", "PATH", "/usr/local/cuda"
 };
 
-// $CXX / $CC (first word only is the program: "ccache g++" style values are
-// not supported, the variable must name one program). Throws Error(kMissingTool)
+// $CXX / $CC: a compiler, optionally after a launcher ("ccache g++",
+// "sccache /usr/bin/g++"): the last whitespace-separated word is the compiler,
+// the words before it the launcher. Flags do not belong there (a last word
+// starting with '-' is an error). Throws Error(kMissingTool)
 // when the program cannot be found; `need_c` false skips the C compiler lookup
 // and leaves `cc` as given.
 HostCompilers find_host_compilers(const EnvLookup& env, bool need_c);

@@ -1,0 +1,30 @@
+// Running one compile step's command: through the job gate (one slot and its
+// memory reservation, more slots as nvcc --threads when cores are idle), and
+// through its compiler launcher (sccache, ccache) when it has one.
+//
+// A launcher that exits 0 must have produced what the compiler would have:
+// released sccache versions exit 0 without writing an output for some nvcc
+// versions. So after a launcher succeeds every expected output (the object,
+// cubin, fatbin or PTX, and the depfile) must exist and be non-empty; if one
+// is not, the step runs once more without the launcher and the record says so
+// (CommandRecord::launcher_fallback), which the cache counts and --json shows.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "tvmffi_jit/compile/executor.h"
+#include "tvmffi_jit/compile/plan.h"
+
+namespace tvmffi_jit::compile {
+
+// nullopt when every output of `step` exists in `build_dir` and is non-empty;
+// else what is wrong ("cuda_0.o is missing", "cuda_0.o.d is empty").
+std::optional<std::string> missing_compile_output(const CompileStep& step, const std::string& build_dir);
+
+// Runs `step`'s command in `build_dir` (its generated source already written):
+// with the launcher, checked, and without it once more if its outputs are
+// missing. Throws like detail::run_checked() when the compiler fails.
+CommandRecord run_step_command(const CompileStep& step, const std::string& build_dir, const ExecuteOptions* options);
+
+}  // namespace tvmffi_jit::compile

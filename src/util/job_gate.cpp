@@ -1,0 +1,108 @@
+#include "tvmffi_jit/util/job_gate.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::util {
+
+JobGate::Ticket::Ticket(Ticket&& other) noexcept : gate_(other.gate_), slots_(other.slots_), bytes_(other.bytes_) {
+  other.gate_ = nullptr;
+}
+
+JobGate::Ticket& JobGate::Ticket::operator=(Ticket&& other) noexcept {
+  if (this != &other) {
+    release();
+    gate_ = other.gate_;
+    slots_ = other.slots_;
+    bytes_ = other.bytes_;
+    other.gate_ = nullptr;
+  }
+  return *this;
+}
+
+JobGate::Ticket::~Ticket() { release(); }
+
+void JobGate::Ticket::release() {
+  if (gate_) gate_->give_back(slots_, bytes_);
+  gate_ = nullptr;
+}
+
+JobGate::JobGate(int slots, uint64_t memory_bytes)
+    : slots_(slots > 0 ? slots : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
+      memory_(memory_bytes),
+      free_slots_(slots_) {}
+
+JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot) {
+  max_slots = std::max(1, max_slots);
+  // A job larger than the whole budget runs alone instead of never.
+  if (memory_ != 0) bytes_per_slot = std::min(bytes_per_slot, memory_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t my_turn = next_ticket_++;
+  ++waiting_;
+  auto fits = [&](int n) {
+    return free_slots_ >= n && (memory_ == 0 || reserved_ + bytes_per_slot * static_cast<uint64_t>(n) <= memory_);
+  };
+  changed_.wait(lock, [&] { return serving_ == my_turn && fits(1); });
+  --waiting_;
+  int n = 1;
+  if (waiting_ == 0)
+    while (n < max_slots && fits(n + 1)) ++n;
+  ++serving_;
+  free_slots_ -= n;
+  reserved_ += bytes_per_slot * static_cast<uint64_t>(n);
+  peak_reserved_ = std::max(peak_reserved_, reserved_);
+  peak_slots_ = std::max(peak_slots_, slots_ - free_slots_);
+  Ticket t;
+  t.gate_ = this;
+  t.slots_ = n;
+  t.bytes_ = bytes_per_slot * static_cast<uint64_t>(n);
+  lock.unlock();
+  changed_.notify_all();  // the next in line may fit too
+  return t;
+}
+
+void JobGate::give_back(int slots, uint64_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_slots_ += slots;
+    reserved_ -= bytes;
+  }
+  changed_.notify_all();
+}
+
+uint64_t JobGate::peak_reserved_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return peak_reserved_;
+}
+
+int JobGate::peak_slots() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return peak_slots_;
+}
+
+std::optional<uint64_t> parse_meminfo_available(std::string_view text) {
+  for (const auto& line : split_lines(text)) {
+    if (!starts_with(line, "MemAvailable:")) continue;
+    std::vector<std::string> words = split_any(line.substr(13), " \t");
+    if (words.empty() || words[0].size() > 15) return std::nullopt;
+    uint64_t kib = 0;
+    for (char c : words[0]) {
+      if (c < '0' || c > '9') return std::nullopt;
+      kib = kib * 10 + static_cast<uint64_t>(c - '0');
+    }
+    const bool in_kib = words.size() >= 2 && (words[1] == "kB" || words[1] == "KiB");
+    return in_kib ? kib * 1024 : kib;
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> available_memory_bytes() {
+  auto text = try_read_file("/proc/meminfo");  // the kernel's, a few KiB
+  if (!text) return std::nullopt;
+  return parse_meminfo_available(*text);
+}
+
+}  // namespace tvmffi_jit::util

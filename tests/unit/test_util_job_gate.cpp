@@ -1,0 +1,97 @@
+// util::JobGate: slots and memory admission shared by every job of a build or batch.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "tvmffi_jit/util/job_gate.h"
+
+using namespace tvmffi_jit;
+
+TEST_CASE("the job gate never reserves more memory than its budget", "[util][job_gate]") {
+  util::JobGate gate(8, 10);  // 8 slots, 10 bytes
+  std::atomic<int> running{0}, most{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 12; ++i)
+    threads.emplace_back([&] {
+      util::JobGate::Ticket t = gate.acquire(1, 4);  // at most two fit in 10 bytes
+      int now = ++running;
+      int m = most.load();
+      while (now > m && !most.compare_exchange_weak(m, now)) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      --running;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(most.load() <= 2);
+  CHECK(gate.peak_reserved_bytes() <= 10);
+  CHECK(gate.peak_reserved_bytes() == 8);
+}
+
+TEST_CASE("the job gate never runs more jobs than its slots", "[util][job_gate]") {
+  util::JobGate gate(3, 0);  // memory unlimited
+  std::atomic<int> running{0}, most{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 10; ++i)
+    threads.emplace_back([&] {
+      util::JobGate::Ticket t = gate.acquire(1, 1u << 30);
+      int now = ++running;
+      int m = most.load();
+      while (now > m && !most.compare_exchange_weak(m, now)) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      --running;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(most.load() <= 3);
+  CHECK(gate.peak_slots() <= 3);
+}
+
+TEST_CASE("a job larger than the whole memory budget runs alone instead of never", "[util][job_gate]") {
+  util::JobGate gate(4, 100);
+  util::JobGate::Ticket t = gate.acquire(1, 1000);
+  CHECK(t.slots() == 1);
+  CHECK(t.bytes() == 100);
+}
+
+TEST_CASE("idle slots go to a multi-slot job only when nobody waits", "[util][job_gate]") {
+  util::JobGate gate(4, 0);
+  {
+    util::JobGate::Ticket t = gate.acquire(3, 1);
+    CHECK(t.slots() == 3);  // nothing else wants the cores: nvcc --threads 3
+    util::JobGate::Ticket u = gate.acquire(3, 1);
+    CHECK(u.slots() == 1);  // only one slot left
+  }
+  // Slots are back after the tickets go.
+  util::JobGate::Ticket v = gate.acquire(4, 1);
+  CHECK(v.slots() == 4);
+}
+
+TEST_CASE("extra slots are bounded by memory as well", "[util][job_gate]") {
+  util::JobGate gate(8, 10);
+  util::JobGate::Ticket t = gate.acquire(4, 4);
+  CHECK(t.slots() == 2);
+  CHECK(t.bytes() == 8);
+}
+
+TEST_CASE("a moved ticket releases its reservation once", "[util][job_gate]") {
+  util::JobGate gate(1, 0);
+  {
+    util::JobGate::Ticket a = gate.acquire(1, 1);
+    util::JobGate::Ticket b = std::move(a);
+    CHECK(b.slots() == 1);
+  }
+  util::JobGate::Ticket c = gate.acquire(1, 1);  // would block forever if the slot leaked
+  CHECK(c.slots() == 1);
+}
+
+TEST_CASE("MemAvailable is read from meminfo text in bytes", "[util][job_gate]") {
+  CHECK(util::parse_meminfo_available("MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   21000000 kB\n") ==
+        21000000ull * 1024);
+  CHECK_FALSE(util::parse_meminfo_available("MemTotal: 1 kB\n"));
+  CHECK_FALSE(util::parse_meminfo_available("MemAvailable: lots kB\n"));
+  CHECK_FALSE(util::parse_meminfo_available("MemAvailable: 99999999999999999999 kB\n"));
+  CHECK(util::available_memory_bytes().value_or(0) > 0);
+}
