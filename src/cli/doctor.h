@@ -18,6 +18,8 @@ struct DoctorOptions {
   std::string cache_dir;                    // --cache-dir (empty: the documented resolution)
   std::optional<std::string> tvm_ffi_root;  // --tvm-ffi-root
   std::vector<std::string> require;         // --require: components that must be found besides the defaults
+  std::optional<std::string> cxx_launcher;   // --cxx-launcher (else TVMFFI_JIT_CXX_LAUNCHER, else CXX's launcher words)
+  std::optional<std::string> cuda_launcher;  // --cuda-launcher (else TVMFFI_JIT_CUDA_LAUNCHER)
 };
 
 // The component names --require accepts, in report order.
