@@ -286,9 +286,12 @@ class UnitCache {
     // take its object from the store (compile here only if it did not store one).
     while (!r.hit && options_.in_flight) {
       u.claim = options_.in_flight->claim(u.key);
-      if (u.claim.owned()) break;
+      // Whoever held the key may have stored the object, also just before
+      // this claim: look again either way.
       r = store_.lookup(store_.object_entry_dir(u.key), u.key);
+      if (u.claim.owned()) break;
     }
+    if (r.hit) u.claim = {};  // nothing to compile: let waiters look it up
     if (!r.hit) {
       if (r.corrupt) count([](cache::StatsCounters& s) { ++s.corrupt_entries; });
       return std::nullopt;
