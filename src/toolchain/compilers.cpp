@@ -1,6 +1,5 @@
 #include "tvmffi_jit/toolchain/compilers.h"
 
-#include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/process.h"
 
@@ -8,7 +7,11 @@ namespace tvmffi_jit::toolchain {
 
 namespace {
 
-std::string resolve_compiler(const EnvLookup& env, const std::string& var, const std::string& fallback) {
+bool has_nvcc(const std::string& home) { return util::is_regular_file(util::join_path(home, "bin/nvcc")); }
+
+}  // namespace
+
+Expected<std::string> find_compiler(const EnvLookup& env, const std::string& var, const std::string& fallback) {
   std::optional<std::string> configured = non_empty(env, var);
   std::string program = configured.value_or(fallback);
   if (program.find('/') != std::string::npos) {
@@ -17,28 +20,31 @@ std::string resolve_compiler(const EnvLookup& env, const std::string& var, const
     return *found;
   }
   if (configured)
-    throw missing_tool_error(var + "=" + program + ": compiler not found (set " + var +
-                             " to an installed compiler, or unset it to use " + fallback + ")");
-  throw missing_tool_error("no " + fallback + " on PATH: install a C/C++ compiler (e.g. apt-get install g++) or set " + var);
+    return Unexpected{var + "=" + program + ": compiler not found (set " + var +
+                      " to an installed compiler, or unset it to use " + fallback + ")"};
+  return Unexpected{"no " + fallback + " on PATH: install a C/C++ compiler (e.g. apt-get install g++) or set " + var};
 }
 
-bool has_nvcc(const std::string& home) { return util::is_regular_file(util::join_path(home, "bin/nvcc")); }
-
-}  // namespace
-
-HostCompilers find_host_compilers(const EnvLookup& env, bool need_c) {
+Expected<HostCompilers> find_host_compilers(const EnvLookup& env, bool need_c) {
   HostCompilers c;
-  c.cxx = resolve_compiler(env, "CXX", "c++");
-  c.cc = need_c ? resolve_compiler(env, "CC", "cc") : non_empty(env, "CC").value_or("cc");
+  auto cxx = find_compiler(env, "CXX", "c++");
+  if (!cxx) return Unexpected{cxx.error()};
+  c.cxx = *cxx;
+  if (need_c) {
+    auto cc = find_compiler(env, "CC", "cc");
+    if (!cc) return Unexpected{cc.error()};
+    c.cc = *cc;
+  } else {
+    c.cc = non_empty(env, "CC").value_or("cc");
+  }
   return c;
 }
 
-std::optional<CudaToolkit> find_cuda_toolkit(const EnvLookup& env, std::string* why) {
+Expected<CudaToolkit> find_cuda_toolkit(const EnvLookup& env) {
   for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
     if (auto home = non_empty(env, var)) {
       if (has_nvcc(*home)) return CudaToolkit{*home, util::join_path(*home, "bin/nvcc"), var};
-      if (why) *why = std::string(var) + "=" + *home + " has no bin/nvcc";
-      return std::nullopt;
+      return Unexpected{std::string(var) + "=" + *home + " has no bin/nvcc"};
     }
   }
   if (auto nvcc = util::find_program("nvcc")) {
@@ -46,10 +52,9 @@ std::optional<CudaToolkit> find_cuda_toolkit(const EnvLookup& env, std::string* 
     return CudaToolkit{home, *nvcc, "PATH"};
   }
   if (has_nvcc("/usr/local/cuda")) return CudaToolkit{"/usr/local/cuda", "/usr/local/cuda/bin/nvcc", "/usr/local/cuda"};
-  if (why)
-    *why = "no CUDA toolkit: CUDA_HOME and CUDA_PATH are unset, nvcc is not on PATH and /usr/local/cuda/bin/nvcc "
-           "does not exist (install the CUDA toolkit or set CUDA_HOME)";
-  return std::nullopt;
+  return Unexpected{
+      "no CUDA toolkit: CUDA_HOME and CUDA_PATH are unset, nvcc is not on PATH and /usr/local/cuda/bin/nvcc "
+      "does not exist (install the CUDA toolkit or set CUDA_HOME)"};
 }
 
 }  // namespace tvmffi_jit::toolchain
