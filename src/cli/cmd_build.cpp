@@ -12,6 +12,7 @@
 
 #include "cli/driver_load.h"
 #include "build_outputs.h"
+#include "output.h"
 #include "tvmffi_jit/compile/cached_build.h"
 #include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/compile/manifest.h"
@@ -42,8 +43,6 @@ struct BuildArgs {
   std::string tvm_ffi_root;
   int jobs = 0;
   bool json = false;
-  int verbosity = 0;
-  bool quiet = false;
   bool validate = false;        // --validate: check the artifact offline and through the driver
   bool require_driver = false;  // --require-driver: no driver is exit 4 instead of a warning
   DriverLoadOptions driver;     // --device, --timeout
@@ -61,21 +60,14 @@ toolchain::Toolchain find_toolchain(const compile::Manifest& m, const BuildArgs&
   if (host_build) {
     bool need_c = false;
     for (const auto& s : m.sources) need_c = need_c || util::extension(s) == ".c";
-    tc.host = toolchain::find_host_compilers(env, need_c);
+    tc.host = toolchain::find_host_compilers(env, need_c).value_or_throw(missing_tool_error);
   }
-  if (m.needs_cuda()) tc.cuda = toolchain::find_cuda_toolkit(env, &tc.cuda_missing_reason);
+  if (m.needs_cuda()) tc.cuda = toolchain::find_cuda_toolkit(env);
+  // Kernel-only builds use tvm-ffi's include directories when it is there;
+  // make_plan() says when a build needs it and it is missing.
   toolchain::TvmFfiSearch search;
   if (!args.tvm_ffi_root.empty()) search.root = args.tvm_ffi_root;
-  if (host_build) {
-    tc.tvm_ffi = uses_cache(args) ? compile::find_tvm_ffi_memoized(search, args.cache_dir) : toolchain::find_tvm_ffi(search);
-  } else {
-    // Kernel-only builds add tvm-ffi's include directories when it is there.
-    try {
-      tc.tvm_ffi = uses_cache(args) ? compile::find_tvm_ffi_memoized(search, args.cache_dir) : toolchain::find_tvm_ffi(search);
-    } catch (const Error& e) {
-      tc.tvm_ffi_missing_reason = e.what();
-    }
-  }
+  tc.tvm_ffi = uses_cache(args) ? compile::find_tvm_ffi_memoized(search, args.cache_dir) : toolchain::find_tvm_ffi(search);
   return tc;
 }
 
@@ -114,11 +106,6 @@ nlohmann::json result_json(const compile::BuildPlan& plan, const compile::BuildR
   }
   j["seconds"] = r.seconds;
   return j;
-}
-
-void write_stdout(const std::string& s) {
-  if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size() || std::fflush(stdout) != 0)
-    throw io_error("cannot write to stdout");
 }
 
 int run_build(const BuildArgs& args, CommandContext& ctx) {
@@ -162,9 +149,9 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
       j["objects_reused"] = cr.objects_reused;
       j["objects_compiled"] = cr.objects_compiled;
       if (args.validate) j["validation"] = validation;
-      write_stdout(j.dump(2) + "\n");
+      print_result(j.dump(2) + "\n");
     } else {
-      write_stdout(shown + "\n");
+      print_result(shown + "\n");
     }
     return validated;
   }
@@ -193,9 +180,9 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     if (!args.outputs.output.empty()) j["output"] = shown;
     j["cache"] = "off";
     if (args.validate) j["validation"] = validation;
-    write_stdout(j.dump(2) + "\n");
+    print_result(j.dump(2) + "\n");
   } else {
-    write_stdout(shown + "\n");
+    print_result(shown + "\n");
   }
   return validated;
 }
@@ -237,22 +224,13 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                   "tvm-ffi installation (default: $TVM_FFI_ROOT, tvm-ffi-config, python3 -c 'import tvm_ffi')");
   sub->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: one per core)")->check(CLI::NonNegativeNumber);
   sub->add_flag("--json", args->json, "Print one JSON object (path, name, emit, functions, archs, commands, seconds, cache, key)");
-  sub->add_flag("-v,--verbose", args->verbosity, "Show every command (also accepted before the subcommand)");
-  sub->add_flag("-q,--quiet", args->quiet, "Only errors on stderr");
   add_build_output_options(*sub, args->outputs);
   sub->add_flag("--validate", args->validate,
                 "Check the artifact offline, then load it through the CUDA driver in a child process (docs/driver.md);\n"
                 "exit 3 if invalid. Without a driver: offline checks only and a warning");
   sub->add_flag("--require-driver", args->require_driver, "With --validate: no driver or device is exit 4");
   add_driver_load_options(sub, args->driver);
-  sub->callback([args, &ctx] {
-    if (args->verbosity || args->quiet) {
-      ctx.global.verbosity += args->verbosity;
-      ctx.global.quiet = ctx.global.quiet || args->quiet;
-      util::init_logging(ctx.global.verbosity, ctx.global.quiet);
-    }
-    ctx.exit_code = run_build(*args, ctx);
-  });
+  sub->callback([args, &ctx] { ctx.exit_code = run_build(*args, ctx); });
 }
 
 }  // namespace tvmffi_jit::cli
