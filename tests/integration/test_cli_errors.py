@@ -223,3 +223,19 @@ def test_doctor_names_the_tvm_ffi_header_and_package_versions(env):
     text = run("doctor", env=env).stdout
     line = next(l for l in text.splitlines() if " tvm-ffi " in l)
     assert f"headers {tvm['header_version']}, package {tvm['package_version']}" in line, line
+
+
+# --- NVRTC ------------------------------------------------------------------------------
+
+def test_nvrtc_host_header_error_gets_a_cuda_std_hint_that_works(tmp_path, env):
+    report = json.loads(run("doctor", "--json", env=env).stdout)
+    if not report["compilers"]["nvrtc"]["found"]:
+        pytest.skip("no NVRTC on this machine")
+    host = tmp_path / "host.cu"
+    host.write_text("#include <cstdint>\n__global__ void k(int32_t* x) { x[0] = 1; }\n")
+    p = run("build", host, "--emit", "ptx", "--compiler", "nvrtc", "--arch", "9.0", "--no-cache", env=env, check=1)
+    assert "hint: NVRTC has no host C++ headers: include <cuda/std/cstdint> instead of <cstdint>" in p.stderr
+    # The hint is right: the suggested header compiles.
+    fixed = tmp_path / "fixed.cu"
+    fixed.write_text("#include <cuda/std/cstdint>\n__global__ void k(cuda::std::int32_t* x) { x[0] = 1; }\n")
+    run("build", fixed, "--emit", "ptx", "--compiler", "nvrtc", "--arch", "9.0", "--no-cache", env=env, check=0)
