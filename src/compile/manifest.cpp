@@ -36,7 +36,7 @@ std::string pointer_token(std::string_view key) {
   return out;
 }
 
-std::string in_quotes(std::string_view s) { return quoted(s); }
+std::string in_quotes(std::string_view s) { return quote_for_message(s); }
 
 // One manifest being read: where messages point, and where relative paths start.
 struct Reader {

@@ -8,7 +8,7 @@ std::string errno_message(const std::string& what, int err) {
   return what + ": " + std::strerror(err);
 }
 
-std::string quoted(std::string_view text) {
+std::string quote_for_message(std::string_view text) {
   static const char* kHex = "0123456789abcdef";
   std::string out = "\"";
   for (char ch : text) {

@@ -48,6 +48,7 @@ std::string errno_message(const std::string& what, int err);
 // line made visible: \" \\ \n \t, other control bytes (NUL included) as
 // \xNN. Names from manifests and the command line go through this, so a NUL
 // or an escape sequence in a name cannot cut or repaint the message.
-std::string quoted(std::string_view text);
+// (Not "quoted": std::quoted would win overload resolution for a std::string argument.)
+std::string quote_for_message(std::string_view text);
 
 }  // namespace tvmffi_jit
