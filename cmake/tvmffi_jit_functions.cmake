@@ -2,7 +2,9 @@
 #     MANIFEST <file.json>            manifest (relative to CMAKE_CURRENT_SOURCE_DIR)
 #     [SOURCES <file>...]             extra sources, added to the manifest's
 #     [ARCH <arch>...]                CUDA architectures (8.0, 9.0a, 10.0f, 9.0+PTX); default: the
-#                                     manifest's cuda_arch, else TVM_FFI_CUDA_ARCH_LIST, else the GPUs
+#                                     manifest's cuda_arch, else CMAKE_CUDA_ARCHITECTURES (80 -> 8.0+PTX,
+#                                     90a-real -> 9.0a, native -> the GPUs), else TVM_FFI_CUDA_ARCH_LIST
+#                                     at build time, else the GPUs
 #     [EMIT module|object|cubin|fatbin|ptx]
 #     [OUTPUT <path>]                 where the artifact goes (relative to CMAKE_CURRENT_BINARY_DIR);
 #                                     default: <binary dir>/<manifest name>.<so|o|cubin|fatbin|ptx>
@@ -22,6 +24,34 @@
 #
 # Needs CMake >= 3.20 (DEPFILE with the Makefile generators) and the Ninja or
 # Makefile generators.
+
+# CMAKE_CUDA_ARCHITECTURES ("80;90a-real", "86-virtual", "native") as a
+# tvmffi-jit --arch list ("8.0+PTX,9.0a,8.6+PTX"), in <out>; empty when it
+# leaves the choice to tvmffi-jit. CMake's plain "80" means SASS and PTX (so
+# +PTX), "-real" SASS only; tvmffi-jit has no PTX-only entry, so "-virtual"
+# also gets the SASS. "native" is what tvmffi-jit does anyway (the visible
+# GPUs); "all" and "all-major" depend on the nvcc version and are refused.
+function(_tvmffi_jit_cmake_cuda_archs out target value)
+  set(archs "")
+  if(value STREQUAL "native" OR NOT value)
+    set(${out} "" PARENT_SCOPE)
+    return()
+  endif()
+  foreach(entry IN LISTS value)
+    if(entry MATCHES "^([0-9]+)([0-9])([af]?)(-real|-virtual)?$")
+      set(arch "${CMAKE_MATCH_1}.${CMAKE_MATCH_2}${CMAKE_MATCH_3}")
+      if(NOT CMAKE_MATCH_4 STREQUAL "-real")
+        string(APPEND arch "+PTX")
+      endif()
+      list(APPEND archs "${arch}")
+    else()
+      message(FATAL_ERROR "tvmffi_jit_add_module(${target}): CMAKE_CUDA_ARCHITECTURES entry \"${entry}\" has no "
+                          "tvmffi-jit equivalent (expected 80, 90a, 100f-real, 86-virtual or native); pass ARCH")
+    endif()
+  endforeach()
+  list(JOIN archs "," joined)
+  set(${out} "${joined}" PARENT_SCOPE)
+endfunction()
 
 cmake_policy(PUSH)
 cmake_policy(VERSION 3.20)
@@ -55,10 +85,10 @@ function(tvmffi_jit_add_module target)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${manifest}")
 
   set(emit "${arg_EMIT}")
+  file(READ "${manifest}" manifest_text)
   if(arg_OUTPUT)
     get_filename_component(output "${arg_OUTPUT}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
   else()
-    file(READ "${manifest}" manifest_text)
     string(JSON module_name ERROR_VARIABLE json_error GET "${manifest_text}" name)
     if(json_error)
       message(FATAL_ERROR "tvmffi_jit_add_module(${target}): ${manifest}: no \"name\" (${json_error}); "
@@ -89,8 +119,18 @@ function(tvmffi_jit_add_module target)
   endforeach()
 
   set(command tvmffi_jit::tvmffi-jit build -q -m "${manifest}" ${sources})
+  set(arch_list "")
   if(arg_ARCH)
     list(JOIN arg_ARCH "," arch_list)
+  else()
+    # The manifest's own cuda_arch is specific to this module and wins over
+    # the project-wide CMAKE_CUDA_ARCHITECTURES, as a target property would.
+    string(JSON manifest_arch ERROR_VARIABLE no_manifest_arch GET "${manifest_text}" cuda_arch)
+    if(no_manifest_arch AND DEFINED CMAKE_CUDA_ARCHITECTURES)
+      _tvmffi_jit_cmake_cuda_archs(arch_list ${target} "${CMAKE_CUDA_ARCHITECTURES}")
+    endif()
+  endif()
+  if(arch_list)
     list(APPEND command "--arch=${arch_list}")
   endif()
   if(arg_EMIT)

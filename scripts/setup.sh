@@ -2,7 +2,8 @@
 # Sets up a fresh Debian 12 machine (with the CUDA toolkit) for tvmffi-jit and
 # builds it into ./build. Idempotent: a second run only rebuilds what changed.
 #   Debian packages: compilers, CMake, CLI11, nlohmann-json, spdlog/fmt, Catch2,
-#                    OpenSSL, liblz4, libzstd, libelf, clang (fuzzing), groff.
+#                    OpenSSL, liblz4, libzstd, clang (fuzzing), groff. (<elf.h> is
+#                    glibc's, in libc6-dev: no libelf.)
 #                    ccache and bubblewrap (compiler launcher tests; sccache-dist's
 #                    build servers sandbox compiles with bwrap).
 #   PyPI:            apache-tvm-ffi (headers, libtvm_ffi.so, loader), numpy,
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake ninja-build pkg-config git
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev catch2
-  libssl-dev liblz4-dev libzstd-dev libelf-dev
+  libssl-dev liblz4-dev libzstd-dev
   clang libclang-rt-14-dev groff man-db bash-completion zsh
   ccache bubblewrap)
 

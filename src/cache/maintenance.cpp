@@ -1,6 +1,7 @@
 #include "tvmffi_jit/cache/maintenance.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 
 #include "tvmffi_jit/util/error.h"
@@ -153,6 +155,42 @@ std::vector<EntryInfo> list_entries(const std::string& root, bool include_object
     }
   }
   return out;
+}
+
+namespace {
+
+void add_tree_bytes(int dir_fd, int depth, CacheSummary& s) {
+  DIR* dir = ::fdopendir(dir_fd);
+  if (!dir) {
+    ::close(dir_fd);
+    return;
+  }
+  while (struct dirent* e = ::readdir(dir)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    struct stat st;
+    if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISREG(st.st_mode)) {
+      s.total_bytes += static_cast<uint64_t>(st.st_size);
+      ++s.total_files;
+    } else if (S_ISDIR(st.st_mode) && depth < 16) {
+      int child = ::openat(::dirfd(dir), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (child >= 0) add_tree_bytes(child, depth + 1, s);
+    }
+  }
+  ::closedir(dir);
+}
+
+}  // namespace
+
+CacheSummary summarize_cache(const std::string& root) {
+  CacheSummary s;
+  for (const auto& e : list_entries(root, true)) {
+    (e.is_object ? s.object_entries : s.module_entries) += 1;
+    (e.is_object ? s.object_bytes : s.module_bytes) += e.bytes;
+  }
+  int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) add_tree_bytes(fd, 0, s);
+  return s;
 }
 
 std::vector<EntryInfo> find_entries(const std::string& root, const std::string& name_or_key) {

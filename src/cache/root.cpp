@@ -107,7 +107,7 @@ void probe_root_writable(CacheRoot& root) {
 }
 
 bool is_valid_entry_name(std::string_view name) {
-  if (name.empty() || name.size() > 128 || name[0] == '.') return false;
+  if (name.empty() || name.size() > kMaxEntryNameLength || name[0] == '.') return false;
   for (char c : name) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
               c == '-' || c == '.';

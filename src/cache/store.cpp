@@ -128,9 +128,10 @@ util::FileLock Store::lock(const std::string& entry_dir, const std::string& what
   lo.note = what;
   lo.on_wait = [&](const util::LockHolder& h) {
     if (h.pid)
-      spdlog::warn("waiting for pid {}{} which is building {} (lock {})", h.pid,
+      // The holder's note says what it is doing ("building add_one").
+      spdlog::warn("waiting for pid {}{}, which is {} (lock {})", h.pid,
                    h.host.empty() || h.host == util::host_name() ? "" : " on " + h.host,
-                   h.note.empty() ? util::file_name(entry_dir) : h.note, path);
+                   h.note.empty() ? "building " + util::file_name(entry_dir) : h.note, path);
     else
       spdlog::warn("waiting for another process building {} (lock {})", util::file_name(entry_dir), path);
   };

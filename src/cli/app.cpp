@@ -1,14 +1,16 @@
 #include "tvmffi_jit/cli/app.h"
 
-#include <cstdio>
+#include <algorithm>
 #include <exception>
+#include <string>
 #include <vector>
 
-#include "doctor.h"
+#include "output.h"
 #include "tvmffi_jit/cli/commands.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/process.h"
+#include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cli {
 
@@ -27,6 +29,161 @@ const char* kExitCodeHelp =
     "Exit codes: 0 ok; 1 compile or link failed; 2 bad usage or manifest; 3 validation failed\n"
     "(invalid file); 4 missing toolchain, tvm-ffi or driver; 5 I/O or cache failure.";
 
+// Options that belong to subcommands but read as global ones: accepted before
+// the subcommand too (`tvmffi-jit --cache-dir D cache list`), by moving them
+// behind it. -v/-q are the top-level app's own and fall through from every
+// subcommand.
+struct MovableOption {
+  const char* name;
+  bool takes_value;
+};
+constexpr MovableOption kMovableOptions[] = {{"--cache-dir", true}, {"--json", false}};
+
+const MovableOption* movable_option(const std::string& name) {
+  for (const auto& m : kMovableOptions)
+    if (name == m.name) return &m;
+  return nullptr;
+}
+
+std::string option_name(const std::string& token) { return token.substr(0, token.find('=')); }
+
+CLI::App* find_subcommand(CLI::App* level, const std::string& name) {
+  auto found = level->get_subcommands([&](CLI::App* a) { return !a->get_name().empty() && a->check_name(name); });
+  return found.empty() ? nullptr : found.front();
+}
+
+bool has_subcommands(CLI::App* level) {
+  return !level->get_subcommands([](CLI::App* a) { return !a->get_name().empty(); }).empty();
+}
+
+bool takes_value(const CLI::Option* opt) { return opt && opt->get_items_expected_max() > 0; }
+
+// argv[1..] with the movable options that stand before the (deepest)
+// subcommand moved right behind it, where the subcommand's own option takes
+// them. Everything after the subcommand, and after "--", stays as given.
+std::vector<std::string> place_global_options(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> in(argv + 1, argv + argc), out, moved;
+  CLI::App* level = &app;
+  size_t i = 0;
+  for (; i < in.size(); ++i) {
+    const std::string& token = in[i];
+    if (token == "--") break;
+    if (token.empty() || token[0] != '-') {
+      CLI::App* sub = find_subcommand(level, token);
+      if (!sub) break;
+      out.push_back(token);
+      level = sub;
+      if (!has_subcommands(level)) {
+        ++i;
+        break;
+      }
+      continue;
+    }
+    const std::string name = option_name(token);
+    const CLI::Option* own = level->get_option_no_throw(name);
+    const MovableOption* movable = own ? nullptr : movable_option(name);
+    std::vector<std::string>& to = movable ? moved : out;
+    to.push_back(token);
+    const bool separate_value = token.find('=') == std::string::npos &&
+                                (movable ? movable->takes_value : takes_value(own) && util::starts_with(token, "--"));
+    if (separate_value && i + 1 < in.size()) to.push_back(in[++i]);
+  }
+  out.insert(out.end(), moved.begin(), moved.end());
+  out.insert(out.end(), in.begin() + static_cast<std::ptrdiff_t>(i), in.end());
+  return out;
+}
+
+// "tvmffi-jit cache list" for the deepest subcommand CLI11 selected.
+CLI::App* selected_command(CLI::App& app) {
+  CLI::App* level = &app;
+  for (;;) {
+    auto subs = level->get_subcommands();
+    if (subs.empty()) return level;
+    level = subs.front();
+  }
+}
+
+std::string command_path(CLI::App* level) {
+  std::vector<std::string> names;
+  for (CLI::App* a = level; a; a = a->get_parent()) names.insert(names.begin(), a->get_name());
+  return util::join(names, " ");
+}
+
+// Every option spelling `level` accepts, its parents' included (they fall through).
+std::vector<std::string> option_spellings(CLI::App* level) {
+  std::vector<std::string> names;
+  for (CLI::App* a = level; a; a = a->get_parent()) {
+    for (const CLI::Option* opt : a->get_options()) {
+      for (const auto& l : opt->get_lnames()) names.push_back("--" + l);
+      for (const auto& s : opt->get_snames()) names.push_back("-" + s);
+    }
+  }
+  return names;
+}
+
+std::vector<std::string> subcommand_names(CLI::App* level) {
+  std::vector<std::string> names;
+  for (CLI::App* a : level->get_subcommands([](CLI::App* s) { return !s->get_name().empty() && !s->get_group().empty(); }))
+    names.push_back(a->get_name());
+  return names;
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  auto near = util::nearest(word, candidates);
+  return near ? ", did you mean '" + *near + "'?" : "";
+}
+
+// The first word that `level` did not take: the first token after the
+// subcommand's own name that is not an option (or an option's value).
+std::string first_unknown_word(CLI::App* level, const std::vector<std::string>& args) {
+  // Walk the arguments the way place_global_options did, down to `level`.
+  size_t i = 0;
+  std::vector<CLI::App*> chain;
+  for (CLI::App* a = level; a && a->get_parent(); a = a->get_parent()) chain.insert(chain.begin(), a);
+  for (CLI::App* a : chain) {
+    while (i < args.size() && args[i] != a->get_name()) ++i;
+    ++i;
+  }
+  for (; i < args.size(); ++i) {
+    const std::string& token = args[i];
+    if (token == "--") return i + 1 < args.size() ? args[i + 1] : "";
+    if (token.empty() || token[0] != '-') return token;
+    const CLI::Option* opt = level->get_option_no_throw(option_name(token));
+    if (token.find('=') == std::string::npos && takes_value(opt) && util::starts_with(token, "--")) ++i;
+  }
+  return "";
+}
+
+// CLI11's messages ("A subcommand is required", "The following arguments were
+// not expected: x --y") turned into what happened and what to do.
+std::string explain_parse_error(CLI::App& app, const CLI::ParseError& e, const std::vector<std::string>& args) {
+  CLI::App* level = selected_command(app);
+  const std::string command = command_path(level);
+  const std::string help = " (" + command + " --help)";
+  const std::string what = e.what();
+  std::string unknown;
+  if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+    // "The following argument(s) was/were not expected: a b": the first one.
+    const size_t colon = what.find(": ");
+    if (colon != std::string::npos) unknown = util::split_any(what.substr(colon + 2), " ").at(0);
+  } else if (dynamic_cast<const CLI::RequiredError*>(&e) && what.find("subcommand is required") != std::string::npos) {
+    unknown = first_unknown_word(level, args);
+    if (unknown.empty()) {
+      return "missing command: " + command + " needs one of " + util::join(subcommand_names(level), ", ") + help;
+    }
+  } else {
+    return command + ": " + what + help;
+  }
+  if (!unknown.empty() && unknown[0] == '-') {
+    const std::string name = option_name(unknown);
+    if (movable_option(name)) return command + " takes no " + name + help;
+    return "unknown option '" + name + "' for " + command + did_you_mean(name, option_spellings(level)) + help;
+  }
+  if (has_subcommands(level))
+    return "unknown command '" + unknown + "' for " + command + did_you_mean(unknown, subcommand_names(level)) + help;
+  return "unexpected argument '" + unknown + "' for " + command + help;
+}
+
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -37,17 +194,24 @@ int run(int argc, char** argv) {
   app.footer(kExitCodeHelp);
   app.require_subcommand(1);
   app.fallthrough();
-  app.add_flag("-v,--verbose", ctx.global.verbosity, "Show every command (-vv: debug log)");
-  app.add_flag("-q,--quiet", ctx.global.quiet, "No progress or log messages on stderr: errors and compiler warnings only");
-  app.set_version_flag("--version", version_report, "Print the versions of tvmffi-jit, tvm-ffi, nvcc and the CUDA driver");
+  // Counted across the command line: `-v build -v` is -vv.
+  app.add_flag_function(
+      "-v,--verbose", [&](std::int64_t n) { ctx.global.verbosity += static_cast<int>(n); },
+      "Show every command (-vv: debug log); accepted anywhere on the command line");
+  app.add_flag("-q,--quiet", ctx.global.quiet, "No progress or log messages on stderr: errors and compiler warnings only; accepted anywhere on the command line");
+  // No probing here: `doctor` reports the toolchain.
+  app.set_version_flag("--version", std::string("tvmffi-jit ") + TVMFFI_JIT_VERSION,
+                       "Print tvmffi-jit's version (`tvmffi-jit doctor` reports tvm-ffi, nvcc and the driver)");
   util::install_termination_handlers();  // children never outlive a Ctrl-C (util/process.h)
   util::init_logging(0, false);
   // Re-initialise once -v/-q are known; this runs before any subcommand callback.
   app.parse_complete_callback([&] { util::init_logging(ctx.global.verbosity, ctx.global.quiet); });
   for (RegisterCommand reg : kCommands) reg(app, ctx);
 
+  const std::vector<std::string> args = place_global_options(app, argc, argv);
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last-first
+    app.parse(reversed);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -55,15 +219,15 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    print_diagnostic("error", explain_parse_error(app, e, args));
     return static_cast<int>(ExitCode::kUsage);
   } catch (const Error& e) {
-    std::fprintf(stderr, "tvmffi-jit: error: %s\n", e.what());
+    print_diagnostic("error", e.what());
     // Stopped by a signal: 128 + its number, whichever error the unwinding raised first.
     if (int sig = util::termination_signal()) return 128 + sig;
     return e.exit_code();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tvmffi-jit: internal error: %s\n", e.what());
+    print_diagnostic("internal error", e.what());
     return static_cast<int>(ExitCode::kIo);
   }
   return ctx.exit_code;

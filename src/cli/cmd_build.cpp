@@ -17,6 +17,7 @@
 #include "batch_report.h"
 #include "build_outputs.h"
 #include "tvmffi_jit/compile/batch.h"
+#include "output.h"
 #include "tvmffi_jit/compile/cached_build.h"
 #include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/compile/launch.h"
@@ -53,8 +54,6 @@ struct BuildArgs {
   int jobs = 0;
   std::string mem_per_job;  // --mem-per-job SIZE (a CUDA unit's reservation in the job gate)
   bool json = false;
-  int verbosity = 0;
-  bool quiet = false;
   bool validate = false;        // --validate: check the artifact offline and through the driver
   bool require_driver = false;  // --require-driver: no driver is exit 4 instead of a warning
   DriverLoadOptions driver;     // --device, --timeout
@@ -72,21 +71,14 @@ toolchain::Toolchain find_toolchain(const compile::Manifest& m, const BuildArgs&
   if (host_build) {
     bool need_c = false;
     for (const auto& s : m.sources) need_c = need_c || util::extension(s) == ".c";
-    tc.host = toolchain::find_host_compilers(env, need_c);
+    tc.host = toolchain::find_host_compilers(env, need_c).value_or_throw(missing_tool_error);
   }
-  if (m.needs_cuda()) tc.cuda = toolchain::find_cuda_toolkit(env, &tc.cuda_missing_reason);
+  if (m.needs_cuda()) tc.cuda = toolchain::find_cuda_toolkit(env);
+  // Kernel-only builds use tvm-ffi's include directories when it is there;
+  // make_plan() says when a build needs it and it is missing.
   toolchain::TvmFfiSearch search;
   if (!args.tvm_ffi_root.empty()) search.root = args.tvm_ffi_root;
-  if (host_build) {
-    tc.tvm_ffi = uses_cache(args) ? compile::find_tvm_ffi_memoized(search, args.cache_dir) : toolchain::find_tvm_ffi(search);
-  } else {
-    // Kernel-only builds add tvm-ffi's include directories when it is there.
-    try {
-      tc.tvm_ffi = uses_cache(args) ? compile::find_tvm_ffi_memoized(search, args.cache_dir) : toolchain::find_tvm_ffi(search);
-    } catch (const Error& e) {
-      tc.tvm_ffi_missing_reason = e.what();
-    }
-  }
+  tc.tvm_ffi = uses_cache(args) ? compile::find_tvm_ffi_memoized(search, args.cache_dir) : toolchain::find_tvm_ffi(search);
   return tc;
 }
 
@@ -164,8 +156,7 @@ nlohmann::json cached_result_json(const compile::BuildPlan& plan, const compile:
 
 void write_stdout(const std::string& s) {
   util::check_termination();  // a result is printed only by a build that was not stopped
-  if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size() || std::fflush(stdout) != 0)
-    throw io_error("cannot write to stdout");
+  print_result(s);
 }
 
 compile::PlanOptions plan_options_from_environment() {
@@ -223,9 +214,9 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
       nlohmann::json j = cached_result_json(plan, cr);
       if (!args.outputs.output.empty()) j["output"] = shown;
       if (args.validate) j["validation"] = validation;
-      write_stdout(j.dump(2) + "\n");
+      print_result(j.dump(2) + "\n");
     } else {
-      write_stdout(shown + "\n");
+      print_result(shown + "\n");
     }
     return validated;
   }
@@ -252,9 +243,9 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     if (!args.outputs.output.empty()) j["output"] = shown;
     j["cache"] = "off";
     if (args.validate) j["validation"] = validation;
-    write_stdout(j.dump(2) + "\n");
+    print_result(j.dump(2) + "\n");
   } else {
-    write_stdout(shown + "\n");
+    print_result(shown + "\n");
   }
   return validated;
 }
@@ -462,22 +453,13 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                   "Prefix for nvcc compile commands (e.g. sccache; \"\" for none). Default: the manifest's\n"
                   "cuda_launcher, else $TVMFFI_JIT_CUDA_LAUNCHER");
   sub->add_flag("--json", args->json, "Print one JSON object (path, name, emit, functions, archs, commands, seconds, cache, key)");
-  sub->add_flag("-v,--verbose", args->verbosity, "Show every command (also accepted before the subcommand)");
-  sub->add_flag("-q,--quiet", args->quiet, "No progress or log messages on stderr: errors and compiler warnings only");
   add_build_output_options(*sub, args->outputs);
   sub->add_flag("--validate", args->validate,
                 "Check the artifact offline, then load it through the CUDA driver in a child process (docs/driver.md);\n"
                 "exit 3 if invalid. Without a driver: offline checks only and a warning");
   sub->add_flag("--require-driver", args->require_driver, "With --validate: no driver or device is exit 4");
   add_driver_load_options(sub, args->driver);
-  sub->callback([args, &ctx] {
-    if (args->verbosity || args->quiet) {
-      ctx.global.verbosity += args->verbosity;
-      ctx.global.quiet = ctx.global.quiet || args->quiet;
-      util::init_logging(ctx.global.verbosity, ctx.global.quiet);
-    }
-    ctx.exit_code = run_build(*args, ctx);
-  });
+  sub->callback([args, &ctx] { ctx.exit_code = run_build(*args, ctx); });
 }
 
 }  // namespace tvmffi_jit::cli

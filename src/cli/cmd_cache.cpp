@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "output.h"
 #include "tvmffi_jit/cache/maintenance.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/stats.h"
@@ -33,9 +34,7 @@ struct CacheArgs {
   bool zero = false;
 };
 
-void out(const std::string& s) {
-  if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size()) throw io_error("cannot write to stdout");
-}
+void out(const std::string& s) { print_result(s); }
 
 void out_json(const nlohmann::json& j) { out(j.dump(2) + "\n"); }
 
@@ -176,11 +175,9 @@ void run_stats(const CacheArgs& a) {
   if (a.zero) cache::zero_stats(store.root());
   else if (store.writable()) cache::fold_stats(store.root());
   cache::StatsCounters s = cache::read_stats(store.root());
-  uint64_t modules = 0, objects = 0, module_bytes = 0, object_bytes = 0;
-  for (const auto& e : cache::list_entries(store.root(), true)) {
-    (e.is_object ? objects : modules) += 1;
-    (e.is_object ? object_bytes : module_bytes) += e.bytes;
-  }
+  const cache::CacheSummary summary = cache::summarize_cache(store.root());
+  const uint64_t modules = summary.module_entries, objects = summary.object_entries;
+  const uint64_t module_bytes = summary.module_bytes, object_bytes = summary.object_bytes;
   if (a.json) {
     nlohmann::json j = cache::stats_to_json(s);
     j["root"] = store.root();

@@ -19,7 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "doctor.h"
+#include "output.h"
 #include "tvmffi_jit/compile/nvrtc.h"
+#include "tvmffi_jit/cache/maintenance.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cli/commands.h"
 #include "tvmffi_jit/driver/devices.h"
@@ -89,24 +91,6 @@ std::string nvcc_version_number(const std::string& line) {
   return line;
 }
 
-// tvm-ffi's C ABI version from its headers (TVM_FFI_VERSION_* in c_api.h):
-// the version the module is compiled against, which is what matters here.
-std::optional<std::string> tvm_ffi_header_version(const std::string& include_dir) {
-  auto text = util::try_read_file(util::join_path(include_dir, "tvm/ffi/c_api.h"));
-  if (!text) return std::nullopt;
-  std::string parts[3];
-  const char* names[3] = {"TVM_FFI_VERSION_MAJOR", "TVM_FFI_VERSION_MINOR", "TVM_FFI_VERSION_PATCH"};
-  for (const auto& line : util::split_lines(*text)) {
-    auto words = util::split_any(line, " \t");
-    if (words.size() < 3 || words[0] != "#define") continue;
-    for (int i = 0; i < 3; ++i) {
-      if (words[1] == names[i]) parts[i] = words[2];
-    }
-  }
-  if (parts[0].empty() || parts[1].empty()) return std::nullopt;
-  return parts[0] + "." + parts[1] + (parts[2].empty() ? "" : "." + parts[2]);
-}
-
 // 13000 -> "13.0" (cuDriverGetVersion encodes 1000*major + 10*minor).
 std::string driver_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
@@ -127,67 +111,38 @@ void mark_missing(json& c, const std::string& problem, const std::string& fix) {
   c["fix"] = fix;
 }
 
-// The C++ compiler is found exactly as builds find it. The C compiler is
-// looked up on its own (find_host_compilers resolves CXX first and would
-// blame a broken CXX on cc), with the same rules: $CC or "cc", a path or a
-// name on PATH.
-std::optional<std::string> find_c_compiler(const toolchain::EnvLookup& env, std::string* problem) {
-  const std::optional<std::string> configured = toolchain::non_empty(env, "CC");
-  // CC="ccache gcc": the compiler is the last word (the launcher is reported apart).
-  const std::vector<std::string> words = configured ? toolchain::split_launcher_text(*configured) : std::vector<std::string>{};
-  const std::string program = words.empty() ? configured.value_or("cc") : words.back();
-  if (program.find('/') != std::string::npos) {
-    if (util::is_regular_file(program)) return util::absolute_path(program);
-  } else if (auto found = util::find_program(program)) {
-    return *found;
-  }
-  *problem = configured ? "CC=" + program + ": compiler not found" : "no cc on PATH";
-  return std::nullopt;
-}
-
+// The C++ and C compilers are found exactly as builds find them, each on its
+// own (find_host_compilers resolves CXX first and would blame a broken CXX on cc).
 json probe_host_compiler(const toolchain::EnvLookup& env, bool c_compiler) {
   json c = component(c_compiler ? "cc" : "c++");
   const char* var = c_compiler ? "CC" : "CXX";
   const std::string fix = c_compiler
                               ? "install a C compiler (apt-get install gcc) or set CC; needed only for .c sources"
                               : "install a C++ compiler (apt-get install g++) or set CXX=/path/to/c++";
-  std::string path;
-  try {
-    if (c_compiler) {
-      std::string problem;
-      auto found = find_c_compiler(env, &problem);
-      if (!found) {
-        mark_missing(c, problem, fix);
-        return c;
-      }
-      path = *found;
-    } else {
-      path = toolchain::find_host_compilers(env, false).cxx;
-    }
-  } catch (const Error& e) {
-    mark_missing(c, e.what(), fix);
+  auto path = toolchain::find_compiler(env, var, c_compiler ? "cc" : "c++");
+  if (!path) {
+    mark_missing(c, path.error(), fix);
     return c;
   }
-  c["path"] = path;
+  c["path"] = *path;
   c["found_by"] = toolchain::non_empty(env, var) ? var : "PATH";
-  if (auto v = version_line(path)) {
+  if (auto v = version_line(*path)) {
     c["found"] = true;
     c["version"] = *v;
   } else {
-    mark_missing(c, path + " --version failed", std::string("point ") + var + " at a working compiler");
+    mark_missing(c, *path + " --version failed", std::string("point ") + var + " at a working compiler");
   }
   return c;
 }
 
 json probe_nvcc(const toolchain::EnvLookup& env) {
   json c = component("nvcc");
-  std::string why;
-  auto toolkit = toolchain::find_cuda_toolkit(env, &why);
+  auto toolkit = toolchain::find_cuda_toolkit(env);
   const std::string fix =
       "install the CUDA toolkit and set CUDA_HOME (e.g. CUDA_HOME=/usr/local/cuda) or put nvcc on PATH; "
       "needed for .cu sources and --emit cubin|fatbin|ptx with nvcc";
   if (!toolkit) {
-    mark_missing(c, why, fix);
+    mark_missing(c, toolkit.error(), fix);
     return c;
   }
   c["path"] = toolkit->nvcc;
@@ -220,26 +175,32 @@ json probe_nvrtc() {
   return c;
 }
 
+// "version" is the headers' (the ABI modules are compiled against, as the
+// cache key records it); "package_version" the installed wheel's, which can
+// differ ("0.1.16" headers in the 0.1.15.post2 wheel). Both are shown, named.
 json probe_tvm_ffi(const DoctorOptions& options) {
   json c = component("tvm-ffi");
-  try {
-    toolchain::TvmFfiSearch search;
-    search.root = options.tvm_ffi_root;
-    toolchain::TvmFfiLocation loc = toolchain::find_tvm_ffi(search);
-    c["path"] = loc.lib_dir;
-    c["include_dir"] = loc.include_dir;
-    c["dlpack_include_dir"] = loc.dlpack_include_dir;
-    c["lib_dir"] = loc.lib_dir;
-    c["found_by"] = loc.found_by;
-    if (auto v = tvm_ffi_header_version(loc.include_dir)) {
-      c["found"] = true;
-      c["version"] = *v;
-    } else {
-      mark_missing(c, loc.include_dir + "/tvm/ffi/c_api.h has no TVM_FFI_VERSION_* macros",
-                   "reinstall tvm-ffi (pip install --force-reinstall apache-tvm-ffi)");
-    }
-  } catch (const Error& e) {
-    mark_missing(c, e.what(), "pip install apache-tvm-ffi, or set TVM_FFI_ROOT / pass --tvm-ffi-root DIR");
+  toolchain::TvmFfiSearch search;
+  search.root = options.tvm_ffi_root;
+  auto loc = toolchain::find_tvm_ffi(search);
+  if (!loc) {
+    mark_missing(c, loc.error(), "pip install apache-tvm-ffi, or set TVM_FFI_ROOT / pass --tvm-ffi-root DIR");
+    return c;
+  }
+  c["path"] = loc->lib_dir;
+  c["include_dir"] = loc->include_dir;
+  c["dlpack_include_dir"] = loc->dlpack_include_dir;
+  c["lib_dir"] = loc->lib_dir;
+  c["found_by"] = loc->found_by;
+  auto package = toolchain::tvm_ffi_package_version(*loc);
+  c["package_version"] = package ? json(*package) : json(nullptr);
+  auto header = toolchain::tvm_ffi_header_version(loc->include_dir);
+  c["header_version"] = header ? json(*header) : json(nullptr);
+  if (header) {
+    c["found"] = true;
+    c["version"] = *header;
+  } else {
+    mark_missing(c, header.error(), "reinstall tvm-ffi (pip install --force-reinstall apache-tvm-ffi)");
   }
   return c;
 }
@@ -288,45 +249,6 @@ DriverProbe probe_driver() {
   return p;
 }
 
-struct TreeSummary {
-  uint64_t bytes = 0;
-  uint64_t files = 0;
-  uint64_t module_entries = 0;
-  uint64_t object_entries = 0;
-};
-
-// Walks the cache without following symlinks. An entry is a directory holding
-// entry.json (cache/entry.h); those under objects/ are per-translation-unit
-// objects, the rest modules. tmp/ (staging) is counted in bytes only.
-void summarize_tree(int dir_fd, bool under_objects, bool under_tmp, int depth, TreeSummary& s) {
-  if (depth > 16) return;
-  DIR* dir = ::fdopendir(dir_fd);
-  if (!dir) {
-    ::close(dir_fd);
-    return;
-  }
-  bool has_entry_json = false;
-  while (struct dirent* e = ::readdir(dir)) {
-    const std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    struct stat st;
-    if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (S_ISREG(st.st_mode)) {
-      s.bytes += static_cast<uint64_t>(st.st_size);
-      ++s.files;
-      if (name == "entry.json") has_entry_json = true;
-    } else if (S_ISDIR(st.st_mode)) {
-      int child = ::openat(::dirfd(dir), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (child < 0) continue;
-      const bool top = depth == 0;
-      summarize_tree(child, under_objects || (top && name == "objects"), under_tmp || (top && name == "tmp"),
-                     depth + 1, s);
-    }
-  }
-  ::closedir(dir);
-  if (has_entry_json && !under_tmp && depth > 0) (under_objects ? s.object_entries : s.module_entries)++;
-}
-
 json probe_cache(const DoctorOptions& options) {
   json c = component("cache");
   std::string root;
@@ -360,12 +282,10 @@ json probe_cache(const DoctorOptions& options) {
     }
     return c;
   }
-  TreeSummary s;
-  int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) summarize_tree(fd, false, false, 0, s);
-  c["size_bytes"] = s.bytes;
-  c["size"] = util::format_bytes(s.bytes);
-  c["files"] = s.files;
+  const cache::CacheSummary s = cache::summarize_cache(root);
+  c["size_bytes"] = s.total_bytes;
+  c["size"] = util::format_bytes(s.total_bytes);
+  c["files"] = s.total_files;
   c["entries"] = s.module_entries + s.object_entries;
   c["module_entries"] = s.module_entries;
   c["object_entries"] = s.object_entries;
@@ -381,7 +301,7 @@ json probe_cache(const DoctorOptions& options) {
   c["writable"] = opened.writable;
   if (opened.writable) {
     c["found"] = true;
-    c["version"] = std::to_string(s.module_entries + s.object_entries) + " entries, " + util::format_bytes(s.bytes);
+    c["version"] = std::to_string(s.module_entries + s.object_entries) + " entries, " + util::format_bytes(s.total_bytes);
   } else {
     mark_missing(c, opened.unwritable_why + ": builds work but nothing is cached",
                  "fix the permissions of " + root + " or set TVMFFI_JIT_CACHE_DIR to a writable directory");
@@ -509,6 +429,11 @@ std::string line_for(const json& c) {
   std::string detail;
   if (c["found"].get<bool>()) {
     if (c["version"].is_string()) detail = c["version"].get<std::string>();
+    if (c["name"] == "tvm-ffi") {
+      // Two versions that can differ: say which is which.
+      detail = "headers " + c["header_version"].get<std::string>() + ", package " +
+               (c["package_version"].is_string() ? c["package_version"].get<std::string>() : "unknown");
+    }
     const std::string shown_path = c.contains("include_dir") ? c["include_dir"].get<std::string>()
                                    : c["path"].is_string() ? c["path"].get<std::string>() : "";
     if (!shown_path.empty() && c["name"] != "cache") detail += (detail.empty() ? "" : "  ") + shown_path;
@@ -553,7 +478,7 @@ void print_text(const json& report, bool color) {
     out += std::to_string(missing) + " missing: " + util::join(names, ", ") +
            (report["ok"].get<bool>() ? " (none required)\n" : "\n");
   }
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  print_result(out);
 }
 
 }  // namespace
@@ -588,12 +513,9 @@ nlohmann::json collect_doctor_report(const DoctorOptions& options) {
   report["gpu"] = components[6];
   report["gpus"] = driver.gpus;
   report["cache"] = components[7];
-  std::vector<std::string> cxx_words;
-  try {
-    cxx_words = toolchain::find_host_compilers(env, false).cxx_launcher;
-  } catch (const Error&) {
-    // the c++ component reports it
-  }
+  // When CXX itself is broken the c++ component reports it; no launcher then.
+  const std::vector<std::string> cxx_words =
+      toolchain::find_host_compilers(env, false).value_or(toolchain::HostCompilers{}).cxx_launcher;
   report["launchers"] = {
       {"cxx", probe_launcher(options.cxx_launcher, "--cxx-launcher", "TVMFFI_JIT_CXX_LAUNCHER", cxx_words, "CXX", false, env)},
       {"cuda", probe_launcher(options.cuda_launcher, "--cuda-launcher", "TVMFFI_JIT_CUDA_LAUNCHER", {}, "", true, env)}};
@@ -606,28 +528,6 @@ std::vector<std::string> component_names() {
   std::vector<std::string> names;
   for (const auto& c : kComponents) names.push_back(c.name);
   return names;
-}
-
-std::string version_report() {
-  std::string text = std::string("tvmffi-jit ") + TVMFFI_JIT_VERSION + "\n";
-  try {
-    const toolchain::EnvLookup env = toolchain::process_environment();
-    json tvm_ffi = probe_tvm_ffi({});
-    text += tvm_ffi["found"].get<bool>()
-                ? "tvm-ffi " + tvm_ffi["version"].get<std::string>() + " (" + tvm_ffi["include_dir"].get<std::string>() + ")\n"
-                : "tvm-ffi: not found\n";
-    json nvcc = probe_nvcc(env);
-    text += nvcc["found"].get<bool>()
-                ? "nvcc " + nvcc["version"].get<std::string>() + " (" + nvcc["path"].get<std::string>() + ")\n"
-                : "nvcc: not found\n";
-    const driver::DriverStatus status = driver::query_driver();
-    text += status.available ? "CUDA driver " + driver_version_text(status.driver_version) + " (" + status.library + ")\n"
-                             : "CUDA driver: not found (" + status.reason + ")\n";
-  } catch (const std::exception& e) {
-    text += std::string("(version probe failed: ") + e.what() + ")\n";
-  }
-  text.pop_back();  // CLI11 adds the final newline
-  return text;
 }
 
 void register_doctor_command(CLI::App& app, CommandContext& ctx) {
@@ -657,8 +557,7 @@ void register_doctor_command(CLI::App& app, CommandContext& ctx) {
   cmd->callback([opts, &ctx] {
     const json report = collect_doctor_report(opts->doctor);
     if (opts->json) {
-      const std::string text = report.dump(2) + "\n";
-      std::fwrite(text.data(), 1, text.size(), stdout);
+      print_result(report.dump(2) + "\n");
     } else {
       print_text(report, util::terminal_style_for_fd(STDOUT_FILENO).color);
     }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/driver_load.h"
+#include "output.h"
 #include "tvmffi_jit/cli/commands.h"
 #include "tvmffi_jit/devcode/parse.h"
 #include "tvmffi_jit/devcode/print.h"
@@ -53,7 +54,7 @@ int run_inspect(const InspectArgs& args) {
     devcode::FileReport report = devcode::inspect_file(path, options);
     if (!report.ok()) {
       all_ok = false;
-      std::fprintf(stderr, "tvmffi-jit: %s: %s\n", path.c_str(), report.error.c_str());
+      print_diagnostic(path, report.error);
     }
     if (!args.json && !devcode::write_text(stdout, report, options.threads)) throw io_error("cannot write to stdout");
     // Text is printed file by file, so memory stays flat over many files.

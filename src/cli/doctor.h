@@ -9,11 +9,6 @@
 
 namespace tvmffi_jit::cli {
 
-// The multi-line `tvmffi-jit --version` text: the tool, then tvm-ffi, nvcc and
-// the driver as found (or "not found: <why>"). Never throws; spawns at most
-// `nvcc --version` and tvm-ffi's locator.
-std::string version_report();
-
 struct DoctorOptions {
   std::string cache_dir;                    // --cache-dir (empty: the documented resolution)
   std::optional<std::string> tvm_ffi_root;  // --tvm-ffi-root

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "output.h"
 #include "tvmffi_jit/devcode/parse.h"
 #include "tvmffi_jit/devcode/print.h"
 #include "tvmffi_jit/util/error.h"
@@ -35,11 +36,10 @@ int finish_inspect_load(const std::vector<devcode::FileReport>& reports, const D
   } else {
     for (const auto& v : verdicts) out += v.path + ": driver\n" + driver::format_text(v);
   }
-  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0)
-    throw io_error("cannot write to stdout");
+  print_result(out);
   for (const auto& v : verdicts)
     if (v.verdict != driver::Verdict::kValid && v.offline_valid)  // offline errors are already printed
-      std::fprintf(stderr, "tvmffi-jit: %s: %s\n", v.path.c_str(), v.message.c_str());
+      print_diagnostic(v.path, v.message);
   return driver::exit_code_for(verdicts);
 }
 
@@ -62,11 +62,11 @@ int validate_build_output(const std::string& path, const DriverLoadOptions& o, b
     case driver::Verdict::kValid:
       return 0;
     case driver::Verdict::kInvalid:
-      std::fprintf(stderr, "tvmffi-jit: %s: %s\n", path.c_str(), v.message.c_str());
+      print_diagnostic(path, v.message);
       return static_cast<int>(ExitCode::kInvalid);
     case driver::Verdict::kNoDriver:
       if (require_driver) {
-        std::fprintf(stderr, "tvmffi-jit: %s: %s (--require-driver)\n", path.c_str(), v.message.c_str());
+        print_diagnostic(path, v.message + " (--require-driver)");
         return static_cast<int>(ExitCode::kMissingTool);
       }
       spdlog::warn("{}: {}; only the offline checks{} ran", path, v.message,

@@ -18,7 +18,7 @@ CommandRecord run_nvrtc_step(const NvrtcStep& step, const std::string& dir, Buil
   rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!r.ok)
     throw build_error("NVRTC failed to compile " + step.request.source_name + " for " + step.request.arch + ":\n" +
-                      r.log);
+                      r.log + nvrtc_missing_header_hint(r.log));
   util::write_file_atomic(util::join_path(dir, step.output_name), r.binary);
   result->lowered_names = r.lowered_names;
   return rec;

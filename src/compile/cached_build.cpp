@@ -461,22 +461,6 @@ void InFlightUnits::release(const std::string& key) {
   released_.notify_all();
 }
 
-std::string tvm_ffi_header_version(const std::string& include_dir) {
-  auto text = util::try_read_file(util::join_path(include_dir, "tvm/ffi/c_api.h"));
-  if (!text) return "";
-  // "#define TVM_FFI_VERSION_MAJOR 0" and friends.
-  auto macro = [&](const std::string& name) -> std::string {
-    size_t p = text->find("#define " + name);
-    if (p == std::string::npos) return "";
-    p += 8 + name.size();
-    size_t e = text->find('\n', p);
-    return std::string(util::trim(std::string_view(*text).substr(p, e == std::string::npos ? e : e - p)));
-  };
-  std::string major = macro("TVM_FFI_VERSION_MAJOR");
-  if (major.empty()) return "";
-  return major + "." + macro("TVM_FFI_VERSION_MINOR") + "." + macro("TVM_FFI_VERSION_PATCH");
-}
-
 namespace {
 
 cache::ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
@@ -526,7 +510,7 @@ cache::ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& ma
   in.include_paths = include_paths(manifest, tc);
   for (const auto& a : plan.archs) in.archs.push_back(a.text());
   if (tc.tvm_ffi) {
-    in.tvm_ffi_version = tvm_ffi_header_version(tc.tvm_ffi->include_dir);
+    in.tvm_ffi_version = toolchain::tvm_ffi_header_version(tc.tvm_ffi->include_dir).value_or("");
     in.tvm_ffi_include_dir = tc.tvm_ffi->include_dir;
     in.extra.push_back({"tvm_ffi.lib_dir", tc.tvm_ffi->lib_dir});
   }
@@ -690,7 +674,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   return result;
 }
 
-toolchain::TvmFfiLocation find_tvm_ffi_memoized(const toolchain::TvmFfiSearch& search, const std::string& cache_dir) {
+Expected<toolchain::TvmFfiLocation> find_tvm_ffi_memoized(const toolchain::TvmFfiSearch& search, const std::string& cache_dir) {
   if (search.root || toolchain::non_empty(search.env, "TVM_FFI_ROOT")) return toolchain::find_tvm_ffi(search);
   // What decides the answer of the programs find_tvm_ffi would ask.
   auto program_state = [](const std::string& program) -> nlohmann::json {
@@ -731,7 +715,9 @@ toolchain::TvmFfiLocation find_tvm_ffi_memoized(const toolchain::TvmFfiSearch& s
         return loc;
     }
   }
-  toolchain::TvmFfiLocation loc = toolchain::find_tvm_ffi(search);
+  Expected<toolchain::TvmFfiLocation> found = toolchain::find_tvm_ffi(search);
+  if (!found) return found;
+  const toolchain::TvmFfiLocation& loc = *found;
   try {
     cache::CacheRoot r = cache::open_root(root, true);
     if (r.writable) {

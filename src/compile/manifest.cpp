@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include <algorithm>
 #include <cerrno>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/strings.h"
 
@@ -33,7 +36,7 @@ std::string pointer_token(std::string_view key) {
   return out;
 }
 
-std::string in_quotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
+std::string in_quotes(std::string_view s) { return quote_for_message(s); }
 
 // One manifest being read: where messages point, and where relative paths start.
 struct Reader {
@@ -69,17 +72,16 @@ struct Reader {
   }
 };
 
-// Resolves `path` and checks it names a readable regular file; returns the
-// problem text, or "" when it is fine.
+// Checks `resolved` names a file whose content can be read (util::readable_file_problem:
+// missing, unreadable, a directory, a FIFO, a /proc pseudo-file); returns the
+// problem text naming the path as given, or "" when it is fine.
 std::string check_readable_file(const std::string& given, const std::string& resolved) {
   std::string shown = given == resolved ? in_quotes(given) : in_quotes(given) + " (" + resolved + ")";
-  if (!util::path_exists(resolved)) return "no such file " + shown;
-  if (util::is_directory(resolved)) return shown + " is a directory, not a file";
-  if (!util::is_regular_file(resolved)) return shown + " is not a regular file";
-  int fd = ::open(resolved.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno_message("cannot read " + shown, errno);
-  ::close(fd);
-  return "";
+  std::string problem = util::readable_file_problem(resolved);
+  if (problem.empty()) return "";
+  if (problem == "no such file") return "no such file " + shown;
+  if (util::starts_with(problem, "is ")) return shown + " " + problem;
+  return "cannot read " + shown + ": " + problem;
 }
 
 std::string resolve(const std::string& base_dir, const std::string& path) {
@@ -107,6 +109,17 @@ std::string include_dir_problem(const std::string& given, const std::string& res
   if (given.empty()) return "empty path";
   if (!util::is_directory(resolved))
     return "no such directory " + in_quotes(given) + (given == resolved ? "" : " (" + resolved + ")");
+  return "";
+}
+
+// The module name becomes file and directory names (the cache entry
+// <name>_<key>, <name>.so, the --no-cache temp dir), so it must fit the
+// cache's entry-name rule; checked here, before anything is written.
+std::string module_name_problem(std::string_view name) {
+  if (!is_identifier(name)) return "module name " + in_quotes(name) + " is not an identifier ([A-Za-z_][A-Za-z0-9_]*)";
+  if (!cache::is_valid_entry_name(name))
+    return "module name " + in_quotes(std::string(name.substr(0, 24)) + "...") + " is " + std::to_string(name.size()) +
+           " characters long; file names made from it allow at most " + std::to_string(cache::kMaxEntryNameLength);
   return "";
 }
 
@@ -140,7 +153,7 @@ void parse_key(const Reader& r, Manifest& m, const std::string& key, const json&
     r.string_value(v, ptr);
   } else if (key == "name") {
     m.name = r.string_value(v, ptr);
-    if (!is_identifier(m.name)) r.fail(ptr, "module name " + in_quotes(m.name) + " is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
+    if (auto p = module_name_problem(m.name); !p.empty()) r.fail(ptr, p);
   } else if (key == "sources") {
     std::vector<std::string> given = r.string_or_list(v, ptr);
     for (size_t i = 0; i < given.size(); ++i) {
@@ -323,6 +336,19 @@ Manifest parse_manifest_text(std::string_view text, const std::string& display_p
     size_t colon = what.find(": ");
     std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
     r.fail("", "invalid JSON at " + line_column(text, e.byte) + ": " + detail);
+  } catch (const json::exception& e) {
+    // A number beyond a double's range ("1e999"): out_of_range.406 "number
+    // overflow parsing '1e999'", which carries no position; find the token.
+    std::string what = e.what();
+    size_t open = what.find('\'');
+    size_t close = open == std::string::npos ? std::string::npos : what.find('\'', open + 1);
+    std::string token = close == std::string::npos ? "" : what.substr(open + 1, close - open - 1);
+    size_t at = token.empty() ? std::string::npos : text.find(token);
+    std::string where = at == std::string::npos ? "" : " at " + line_column(text, at + 1);
+    if (e.id == 406)
+      r.fail("", "invalid JSON" + where + ": number " + token + " is out of range (larger than a double can hold)");
+    size_t bracket = what.find("] ");
+    r.fail("", "invalid JSON" + where + ": " + (bracket == std::string::npos ? what : what.substr(bracket + 2)));
   }
   if (!root.is_object()) r.wrong_type("", "a JSON object", root);
   if (duplicate) r.fail("/" + pointer_token(*duplicate), "duplicate key");
@@ -350,7 +376,7 @@ Manifest parse_manifest_text(std::string_view text, const std::string& display_p
 Manifest load_manifest(const std::string& path) {
   std::string resolved = util::absolute_path(path);
   std::string problem = check_readable_file(path, resolved);
-  if (!problem.empty()) throw usage_error("manifest " + problem);
+  if (!problem.empty()) throw usage_error("manifest: " + problem);
   std::string text;
   try {
     text = util::read_file(resolved);
@@ -360,10 +386,103 @@ Manifest load_manifest(const std::string& path) {
   return parse_manifest_text(text, path, util::parent_path(resolved));
 }
 
-void check_manifest(const Manifest& m) {
-  Reader r{m.manifest_path.empty() ? kCommandLine : m.manifest_path, ""};
-  if (m.sources.empty() && m.cpp_sources.empty() && m.cuda_sources.empty())
-    r.fail("/sources", "no source: give \"sources\", \"cpp_sources\" or \"cuda_sources\" (or source files on the command line)");
+namespace {
+
+// Bytes a list of arguments takes in a new process's argv: the strings, their
+// NULs and the pointers.
+uint64_t argv_bytes(const std::vector<std::string>& args, size_t prefix = 0) {
+  uint64_t n = 0;
+  for (const auto& a : args) n += a.size() + prefix + 1 + sizeof(char*);
+  return n;
+}
+
+uint64_t environment_bytes() {
+  uint64_t n = 0;
+  for (char** e = environ; e && *e; ++e) n += std::strlen(*e) + 1 + sizeof(char*);
+  return n;
+}
+
+// posix_spawn fails with E2BIG when one argument passes the kernel's
+// per-string limit or argv plus the environment pass ARG_MAX; the flags of a
+// manifest are the only part of a compiler command that can grow without
+// bound, so they are checked here (exit 2, naming the key) before anything is
+// written. Commands: host compile (extra_cflags + includes), CUDA compile
+// (extra_cuda_cflags + includes), link (extra_ldflags + sources).
+template <typename Reporter>
+void check_command_line_length(const Manifest& m, const CommandLineInputs* cli, const Reporter& r) {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const uint64_t max_string = static_cast<uint64_t>(page > 0 ? page : 4096) * 32;  // MAX_ARG_STRLEN
+  const long arg_max_sys = ::sysconf(_SC_ARG_MAX);
+  const uint64_t arg_max = arg_max_sys > 0 ? static_cast<uint64_t>(arg_max_sys) : (uint64_t{2} << 20);
+  struct List {
+    const char* key;
+    const char* flag;
+    bool from_cli;
+    const std::vector<std::string>* args;
+    size_t prefix;  // "-I"
+  };
+  const List lists[] = {
+      {"extra_cflags", "--cflag", cli && !cli->cflags.empty(), &m.extra_cflags, 0},
+      {"extra_cuda_cflags", "--cuda-cflag", cli && !cli->cuda_cflags.empty(), &m.extra_cuda_cflags, 0},
+      {"extra_ldflags", "--ldflag", cli && !cli->ldflags.empty(), &m.extra_ldflags, 0},
+      {"extra_include_paths", "-I", cli && !cli->include_paths.empty(), &m.extra_include_paths, 2},
+      {"sources", "sources", cli && !cli->sources.empty(), &m.sources, 0},
+  };
+  for (const auto& l : lists) {
+    for (const auto& a : *l.args) {
+      if (a.size() + l.prefix + 1 > max_string)
+        r.fail(l.key, l.flag, l.from_cli,
+               "one argument is " + util::format_bytes(a.size()) + "; the system allows " +
+                   util::format_bytes(max_string) + " per argument (E2BIG): split it or put it in a response file (@file)");
+    }
+  }
+  // Room for what the plan adds (the compiler, tvm-ffi's includes, -o ...).
+  constexpr uint64_t kGeneratedReserve = 64 * 1024;
+  const uint64_t env = environment_bytes();
+  const uint64_t includes = argv_bytes(m.extra_include_paths, 2);
+  const struct {
+    uint64_t total;
+    const List* biggest;
+  } commands[] = {
+      {argv_bytes(m.extra_cflags) + includes, argv_bytes(m.extra_cflags) >= includes ? &lists[0] : &lists[3]},
+      {argv_bytes(m.extra_cuda_cflags) + includes, argv_bytes(m.extra_cuda_cflags) >= includes ? &lists[1] : &lists[3]},
+      {argv_bytes(m.extra_ldflags) + argv_bytes(m.sources),
+       argv_bytes(m.extra_ldflags) >= argv_bytes(m.sources) ? &lists[2] : &lists[4]},
+  };
+  for (const auto& c : commands) {
+    if (c.total + env + kGeneratedReserve > arg_max)
+      r.fail(c.biggest->key, c.biggest->flag, c.biggest->from_cli,
+             std::to_string(c.biggest->args->size()) + " entries make a compiler command line of " +
+                 util::format_bytes(c.total) + ", more than the system allows (ARG_MAX " + util::format_bytes(arg_max) +
+                 " for arguments and the " + util::format_bytes(env) +
+                 " environment together, E2BIG): pass them in a response file (@file), which gcc and nvcc read");
+  }
+}
+
+// The combination checks of check_manifest(). A problem is reported where the
+// value came from: the manifest key ("/compiler") when the manifest set it,
+// the flag ("--compiler") when the command line did or there is no manifest.
+void check_combination(const Manifest& m, const CommandLineInputs* cli) {
+  struct Origin {
+    const Manifest& m;
+    [[noreturn]] void fail(const char* key, const char* flag, bool set_by_command_line, const std::string& problem) const {
+      if (m.manifest_path.empty() || set_by_command_line) throw ManifestError(kCommandLine, flag, problem);
+      throw ManifestError(m.manifest_path, std::string("/") + key, problem);
+    }
+  } r{m};
+  const bool cli_functions = cli && !cli->functions.empty();
+  const bool cli_emit = cli && cli->emit;
+  const bool cli_compiler = cli && cli->compiler;
+  const bool cli_kernel_names = cli && !cli->kernel_names.empty();
+  const bool cli_embed = cli && !cli->embed_cubin.empty();
+  if (m.sources.empty() && m.cpp_sources.empty() && m.cuda_sources.empty()) {
+    if (m.manifest_path.empty())
+      throw ManifestError(kCommandLine, "",
+                          "nothing to build: give source files (tvmffi-jit build kernel.cu) or a manifest "
+                          "(tvmffi-jit build -m manifest.json); see tvmffi-jit build --help");
+    r.fail("sources", "", false,
+           "no source: give \"sources\", \"cpp_sources\" or \"cuda_sources\" (or source files on the command line)");
+  }
 
   size_t cxx_files = 0, c_files = 0, cuda_files = 0, objects = 0;
   for (const auto& s : m.sources) {
@@ -377,25 +496,41 @@ void check_manifest(const Manifest& m) {
   const std::string emit = emit_kind_name(m.emit);
   if (device_emit) {
     if (!m.functions.empty())
-      r.fail("/functions", "functions are exported only by emit module or object (emit is " + emit + ")");
+      r.fail("functions", "--function", cli_functions, "functions are exported only by emit module or object (emit is " + emit + ")");
     if (m.has_inline_cpp() || cxx_files || c_files || objects)
-      r.fail("/emit", "emit " + emit + " compiles CUDA kernel sources only; drop the C/C++ sources and objects");
+      r.fail("emit", "--emit", cli_emit, "emit " + emit + " compiles CUDA kernel sources only; drop the C/C++ sources and objects");
     if (cuda_files + (m.has_inline_cuda() ? 1 : 0) != 1)
-      r.fail("/emit", "emit " + emit + " needs exactly one CUDA source (one .cu file or cuda_sources), got " +
+      r.fail("emit", "--emit", cli_emit, "emit " + emit + " needs exactly one CUDA source (one .cu file or cuda_sources), got " +
                           std::to_string(cuda_files + (m.has_inline_cuda() ? 1 : 0)));
-    if (!m.embed_cubin.empty()) r.fail("/embed_cubin", "embedding needs emit module or object (emit is " + emit + ")");
+    if (!m.embed_cubin.empty()) r.fail("embed_cubin", "--embed-cubin", cli_embed, "embedding needs emit module or object (emit is " + emit + ")");
   } else {
     if (!m.functions.empty() && !m.has_inline_cpp() && !m.has_inline_cuda() && !cxx_files && !cuda_files)
-      r.fail("/functions", "exporting functions needs a C++ or CUDA source (.c files and objects cannot hold the exports)");
+      r.fail("functions", "--function", cli_functions, "exporting functions needs a C++ or CUDA source (.c files and objects cannot hold the exports)");
   }
   if (m.compiler == DeviceCompiler::kNvrtc && m.emit != EmitKind::kCubin && m.emit != EmitKind::kPtx)
-    r.fail("/compiler", "nvrtc compiles only for emit cubin or ptx (emit is " + emit + "); use nvcc");
+    r.fail("compiler", "--compiler", cli_compiler, "nvrtc compiles only for emit cubin or ptx (emit is " + emit + "); use nvcc");
   if (!m.kernel_names.empty() && m.compiler != DeviceCompiler::kNvrtc)
-    r.fail("/kernel_names", "kernel name expressions are lowered by NVRTC: set \"compiler\": \"nvrtc\" (--compiler nvrtc)");
+    r.fail("kernel_names", "--kernel-name", cli_kernel_names, "kernel name expressions are lowered by NVRTC: set \"compiler\": \"nvrtc\" (--compiler nvrtc)");
+  check_command_line_length(m, cli, r);
+}
+
+}  // namespace
+
+void check_manifest(const Manifest& m) { check_combination(m, nullptr); }
+
+// The directory relative command-line paths start from; "" when the current
+// directory is gone (deleted under a running shell): absolute paths still work,
+// and a relative one fails in util::absolute_path() saying why.
+static std::string command_line_base_dir() {
+  try {
+    return util::current_directory();
+  } catch (const Error&) {
+    return "";
+  }
 }
 
 void apply_command_line(Manifest& m, const CommandLineInputs& cli) {
-  Reader r{kCommandLine, util::current_directory()};
+  Reader r{kCommandLine, command_line_base_dir()};
   for (const auto& given : cli.sources) {
     std::string resolved = given.empty() ? "" : resolve(r.base_dir, given);
     std::string p = source_problem(given, resolved);
@@ -404,7 +539,7 @@ void apply_command_line(Manifest& m, const CommandLineInputs& cli) {
     m.sources.push_back(resolved);
   }
   if (cli.name) {
-    if (!is_identifier(*cli.name)) r.fail("--name", "module name " + in_quotes(*cli.name) + " is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
+    if (auto p = module_name_problem(*cli.name); !p.empty()) r.fail("--name", p);
     m.name = *cli.name;
   }
   for (const auto& spec : cli.functions) {
@@ -452,18 +587,15 @@ void apply_command_line(Manifest& m, const CommandLineInputs& cli) {
     m.cuda_launcher = util::split_any(*cli.cuda_launcher, " \t\n");
     m.cuda_launcher_source = "--cuda-launcher";
   }
-  if (m.name.empty()) {
-    std::string stem;
-    if (!m.sources.empty()) {
-      stem = util::file_name(m.sources.front());
-      stem = stem.substr(0, stem.rfind('.'));
-    }
-    if (!is_identifier(stem))
-      r.fail("--name", m.sources.empty() ? "required (no manifest and no source file to name the module after)"
-                                         : "required: the first source's name " + in_quotes(stem) + " is not an identifier");
+  if (m.name.empty() && !m.sources.empty()) {
+    std::string stem = util::file_name(m.sources.front());
+    stem = stem.substr(0, stem.rfind('.'));
+    if (auto p = module_name_problem(stem); !p.empty())
+      r.fail("--name", "the module is named after the first source, but its " + p + ": pass --name NAME");
     m.name = stem;
   }
-  check_manifest(m);
+  check_combination(m, &cli);
+  if (m.name.empty()) r.fail("--name", "required: pass --name NAME (or give a manifest with \"name\")");
 }
 
 }  // namespace tvmffi_jit::compile

@@ -328,4 +328,36 @@ std::string nvrtc_identity() {
 
 std::vector<std::string> nvrtc_toolkit_include_dirs() { return nvrtc_api().toolkit_include_dirs; }
 
+std::string nvrtc_missing_header_hint(const std::string& log) {
+  // Headers <cuda/std/...> provides (CCCL 2.x/3.x, CUDA 12 and 13).
+  static const char* kCudaStd[] = {"array", "atomic", "barrier", "bit", "bitset", "cassert", "cfloat", "chrono",
+                                   "climits", "cmath", "complex", "concepts", "cstddef", "cstdint", "cstdlib",
+                                   "cstring", "ctime", "expected", "functional", "initializer_list", "iterator",
+                                   "latch", "limits", "mdspan", "memory", "numbers", "numeric", "optional", "ranges",
+                                   "ratio", "semaphore", "source_location", "span", "tuple", "type_traits",
+                                   "utility", "variant", "version"};
+  const std::string marker = "cannot open source file \"";
+  std::vector<std::string> with_equivalent, without;
+  for (size_t at = log.find(marker); at != std::string::npos; at = log.find(marker, at + 1)) {
+    const size_t begin = at + marker.size();
+    const size_t end = log.find('"', begin);
+    if (end == std::string::npos) break;
+    const std::string header = log.substr(begin, end - begin);
+    if (header.empty() || header.find('/') != std::string::npos || header.find('.') != std::string::npos)
+      continue;  // a user's or a toolkit header, not a standard one
+    const bool cccl = std::find_if(std::begin(kCudaStd), std::end(kCudaStd),
+                                   [&](const char* h) { return header == h; }) != std::end(kCudaStd);
+    auto& list = cccl ? with_equivalent : without;
+    if (std::find(list.begin(), list.end(), header) == list.end()) list.push_back(header);
+  }
+  std::string hint;
+  for (const auto& h : with_equivalent)
+    hint += "hint: NVRTC has no host C++ headers: include <cuda/std/" + h + "> instead of <" + h +
+            "> (CCCL, shipped with the CUDA toolkit; names in cuda::std)\n";
+  for (const auto& h : without)
+    hint += "hint: NVRTC has no host C++ headers, and <" + h +
+            "> has no device equivalent: drop it from device code, or build with nvcc\n";
+  return hint;
+}
+
 }  // namespace tvmffi_jit::compile

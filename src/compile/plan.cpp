@@ -46,7 +46,16 @@ std::vector<std::string> include_flags(const toolchain::Toolchain& tc, const Man
 }
 
 std::string display_path(const Manifest& m, const std::string& path) {
-  std::string base = m.manifest_path.empty() ? util::current_directory() : util::parent_path(m.manifest_path);
+  std::string base;
+  if (!m.manifest_path.empty()) {
+    base = util::parent_path(m.manifest_path);
+  } else {
+    try {
+      base = util::current_directory();
+    } catch (const Error&) {
+      return path;  // the current directory is gone: show the path whole
+    }
+  }
   if (util::starts_with(path, base + "/")) return path.substr(base.size() + 1);
   return path;
 }
@@ -175,10 +184,10 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
 
   const bool device_emit = m.emit == EmitKind::kCubin || m.emit == EmitKind::kFatbin || m.emit == EmitKind::kPtx;
   const bool use_nvrtc = m.compiler == DeviceCompiler::kNvrtc;
-  if (!device_emit && !tc.tvm_ffi) throw missing_tool_error(tc.tvm_ffi_missing_reason);
+  if (!device_emit && !tc.tvm_ffi) throw missing_tool_error(tc.tvm_ffi.error());
 
   if (m.needs_cuda()) {
-    if (!use_nvrtc && !tc.cuda) throw missing_tool_error(tc.cuda_missing_reason);
+    if (!use_nvrtc && !tc.cuda) throw missing_tool_error(tc.cuda.error());
     toolchain::ArchResolution r =
         toolchain::resolve_archs(m.command_line_arch, m.cuda_arch, options.env_arch_list, options.detect_gpus);
     plan.archs = r.archs;

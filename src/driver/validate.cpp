@@ -115,13 +115,12 @@ std::string find_tvm_ffi_library(const ValidateOptions& o, std::string* why) {
   // An explicit library, for machines that run modules without a tvm-ffi
   // installation (only the shared library copied beside them).
   if (const char* env = std::getenv("TVMFFI_JIT_TVM_FFI_LIB"); env && *env) return env;
-  try {
-    auto loc = toolchain::find_tvm_ffi(toolchain::TvmFfiSearch{});
-    return util::join_path(loc.lib_dir, "libtvm_ffi.so");
-  } catch (const Error& e) {
-    *why = e.what();
+  auto loc = toolchain::find_tvm_ffi(toolchain::TvmFfiSearch{});
+  if (!loc) {
+    *why = loc.error();
     return "";
   }
+  return util::join_path(loc->lib_dir, "libtvm_ffi.so");
 }
 
 void plan_file(Plan& plan, size_t fi, const devcode::FileReport& r, const ValidateOptions& o) {

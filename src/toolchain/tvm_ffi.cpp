@@ -1,5 +1,9 @@
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
 
+#include <dirent.h>
+
+#include <algorithm>
+
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/process.h"
@@ -21,47 +25,54 @@ bool has_dlpack_headers(const std::string& dir) {
 }
 bool has_library(const std::string& dir) { return util::path_exists(util::join_path(dir, "libtvm_ffi.so")); }
 
-// Checks what a program printed (three directories) and turns it into a location.
-std::optional<TvmFfiLocation> from_directories(const std::vector<std::string>& lines, const std::string& found_by,
-                                               std::string* why) {
-  if (lines.size() < 3) {
-    *why = found_by + " printed " + std::to_string(lines.size()) + " lines, expected 3";
-    return std::nullopt;
+std::vector<std::string> directory_names(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+    ::closedir(d);
   }
-  TvmFfiLocation loc{std::string(util::trim(lines[0])), std::string(util::trim(lines[1])),
-                     std::string(util::trim(lines[2])), found_by};
-  if (!has_tvm_headers(loc.include_dir)) *why = found_by + ": no tvm/ffi/function.h in " + loc.include_dir;
-  else if (!has_dlpack_headers(loc.dlpack_include_dir)) *why = found_by + ": no dlpack/dlpack.h in " + loc.dlpack_include_dir;
-  else if (!has_library(loc.lib_dir)) *why = found_by + ": no libtvm_ffi.so in " + loc.lib_dir;
-  else return loc;
-  return std::nullopt;
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
-std::optional<TvmFfiLocation> ask_program(const std::vector<std::string>& argv, const std::string& found_by,
-                                          std::string* why) {
+// Checks what a program printed (three directories) and turns it into a location.
+Expected<TvmFfiLocation> from_directories(const std::vector<std::string>& lines, const std::string& found_by) {
+  if (lines.size() < 3) return Unexpected{found_by + " printed " + std::to_string(lines.size()) + " lines, expected 3"};
+  TvmFfiLocation loc{std::string(util::trim(lines[0])), std::string(util::trim(lines[1])),
+                     std::string(util::trim(lines[2])), found_by};
+  if (!has_tvm_headers(loc.include_dir)) return Unexpected{found_by + ": no tvm/ffi/function.h in " + loc.include_dir};
+  if (!has_dlpack_headers(loc.dlpack_include_dir))
+    return Unexpected{found_by + ": no dlpack/dlpack.h in " + loc.dlpack_include_dir};
+  if (!has_library(loc.lib_dir)) return Unexpected{found_by + ": no libtvm_ffi.so in " + loc.lib_dir};
+  return loc;
+}
+
+Expected<TvmFfiLocation> ask_program(const std::vector<std::string>& argv, const std::string& found_by) {
   util::ProcessOptions options;
   options.timeout_seconds = 60;
+  // The answer must not depend on where tvmffi-jit was started (and a deleted
+  // current directory makes pyenv's shims and Python itself fail).
+  options.cwd = "/";
   util::ProcessResult r;
   try {
     r = util::run_process(argv, options);
   } catch (const Error& e) {
-    *why = found_by + ": " + e.what();
-    return std::nullopt;
+    // run_process throws for what stops the spawn itself (no such program,
+    // no pipes); here that is one more place where tvm-ffi was not found.
+    return Unexpected{found_by + ": " + e.what()};
   }
   if (!r.ok()) {
     std::vector<std::string> err = util::split_lines(r.err);
-    *why = found_by + " failed (" + r.status_text() + (err.empty() ? "" : ": " + err.back()) + ")";
-    return std::nullopt;
+    return Unexpected{found_by + " failed (" + r.status_text() + (err.empty() ? "" : ": " + err.back()) + ")"};
   }
-  return from_directories(util::split_lines(r.out), found_by, why);
+  return from_directories(util::split_lines(r.out), found_by);
 }
 
 }  // namespace
 
-std::optional<TvmFfiLocation> tvm_ffi_from_root(const std::string& root, std::string* why) {
+Expected<TvmFfiLocation> tvm_ffi_from_root(const std::string& root) {
   if (!util::is_directory(root)) {
-    *why = root + " is not a directory";
-    return std::nullopt;
+    return Unexpected{root + " is not a directory"};
   }
   std::string abs = util::absolute_path(root);
   TvmFfiLocation loc;
@@ -70,8 +81,7 @@ std::optional<TvmFfiLocation> tvm_ffi_from_root(const std::string& root, std::st
   // library in build/lib/.
   std::string inc = util::join_path(abs, "include");
   if (!has_tvm_headers(inc)) {
-    *why = "no include/tvm/ffi/function.h under " + abs;
-    return std::nullopt;
+    return Unexpected{"no include/tvm/ffi/function.h under " + abs};
   }
   loc.include_dir = inc;
   for (const std::string& d : {inc, util::join_path(abs, "3rdparty/dlpack/include")}) {
@@ -81,8 +91,7 @@ std::optional<TvmFfiLocation> tvm_ffi_from_root(const std::string& root, std::st
     }
   }
   if (loc.dlpack_include_dir.empty()) {
-    *why = "no dlpack/dlpack.h under " + abs + "/include or " + abs + "/3rdparty/dlpack/include";
-    return std::nullopt;
+    return Unexpected{"no dlpack/dlpack.h under " + abs + "/include or " + abs + "/3rdparty/dlpack/include"};
   }
   for (const char* sub : {"lib", "lib64", "build/lib"}) {
     std::string d = util::join_path(abs, sub);
@@ -92,34 +101,29 @@ std::optional<TvmFfiLocation> tvm_ffi_from_root(const std::string& root, std::st
     }
   }
   if (loc.lib_dir.empty()) {
-    *why = "no libtvm_ffi.so in " + abs + "/lib, lib64 or build/lib";
-    return std::nullopt;
+    return Unexpected{"no libtvm_ffi.so in " + abs + "/lib, lib64 or build/lib"};
   }
   return loc;
 }
 
-TvmFfiLocation find_tvm_ffi(const TvmFfiSearch& search) {
-  std::string why;
+Expected<TvmFfiLocation> find_tvm_ffi(const TvmFfiSearch& search) {
   if (search.root) {
-    if (auto loc = tvm_ffi_from_root(*search.root, &why)) {
-      loc->found_by = "--tvm-ffi-root";
-      return *loc;
-    }
-    throw missing_tool_error("--tvm-ffi-root " + *search.root + ": " + why + "; " + kInstallHint);
+    auto loc = tvm_ffi_from_root(*search.root);
+    if (!loc) return Unexpected{"--tvm-ffi-root " + *search.root + ": " + loc.error() + "; " + kInstallHint};
+    loc->found_by = "--tvm-ffi-root";
+    return loc;
   }
   if (auto root = non_empty(search.env, "TVM_FFI_ROOT")) {
-    if (auto loc = tvm_ffi_from_root(*root, &why)) {
-      loc->found_by = "TVM_FFI_ROOT";
-      return *loc;
-    }
-    throw missing_tool_error("TVM_FFI_ROOT=" + *root + ": " + why + "; " + kInstallHint);
+    auto loc = tvm_ffi_from_root(*root);
+    if (!loc) return Unexpected{"TVM_FFI_ROOT=" + *root + ": " + loc.error() + "; " + kInstallHint};
+    loc->found_by = "TVM_FFI_ROOT";
+    return loc;
   }
   std::vector<std::string> tried = {"--tvm-ffi-root not given", "TVM_FFI_ROOT unset"};
   if (util::find_program(search.config_program)) {
-    if (auto loc = ask_program({search.config_program, "--includedir", "--dlpack-includedir", "--libdir"},
-                               "tvm-ffi-config", &why))
-      return *loc;
-    tried.push_back(why);
+    auto loc = ask_program({search.config_program, "--includedir", "--dlpack-includedir", "--libdir"}, "tvm-ffi-config");
+    if (loc) return loc;
+    tried.push_back(loc.error());
   } else {
     tried.push_back(search.config_program + " not on PATH");
   }
@@ -129,12 +133,46 @@ TvmFfiLocation find_tvm_ffi(const TvmFfiSearch& search) {
         "print(l.find_include_path())\n"
         "print(l.find_dlpack_include_path())\n"
         "print(os.path.dirname(l.find_libtvm_ffi()))\n";
-    if (auto loc = ask_program({search.python_program, "-c", script}, "python3", &why)) return *loc;
-    tried.push_back(why);
+    auto loc = ask_program({search.python_program, "-c", script}, "python3");
+    if (loc) return loc;
+    tried.push_back(loc.error());
   } else {
     tried.push_back(search.python_program + " not on PATH");
   }
-  throw missing_tool_error("tvm-ffi not found (" + util::join(tried, "; ") + "): " + kInstallHint);
+  return Unexpected{"tvm-ffi not found (" + util::join(tried, "; ") + "): " + kInstallHint};
+}
+
+Expected<std::string> tvm_ffi_header_version(const std::string& include_dir) {
+  const std::string header = util::join_path(include_dir, "tvm/ffi/c_api.h");
+  auto text = util::try_read_file(header);
+  if (!text) return Unexpected{"cannot read " + header};
+  std::string parts[3];
+  const char* names[3] = {"TVM_FFI_VERSION_MAJOR", "TVM_FFI_VERSION_MINOR", "TVM_FFI_VERSION_PATCH"};
+  for (const auto& line : util::split_lines(*text)) {
+    auto words = util::split_any(line, " \t");
+    if (words.size() < 3 || words[0] != "#define") continue;
+    for (int i = 0; i < 3; ++i)
+      if (words[1] == names[i]) parts[i] = words[2];
+  }
+  if (parts[0].empty() || parts[1].empty()) return Unexpected{header + " has no TVM_FFI_VERSION_MAJOR/MINOR macros"};
+  return parts[0] + "." + parts[1] + (parts[2].empty() ? "" : "." + parts[2]);
+}
+
+Expected<std::string> tvm_ffi_package_version(const TvmFfiLocation& location) {
+  // A wheel: <site-packages>/tvm_ffi/include and <site-packages>/apache_tvm_ffi-<version>.dist-info.
+  const std::string site = util::parent_path(util::parent_path(location.include_dir));
+  const std::string prefix = "apache_tvm_ffi-";
+  for (const auto& name : directory_names(site)) {
+    if (!util::starts_with(name, prefix) || !util::ends_with(name, ".dist-info")) continue;
+    // METADATA's "Version:" is the normalised version; the folder name carries the same.
+    if (auto meta = util::try_read_file(util::join_path(util::join_path(site, name), "METADATA"))) {
+      for (const auto& line : util::split_lines(meta->substr(0, 64 * 1024))) {
+        if (util::starts_with(line, "Version:")) return std::string(util::trim(std::string_view(line).substr(8)));
+      }
+    }
+    return name.substr(prefix.size(), name.size() - prefix.size() - std::string(".dist-info").size());
+  }
+  return Unexpected{"no apache_tvm_ffi-*.dist-info in " + site + " (not installed from a wheel)"};
 }
 
 }  // namespace tvmffi_jit::toolchain

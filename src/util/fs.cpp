@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -18,6 +19,25 @@ namespace fs = std::filesystem;
 namespace tvmffi_jit::util {
 
 namespace {
+
+// A /proc or /sys file: regular, size 0, and yet it reads data.
+bool is_pseudo_file(int fd, const struct stat& st) {
+  if (!S_ISREG(st.st_mode) || st.st_size != 0) return false;
+  char c;
+  return ::pread(fd, &c, 1, 0) == 1;
+}
+
+const char* kPseudoFileProblem =
+    "is a pseudo-file (its size reads 0 but it has content, as /proc and /sys files do), not a file with real "
+    "content: copy it to a regular file first";
+
+const char* file_type_name(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
 
 std::string random_suffix() {
   static thread_local std::mt19937_64 rng(std::random_device{}() ^ (static_cast<uint64_t>(getpid()) << 32));
@@ -142,7 +162,8 @@ void remove_all(const std::string& path) {
 }
 
 std::string absolute_path(const std::string& path) {
-  return fs::absolute(fs::path(path)).lexically_normal().string();
+  if (!path.empty() && path[0] == '/') return fs::path(path).lexically_normal().string();
+  return (fs::path(current_directory()) / path).lexically_normal().string();
 }
 
 std::string canonical_path(const std::string& path) {
@@ -167,7 +188,36 @@ std::string extension(const std::string& path) { return to_lower(fs::path(path).
 
 std::string join_path(const std::string& a, const std::string& b) { return (fs::path(a) / b).string(); }
 
-std::string current_directory() { return fs::current_path().string(); }
+std::string readable_file_problem(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    const int e = errno;
+    if (e == ENOENT) return "no such file";
+    return to_lower(std::strerror(e));
+  }
+  if (S_ISDIR(st.st_mode)) return "is a directory, not a file";
+  if (!S_ISREG(st.st_mode)) return std::string("is not a regular file (") + file_type_name(st.st_mode) + ")";
+  // O_NONBLOCK: the file may have been replaced by a FIFO since stat().
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return to_lower(std::strerror(errno));
+  std::string problem;
+  if (::fstat(fd, &st) != 0) problem = to_lower(std::strerror(errno));
+  else if (S_ISDIR(st.st_mode)) problem = "is a directory, not a file";
+  else if (!S_ISREG(st.st_mode)) problem = std::string("is not a regular file (") + file_type_name(st.st_mode) + ")";
+  else if (is_pseudo_file(fd, st)) problem = kPseudoFileProblem;
+  ::close(fd);
+  return problem;
+}
+
+std::string current_directory() {
+  std::error_code ec;
+  fs::path p = fs::current_path(ec);
+  if (ec) {
+    throw io_error("cannot resolve a relative path: the current directory is unavailable (" + ec.message() +
+                   "; it may have been deleted): cd to an existing directory or give absolute paths");
+  }
+  return p.string();
+}
 
 std::string temp_root() {
   const char* t = std::getenv("TMPDIR");
@@ -212,6 +262,10 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
     throw io_error("not a regular file: " + path);
+  }
+  if (is_pseudo_file(fd, st)) {
+    ::close(fd);
+    throw io_error(path + " " + kPseudoFileProblem);
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {

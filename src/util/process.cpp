@@ -256,6 +256,10 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   int rc = posix_spawn(&pid, resolved->c_str(), &fa, &attr, cargv.data(), cenv.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
+  // E2BIG is the command line's fault (too many or too long flags), not a missing tool.
+  if (rc == E2BIG)
+    throw usage_error(errno_message("cannot run " + *resolved, rc) +
+                      ": the command line is longer than the system allows; put flags in a response file (@file)");
   if (rc != 0) throw missing_tool_error(errno_message("cannot run " + *resolved, rc));
   slot.set(pid);  // posix_spawn returns after the child's setpgid: the group exists
   // Readable when the child exits, so reaping never sleeps on a guess

@@ -199,7 +199,9 @@ def test_sixteen_concurrent_identical_builds_compile_once(proj):
     assert len({r["path"] for r in results}) == 1
     assert compiles(proj.log) == 1
     assert sorted(r["cache"] for r in results).count("miss") == 1
-    assert any("waiting for pid" in o[1] for o in outs)  # the waiters said whom they waited for
+    waits = [line for o in outs for line in o[1].splitlines() if "waiting for pid" in line]
+    assert waits  # the waiters said whom they waited for, and what it does (not "building building")
+    assert all(", which is building solo (lock " in line for line in waits), waits
     assert cache_cmd(proj.cache, "verify").returncode == 0
 
 

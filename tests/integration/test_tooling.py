@@ -142,14 +142,13 @@ def test_man_page_names_every_exit_code_and_variable():
         assert man_escape(var).replace("\\-", "-") in page.replace("\\-", "-"), f"man page lacks {var}"
 
 
-def test_version_names_tool_tvm_ffi_nvcc_and_driver(env):
+def test_version_is_the_tool_alone_and_doctor_reports_the_toolchain(env):
     env["TVMFFI_JIT_LIBCUDA"] = "/nonexistent/libcuda.so.1"
     p = run("--version", env=env, check=0)
-    lines = p.stdout.splitlines()
-    assert re.fullmatch(r"tvmffi-jit \d+\.\d+\.\d+", lines[0])
-    assert any(re.match(r"tvm-ffi (\d+\.\d+(\.\d+)? \(|: not found)", l) for l in lines[1:]), p.stdout
-    assert any(re.match(r"nvcc (\d+\.\d+\S* \(|: not found)", l) for l in lines[1:]), p.stdout
-    assert any(l.startswith("CUDA driver: not found (") for l in lines[1:]), p.stdout
+    assert re.fullmatch(r"tvmffi-jit \d+\.\d+\.\d+\n", p.stdout), p.stdout
+    report = json.loads(run("doctor", "--json", env=env).stdout)
+    assert report["tool"]["version"] == p.stdout.split()[1]
+    assert {"tvm_ffi", "driver"} <= set(report) and "nvcc" in report["compilers"]
 
 
 def test_bash_completion_loads_and_completes(command_helps):
@@ -478,15 +477,20 @@ def test_cmake_install_layout(installed_prefix):
     assert os.access(p / "bin" / "tvmffi-jit", os.X_OK)
 
 
-@pytest.mark.parametrize("generator", ["Ninja", "Unix Makefiles"])
-def test_cmake_project_builds_a_module_against_the_installed_package(installed_prefix, tmp_path, env, generator):
+@pytest.mark.parametrize("generator, package", [("Ninja", "installed"), ("Unix Makefiles", "installed"),
+                                                ("Ninja", "build tree")])
+def test_cmake_project_builds_a_module_against_the_package(installed_prefix, tmp_path, env, generator, package):
     if generator == "Ninja" and shutil.which("ninja") is None:
         pytest.skip("ninja is not installed")
     project = tmp_path / "src"
-    shutil.copytree(installed_prefix / "share" / "tvmffi-jit" / "examples" / "cmake", project)
+    examples = installed_prefix / "share" / "tvmffi-jit" / "examples" if package == "installed" else SHARE / "examples"
+    shutil.copytree(examples / "cmake", project)
     build_dir = tmp_path / "build"
-    p = subprocess.run(["cmake", "-S", str(project), "-B", str(build_dir), "-G", generator,
-                        f"-DCMAKE_PREFIX_PATH={installed_prefix}"], env=env, capture_output=True, text=True)
+    # Installed: found on CMAKE_PREFIX_PATH. Build tree: tvmffi_jit_DIR=<build>/cmake, no install.
+    where = (f"-DCMAKE_PREFIX_PATH={installed_prefix}" if package == "installed"
+             else f"-Dtvmffi_jit_DIR={BINARY_DIR / 'cmake'}")
+    p = subprocess.run(["cmake", "-S", str(project), "-B", str(build_dir), "-G", generator, where], env=env,
+                       capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "Warning" not in p.stderr, p.stderr
 
@@ -506,6 +510,71 @@ def test_cmake_project_builds_a_module_against_the_installed_package(installed_p
 
     import tvm_ffi
     assert tvm_ffi.load_module(str(module))["offset"](1) == 8
+    if package == "build tree":
+        cache = (build_dir / "CMakeCache.txt").read_text()
+        assert re.search(rf"^tvmffi_jit_DIR:\w+={re.escape(str(BINARY_DIR / 'cmake'))}$", cache, re.M)
+        assert str(installed_prefix) not in (build_dir / "build.ninja").read_text()
+
+
+def cmake_command_for(tmp_path, env, manifest, *cmake_args, arch=None):
+    """Configures a project with one tvmffi_jit_add_module() and returns the tvmffi-jit command it generated."""
+    project = tmp_path / "src"
+    project.mkdir(exist_ok=True)
+    (project / "m.json").write_text(json.dumps(manifest))
+    (project / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(p LANGUAGES NONE)\nfind_package(tvmffi_jit REQUIRED)\n"
+        f"tvmffi_jit_add_module(m MANIFEST m.json {'ARCH ' + arch if arch else ''})\n")
+    build_dir = tmp_path / "build"
+    shutil.rmtree(build_dir, ignore_errors=True)
+    p = subprocess.run(["cmake", "-S", str(project), "-B", str(build_dir), "-G", "Ninja",
+                        f"-Dtvmffi_jit_DIR={BINARY_DIR / 'cmake'}", *cmake_args], env=env, capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return next(l for l in (build_dir / "build.ninja").read_text().splitlines() if " build -q -m " in l)
+
+
+def test_cmake_cuda_architectures_become_the_arch_list_unless_arch_or_the_manifest_says(tmp_path, env):
+    if shutil.which("ninja") is None:
+        pytest.skip("ninja is not installed")
+    kernel = {"name": "k", "cuda_sources": "__global__ void k() {}", "emit": "cubin"}
+    command = cmake_command_for(tmp_path, env, kernel, "-DCMAKE_CUDA_ARCHITECTURES=80;90a-real;86-virtual")
+    assert "--arch=8.0+PTX,9.0a,8.6+PTX" in command, command
+    # native: the visible GPUs, which is what tvmffi-jit does without --arch.
+    assert "--arch" not in cmake_command_for(tmp_path, env, kernel, "-DCMAKE_CUDA_ARCHITECTURES=native")
+    assert "--arch" not in cmake_command_for(tmp_path, env, kernel)
+    # ARCH wins; so does the manifest's own cuda_arch.
+    assert "--arch=7.5 " in cmake_command_for(tmp_path, env, kernel, "-DCMAKE_CUDA_ARCHITECTURES=80", arch="7.5") + " "
+    assert "--arch" not in cmake_command_for(tmp_path, env, {**kernel, "cuda_arch": "9.0"},
+                                             "-DCMAKE_CUDA_ARCHITECTURES=80")
+
+
+def test_cmake_package_from_an_unbuilt_tree_says_to_build_it(tmp_path, env):
+    fake_build = tmp_path / "tvmffi-jit-build"
+    shutil.copytree(BINARY_DIR / "cmake", fake_build / "cmake", ignore=shutil.ignore_patterns("install"))
+    config = fake_build / "cmake" / "tvmffi_jitConfig.cmake"
+    config.write_text(config.read_text().replace(str(BINARY_DIR), str(fake_build)))
+    project = tmp_path / "src"
+    shutil.copytree(SHARE / "examples" / "cmake", project)
+    p = subprocess.run(["cmake", "-S", str(project), "-B", str(tmp_path / "b"), f"-Dtvmffi_jit_DIR={fake_build / 'cmake'}"],
+                       env=env, capture_output=True, text=True)
+    assert p.returncode != 0
+    assert "does not exist: build tvmffi-jit first" in p.stderr, p.stderr
+
+
+def test_make_and_cmake_examples_have_a_readme_with_their_commands():
+    make_readme = (SHARE / "examples" / "make" / "README.md").read_text()
+    assert "make TVMFFI_JIT=" in make_readme and "--depfile" in make_readme
+    cmake_readme = (SHARE / "examples" / "cmake" / "README.md").read_text()
+    assert "-DCMAKE_PREFIX_PATH=" in cmake_readme and "-Dtvmffi_jit_DIR=" in cmake_readme
+    assert "CMAKE_CUDA_ARCHITECTURES" in cmake_readme
+
+
+def test_setup_installs_no_libelf_which_nothing_uses():
+    setup = (SOURCE_DIR / "scripts" / "setup.sh").read_text()
+    assert "libelf" not in setup.split("PACKAGES=(", 1)[1].split(")", 1)[0]
+    code = "\n".join(p.read_text(errors="replace") for d in ("src", "include", "tests") for p in (SOURCE_DIR / d).rglob("*")
+                     if p.suffix in (".cpp", ".h", ".c", ".txt", ".cmake"))
+    assert "gelf.h" not in code and "libelf.h" not in code and "elf_begin" not in code
 
 
 # --- doctor -----------------------------------------------------------------------------

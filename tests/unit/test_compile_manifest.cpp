@@ -2,6 +2,9 @@
 // problem, exit 2) for each kind of bad manifest.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <string>
 
 #include "tvmffi_jit/compile/manifest.h"
@@ -332,8 +335,23 @@ TEST_CASE("command-line mistakes are usage errors naming the option", "[build][m
     CHECK(problem_of(c) == "--name: module name \"9lives\" is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
   }
   {
+    // Nothing at all: say what to give, not which flag is missing.
     CommandLineInputs c;
-    CHECK(problem_of(c) == "--name: required (no manifest and no source file to name the module after)");
+    CHECK(problem_of(c) ==
+          ": nothing to build: give source files (tvmffi-jit build kernel.cu) or a manifest (tvmffi-jit build -m "
+          "manifest.json); see tvmffi-jit build --help");
+  }
+  {
+    // Combination rules name the flag, never a JSON pointer, when the command line set the value.
+    CommandLineInputs c = base;
+    c.compiler = "nvrtc";
+    CHECK(problem_of(c).rfind("--compiler: nvrtc compiles only for emit cubin or ptx", 0) == 0);
+    c = base;
+    c.kernel_names = {"k<int>"};
+    CHECK(problem_of(c).rfind("--kernel-name: kernel name expressions are lowered by NVRTC", 0) == 0);
+    c = base;
+    c.emit = "cubin";
+    CHECK(problem_of(c).rfind("--emit: emit cubin compiles CUDA kernel sources only", 0) == 0);
   }
   {
     // Without --name, the first source's stem names the module.
@@ -341,6 +359,140 @@ TEST_CASE("command-line mistakes are usage errors naming the option", "[build][m
     apply_command_line(m, base);
     CHECK(m.name == "a");
   }
+}
+
+TEST_CASE("a combination problem points at the manifest key or the flag, whichever set the value", "[build][manifest]") {
+  ManifestDir d;
+  util::write_file(d.path("m.json"), R"({"name": "m", "sources": ["a.cc"], "emit": "module"})");
+  auto failure_with = [&](CommandLineInputs cli) -> std::pair<std::string, std::string> {
+    Manifest m = load_manifest(d.path("m.json"));
+    try {
+      apply_command_line(m, cli);
+    } catch (const ManifestError& e) {
+      return {e.where(), e.pointer()};
+    }
+    return {"accepted", ""};
+  };
+  CommandLineInputs cli;
+  cli.compiler = "nvrtc";  // the flag is the mistake
+  CHECK(failure_with(cli) == std::make_pair(std::string("command line"), std::string("--compiler")));
+  util::write_file(d.path("m.json"), R"({"name": "m", "sources": ["a.cc"], "compiler": "nvrtc"})");
+  CHECK(failure_with({}) == std::make_pair(d.path("m.json"), std::string("/compiler")));  // the manifest's key is
+}
+
+TEST_CASE("a JSON number too large for a double is a manifest error (exit 2) with its line", "[build][manifest]") {
+  ManifestDir d;
+  Failure f = failure_of(d, "{\"name\": \"m\",\n \"sources\": [\"a.cc\"], \"cuda_arch\": 1e999}");
+  CHECK(f.code == ExitCode::kUsage);
+  CHECK(f.pointer.empty());
+  CHECK(f.problem == "invalid JSON at line 2, column 36: number 1e999 is out of range (larger than a double can hold)");
+}
+
+TEST_CASE("a module name too long for a file name is refused by the parser, before anything is written",
+          "[build][manifest]") {
+  ManifestDir d;
+  const std::string longest(128, 'a'), too_long(129, 'a');
+  CHECK(d.parse(R"({"name": ")" + longest + R"(", "sources": ["a.cc"]})").name == longest);
+  Failure f = failure_of(d, R"({"name": ")" + std::string(300, 'a') + R"(", "sources": ["a.cc"]})");
+  CHECK(f.code == ExitCode::kUsage);
+  CHECK(f.pointer == "/name");
+  CHECK(f.problem == "module name \"aaaaaaaaaaaaaaaaaaaaaaaa...\" is 300 characters long; file names made from it allow "
+                     "at most 128");
+  CommandLineInputs cli;
+  cli.sources = {d.path("a.cc")};
+  cli.name = too_long;
+  Manifest m;
+  CHECK_THROWS_WITH(apply_command_line(m, cli), Catch::Contains("--name: module name") && Catch::Contains("129 characters"));
+  // A source whose stem names the module is held to the same rule.
+  util::write_file(d.path(too_long + ".cc"), "int x;\n");
+  cli.name.reset();
+  cli.sources = {d.path(too_long + ".cc")};
+  Manifest m2;
+  CHECK_THROWS_WITH(apply_command_line(m2, cli), Catch::Contains("pass --name NAME"));
+}
+
+TEST_CASE("a NUL in a name is shown escaped, so the message is not cut", "[build][manifest]") {
+  ManifestDir d;
+  Failure f = failure_of(d, R"({"name": "ab\u0000cd", "sources": ["a.cc"]})");
+  CHECK(f.pointer == "/name");
+  CHECK(f.problem == "module name \"ab\\x00cd\" is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
+  CHECK(std::string(f.what).find('\0') == std::string::npos);
+}
+
+TEST_CASE("a /proc pseudo-file is refused as a source or embedded file, not read as empty", "[build][manifest]") {
+  ManifestDir d;
+  ::symlink("/proc/self/environ", d.path("environ.cc").c_str());
+  Failure f = failure_of(d, R"({"name": "m", "sources": ["environ.cc"]})");
+  CHECK(f.pointer == "/sources/0");
+  CHECK(f.problem.find("is a pseudo-file (its size reads 0 but it has content") != std::string::npos);
+  f = failure_of(d, R"({"name": "m", "sources": ["a.cc"], "embed_cubin": {"k": "/proc/self/maps"}})");
+  CHECK(f.pointer == "/embed_cubin/k");
+  CHECK(f.problem.find("is a pseudo-file") != std::string::npos);
+  // A really empty file is a file: an empty source compiles to an empty object.
+  util::write_file(d.path("empty.cc"), "");
+  CHECK(d.parse(R"({"name": "m", "sources": ["empty.cc"]})").sources.size() == 1);
+}
+
+TEST_CASE("a FIFO given as a source is refused without blocking on it", "[build][manifest]") {
+  ManifestDir d;
+  REQUIRE(::mkfifo(d.path("fifo.cc").c_str(), 0600) == 0);
+  Failure f = failure_of(d, R"({"name": "m", "sources": ["fifo.cc"]})");
+  CHECK(f.problem.find("is not a regular file (a FIFO)") != std::string::npos);
+}
+
+TEST_CASE("an unreadable source says permission denied, not no such file", "[build][manifest]") {
+  ManifestDir d;
+  // Root reads any file, but not through a path whose directory is not a directory.
+  util::make_directories(d.path("locked"));
+  util::write_file(d.path("locked/s.cc"), "int x;\n");
+  ::chmod(d.path("locked").c_str(), 0);
+  const bool can_enter = ::access(d.path("locked/s.cc").c_str(), R_OK) == 0;  // root can
+  Failure f = failure_of(d, R"({"name": "m", "sources": ["a.cc/s.cc"]})");
+  CHECK(f.problem == "cannot read \"a.cc/s.cc\" (" + d.path("a.cc/s.cc") + "): not a directory");
+  if (!can_enter) {
+    f = failure_of(d, R"({"name": "m", "sources": ["locked/s.cc"]})");
+    CHECK(f.problem == "cannot read \"locked/s.cc\" (" + d.path("locked/s.cc") + "): permission denied");
+  }
+  ::chmod(d.path("locked").c_str(), 0700);
+  CHECK(failure_of(d, R"({"name": "m", "sources": ["gone.cc"]})").problem.rfind("no such file \"gone.cc\"", 0) == 0);
+}
+
+TEST_CASE("flags beyond the system's command-line limit are refused up front, naming the key", "[build][manifest]") {
+  ManifestDir d;
+  std::string many = R"({"name": "m", "sources": ["a.cc"], "extra_cflags": [)";
+  const long arg_max = ::sysconf(_SC_ARG_MAX);
+  const size_t count = static_cast<size_t>(arg_max / 8);  // 14 bytes each in argv: 1.75 x ARG_MAX
+  for (size_t i = 0; i < count; ++i) many += std::string(i ? "," : "") + "\"-DX=1\"";
+  many += "]}";
+  Failure f = failure_of(d, many, true);
+  CHECK(f.code == ExitCode::kUsage);
+  CHECK(f.pointer == "/extra_cflags");
+  CHECK(f.problem.find("more than the system allows (ARG_MAX") != std::string::npos);
+  // One argument longer than the kernel's per-argument limit.
+  Failure one = failure_of(d, R"({"name": "m", "sources": ["a.cc"], "extra_ldflags": ["-Wl,)" + std::string(200000, 'x') + R"("]})", true);
+  CHECK(one.pointer == "/extra_ldflags");
+  CHECK(one.problem.find("per argument (E2BIG)") != std::string::npos);
+}
+
+TEST_CASE("absolute paths on the command line need no current directory", "[build][manifest]") {
+  ManifestDir d;
+  util::TempDir gone;
+  const std::string before = util::current_directory();
+  util::make_directories(gone.path() + "/cwd");
+  REQUIRE(::chdir((gone.path() + "/cwd").c_str()) == 0);
+  ::rmdir((gone.path() + "/cwd").c_str());
+  CommandLineInputs cli;
+  cli.sources = {d.path("a.cc")};
+  cli.include_paths = {d.path("inc")};
+  Manifest m;
+  CHECK_NOTHROW(apply_command_line(m, cli));
+  CHECK(m.sources == std::vector<std::string>{d.path("a.cc")});
+  // A relative one says why it cannot be resolved.
+  CommandLineInputs relative;
+  relative.sources = {"a.cc"};
+  Manifest m2;
+  CHECK_THROWS_WITH(apply_command_line(m2, relative), Catch::Contains("the current directory is unavailable"));
+  REQUIRE(::chdir(before.c_str()) == 0);
 }
 
 TEST_CASE("the accepted key set is exactly the documented one", "[build][manifest]") {

@@ -292,3 +292,18 @@ TEST_CASE("toolkit include dirs are found from the library path, with CCCL's own
   util::make_directories(other.path() + "/include");
   CHECK(toolchain::cuda_include_dirs_for_library(other.path() + "/lib/libnvrtc.so.13").empty());
 }
+
+TEST_CASE("a missing host header in an NVRTC log gets the cuda/std hint, or says it has no device equivalent",
+          "[build][nvrtc]") {
+  const std::string log =
+      "k.cu(1): catastrophic error: cannot open source file \"cstdint\"\n"
+      "k.cu(2): catastrophic error: cannot open source file \"vector\"\n"
+      "k.cu(3): catastrophic error: cannot open source file \"cstdint\"\n"
+      "k.cu(4): catastrophic error: cannot open source file \"my/own.h\"\n";
+  CHECK(compile::nvrtc_missing_header_hint(log) ==
+        "hint: NVRTC has no host C++ headers: include <cuda/std/cstdint> instead of <cstdint> (CCCL, shipped with "
+        "the CUDA toolkit; names in cuda::std)\n"
+        "hint: NVRTC has no host C++ headers, and <vector> has no device equivalent: drop it from device code, or "
+        "build with nvcc\n");
+  CHECK(compile::nvrtc_missing_header_hint("k.cu(1): error: identifier \"x\" is undefined\n").empty());
+}

@@ -206,7 +206,7 @@ TEST_CASE("nvrtc plans an in-process compile with the name expressions", "[build
   Manifest m = s.parse(R"({"name": "t", "sources": ["t.cu"], "emit": "cubin", "compiler": "nvrtc",
                            "kernel_names": ["k<float>"], "cuda_arch": "9.0", "extra_cuda_cflags": ["-DX=1"]})");
   toolchain::Toolchain tc = fake_toolchain();
-  tc.cuda.reset();  // NVRTC needs no nvcc
+  tc.cuda = Unexpected{"no nvcc"};  // NVRTC needs no nvcc
   BuildPlan p = make_plan(m, tc, no_gpus());
   REQUIRE(p.nvrtc);
   CHECK(p.compile_steps.empty());
@@ -242,8 +242,7 @@ TEST_CASE("embed_cubin: prebuilt files are embedded as is, .cu files are compile
 TEST_CASE("missing tvm-ffi, nvcc or arch list is exit 4 only when the build needs it", "[build][plan]") {
   Sources s;
   toolchain::Toolchain tc = fake_toolchain();
-  tc.tvm_ffi.reset();
-  tc.tvm_ffi_missing_reason = "tvm-ffi not found";
+  tc.tvm_ffi = Unexpected{"tvm-ffi not found"};
   auto code_of = [](auto&& f) {
     try {
       f();
@@ -259,8 +258,7 @@ TEST_CASE("missing tvm-ffi, nvcc or arch list is exit 4 only when the build need
           make_plan(s.parse(R"({"name": "m", "cuda_sources": "x", "emit": "cubin", "cuda_arch": "9.0"})"), tc, no_gpus());
         }) == ExitCode::kOk);
   toolchain::Toolchain no_cuda = fake_toolchain();
-  no_cuda.cuda.reset();
-  no_cuda.cuda_missing_reason = "no CUDA toolkit";
+  no_cuda.cuda = Unexpected{"no CUDA toolkit"};
   CHECK(code_of([&] { make_plan(s.parse(R"({"name": "m", "cpp_sources": "x"})"), no_cuda, no_gpus()); }) ==
         ExitCode::kOk);
   CHECK(code_of([&] {

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/expected.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/process.h"
@@ -103,4 +104,32 @@ TEST_CASE("string helpers: split, quote, nearest, sizes, durations", "[util][str
   CHECK(parse_size("1x") == std::nullopt);
   CHECK(parse_duration_seconds("7d") == std::optional<int64_t>(7 * 86400));
   CHECK(parse_duration_seconds("h") == std::nullopt);
+}
+
+TEST_CASE("Expected holds a value or the reason there is none", "[util][expected]") {
+  Expected<int> found = 42;
+  REQUIRE(found);
+  CHECK(*found == 42);
+  CHECK(found.error().empty());
+  Expected<int> missing = Unexpected{"no nvcc on PATH"};
+  CHECK_FALSE(missing);
+  CHECK(missing.error() == "no nvcc on PATH");
+  CHECK(missing.value_or(7) == 7);
+  CHECK_FALSE(missing.to_optional());
+  try {
+    std::move(missing).value_or_throw(missing_tool_error);
+    FAIL("no throw");
+  } catch (const Error& e) {
+    CHECK(e.code() == ExitCode::kMissingTool);
+    CHECK(std::string(e.what()) == "no nvcc on PATH");
+  }
+  CHECK(Expected<int>(5).value_or_throw(missing_tool_error) == 5);
+}
+
+TEST_CASE("quote_for_message() shows NULs, control bytes, quotes and backslashes instead of passing them through",
+          "[util][error]") {
+  CHECK(quote_for_message("plain") == "\"plain\"");
+  CHECK(quote_for_message(std::string("ab\0cd", 5)) == "\"ab\\x00cd\"");
+  CHECK(quote_for_message("a\"b\\c\n\t\x1b[31m") == "\"a\\\"b\\\\c\\n\\t\\x1b[31m\"");
+  CHECK(quote_for_message("ü") == "\"ü\"");  // UTF-8 passes unchanged
 }

@@ -32,6 +32,20 @@ std::vector<EntryInfo> list_entries(const std::string& root, bool include_object
 // Entries whose directory name, module name or key (prefix of >= 4 hex digits) matches.
 std::vector<EntryInfo> find_entries(const std::string& root, const std::string& name_or_key);
 
+// The size of a cache, as `cache stats` and `doctor` report it: the entries
+// list_entries() finds and their bytes, and every regular file under the root
+// (staging dirs, locks, memos and counters included). Walks without following
+// symlinks, at most 16 levels deep.
+struct CacheSummary {
+  uint64_t module_entries = 0;
+  uint64_t object_entries = 0;
+  uint64_t module_bytes = 0;
+  uint64_t object_bytes = 0;
+  uint64_t total_bytes = 0;
+  uint64_t total_files = 0;
+};
+CacheSummary summarize_cache(const std::string& root);
+
 struct VerifyProblem {
   std::string dir;
   std::string problem;

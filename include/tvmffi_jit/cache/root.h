@@ -39,6 +39,9 @@ CacheRoot open_root(const std::string& path, bool create, bool probe_write = tru
 // Creates and removes a file in the root; sets writable/unwritable_why.
 void probe_root_writable(CacheRoot& root);
 
+// The longest name is_valid_entry_name() accepts.
+constexpr size_t kMaxEntryNameLength = 128;
+
 // Names that may appear in a path under the root: [A-Za-z0-9_.-]{1,128},
 // not starting with '.', so no name escapes the root or hides as a dotfile.
 bool is_valid_entry_name(std::string_view name);

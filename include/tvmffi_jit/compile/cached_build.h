@@ -105,10 +105,7 @@ BuildResult build_without_cache(const BuildPlan& plan, const ExecuteOptions& exe
 // and the identity (path, size, mtime, inode) of the program that answered
 // are unchanged and the directories it named still hold tvm-ffi; a root
 // given by flag or variable is resolved directly, as before.
-toolchain::TvmFfiLocation find_tvm_ffi_memoized(const toolchain::TvmFfiSearch& search, const std::string& cache_dir);
-
-// The tvm-ffi version from <include>/tvm/ffi/c_api.h ("0.1.16"), or "" when
-// the macros are absent.
-std::string tvm_ffi_header_version(const std::string& include_dir);
+Expected<toolchain::TvmFfiLocation> find_tvm_ffi_memoized(const toolchain::TvmFfiSearch& search,
+                                                          const std::string& cache_dir);
 
 }  // namespace tvmffi_jit::compile

@@ -36,4 +36,12 @@ NvrtcResult nvrtc_compile(const NvrtcRequest& request);
 // "<resolved libnvrtc path> <major>.<minor>" — part of the cache key.
 std::string nvrtc_identity();
 
+// What to do about the host C++ headers an NVRTC log says it could not open
+// (`cannot open source file "cstdint"`): NVRTC has none. For a header CCCL
+// provides, the <cuda/std/...> one (shipped with the toolkit, found by
+// tvmffi-jit's NVRTC include path); for the rest (<vector>, <cstdio>), that
+// device code cannot use it and nvcc is the compiler for host code. "" when
+// the log names no such header. docs/nvrtc.md.
+std::string nvrtc_missing_header_hint(const std::string& log);
+
 }  // namespace tvmffi_jit::compile

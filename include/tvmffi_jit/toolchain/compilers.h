@@ -1,11 +1,11 @@
 // Finding the host compilers and the CUDA toolkit.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "tvmffi_jit/toolchain/environment.h"
+#include "tvmffi_jit/util/expected.h"
 
 namespace tvmffi_jit::toolchain {
 
@@ -40,18 +40,24 @@ struct CudaToolkit {
   std::string found_by;  // "CUDA_HOME", "CUDA_PATH", "PATH", "/usr/local/cuda"
 };
 
-// $CXX / $CC: a compiler, optionally after a launcher ("ccache g++",
-// "sccache /usr/bin/g++"): the last whitespace-separated word is the compiler,
-// the words before it the launcher. Flags do not belong there (a last word
-// starting with '-' is an error). Throws Error(kMissingTool)
-// when the program cannot be found; `need_c` false skips the C compiler lookup
-// and leaves `cc` as given.
-HostCompilers find_host_compilers(const EnvLookup& env, bool need_c);
+// One compiler: $<var> when set and non-empty, else `fallback` ("c++",
+// "cc"); a value with a '/' must name an existing file, a bare name is looked
+// up on PATH. A value may start with launcher words ("ccache g++",
+// "sccache /usr/bin/g++"): the last whitespace-separated word is the
+// compiler; flags do not belong there (a last word starting with '-' is a
+// reason). The absolute path, or why there is none.
+Expected<std::string> find_compiler(const EnvLookup& env, const std::string& var, const std::string& fallback);
+
+// $CXX (find_compiler(env, "CXX", "c++")) and, when `need_c`, $CC likewise,
+// with the launcher words of "ccache g++"-style values looked up into
+// cxx_launcher / cc_launcher; without `need_c`, `cc` is $CC or "cc" as given.
+// The first one missing (compiler or launcher) is the reason when there is no value.
+Expected<HostCompilers> find_host_compilers(const EnvLookup& env, bool need_c);
 
 // $CUDA_HOME, then $CUDA_PATH, then the parent of the directory of `nvcc` on
 // PATH, then /usr/local/cuda (tvm_ffi's order). A home without bin/nvcc is
 // skipped only when it came from the fallback; a home named by a variable
-// must hold nvcc. nullopt with `why` filled when none is found.
-std::optional<CudaToolkit> find_cuda_toolkit(const EnvLookup& env, std::string* why);
+// must hold nvcc.
+Expected<CudaToolkit> find_cuda_toolkit(const EnvLookup& env);
 
 }  // namespace tvmffi_jit::toolchain

@@ -1,7 +1,6 @@
 // Everything a build needs from the machine, found once per invocation.
 #pragma once
 
-#include <optional>
 #include <string>
 
 #include "tvmffi_jit/toolchain/compilers.h"
@@ -11,13 +10,11 @@ namespace tvmffi_jit::toolchain {
 
 struct Toolchain {
   HostCompilers host;
-  // Present when found; make_plan() throws Error(kMissingTool) (with the
-  // recorded reason) when a build needs one that is absent, so only builds
-  // that need CUDA or tvm-ffi fail for their absence.
-  std::optional<CudaToolkit> cuda;
-  std::string cuda_missing_reason;
-  std::optional<TvmFfiLocation> tvm_ffi;
-  std::string tvm_ffi_missing_reason;
+  // Found, or why not; make_plan() throws Error(kMissingTool) with the reason
+  // when a build needs one that is absent, so only builds that need CUDA or
+  // tvm-ffi fail for their absence.
+  Expected<CudaToolkit> cuda = Unexpected{"the CUDA toolkit was not looked for"};
+  Expected<TvmFfiLocation> tvm_ffi = Unexpected{"tvm-ffi was not looked for"};
   std::string ld = "ld";  // for `emit object` with several inputs (ld -r)
 };
 

@@ -3,11 +3,14 @@
 // Layers throw tvmffi_jit::Error carrying the exit code the user should see;
 // cli::run() catches it once, prints "tvmffi-jit: error: <message>" to stderr
 // and returns the code. Messages say what went wrong, where (file, key, line)
-// and what to do about it.
+// and what to do about it. Error is for what ends the command; a lookup whose
+// failure is an ordinary answer ("found, or why not") returns an Expected
+// (util/expected.h) and lets its caller decide. ARCHITECTURE.md, "Errors".
 #pragma once
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace tvmffi_jit {
 
@@ -40,5 +43,12 @@ inline Error invalid_error(const std::string& m) { return Error(ExitCode::kInval
 
 // "<what>: <strerror(errno)>" for system-call failures.
 std::string errno_message(const std::string& what, int err);
+
+// `text` in double quotes for a message, with what would garble or cut the
+// line made visible: \" \\ \n \t, other control bytes (NUL included) as
+// \xNN. Names from manifests and the command line go through this, so a NUL
+// or an escape sequence in a name cannot cut or repaint the message.
+// (Not "quoted": std::quoted would win overload resolution for a std::string argument.)
+std::string quote_for_message(std::string_view text);
 
 }  // namespace tvmffi_jit

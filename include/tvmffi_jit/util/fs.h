@@ -20,16 +20,25 @@ void write_file_atomic(const std::string& path, std::string_view content, unsign
 bool path_exists(const std::string& path);   // lstat: a dangling symlink exists
 bool is_directory(const std::string& path);  // stat (follows links)
 bool is_regular_file(const std::string& path);
+// Why the file at `path` cannot be read for its content, or "" when it can:
+// "no such file", "permission denied" (the errno text of what failed),
+// "is a directory, not a file", "is not a regular file (a FIFO)" (opened
+// without blocking, never read), or "is a pseudo-file ..." for a /proc or /sys
+// file whose size reads 0 although it has content (a compiler would read
+// whatever it holds at that moment). Follows symlinks.
+std::string readable_file_problem(const std::string& path);
 void make_directories(const std::string& path, unsigned mode = 0755);
 // Removes a file or a tree without following symlinks; missing is fine.
 void remove_all(const std::string& path);
 
-std::string absolute_path(const std::string& path);  // lexically normalised, not resolved
+// Lexically normalised, not resolved; only a relative path needs the current directory.
+std::string absolute_path(const std::string& path);
 std::string canonical_path(const std::string& path); // realpath; throws if missing
 std::string parent_path(const std::string& path);
 std::string file_name(const std::string& path);
 std::string extension(const std::string& path);  // ".cu", lower-cased
 std::string join_path(const std::string& a, const std::string& b);
+// Throws Error(kIo) saying the directory is gone when it was deleted.
 std::string current_directory();
 std::string temp_root();  // $TMPDIR or /tmp
 

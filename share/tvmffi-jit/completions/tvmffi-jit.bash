@@ -5,7 +5,8 @@
 
 _tvmffi_jit_commands="build inspect cache doctor"
 _tvmffi_jit_cache_commands="path list show verify clean gc stats"
-_tvmffi_jit_global_opts="-h --help --version -v --verbose -q --quiet"
+# --cache-dir and --json belong to the commands but are accepted before them too.
+_tvmffi_jit_global_opts="-h --help --version -v --verbose -q --quiet --cache-dir --json"
 _tvmffi_jit_build_opts="-h --help -m --manifest --name --function --cflag --cuda-cflag --ldflag -I --include
   --arch --emit --compiler --kernel-name --embed-cubin --build-dir --tvm-ffi-root -j --jobs --json
   -k --keep-going --mem-per-job --cxx-launcher --cuda-launcher
@@ -77,6 +78,7 @@ _tvmffi_jit() {
   local i command="" subcommand=""
   for ((i = 1; i < cword; i++)); do
     case ${words[i]} in
+      --cache-dir) ((i++)) ;;  # its value is not the command
       -*) ;;
       *)
         if [[ -z $command ]]; then

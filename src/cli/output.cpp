@@ -1,0 +1,36 @@
+#include "output.h"
+
+#include <cstdio>
+#include <string>
+
+#include "tvmffi_jit/util/error.h"
+
+namespace tvmffi_jit::cli {
+
+namespace {
+
+void append_visible(std::string& out, std::string_view text) {
+  for (char c : text) {
+    if (c == '\0') out += "\\x00";
+    else out += c;
+  }
+}
+
+}  // namespace
+
+void print_result(std::string_view text) {
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+    throw io_error("cannot write to stdout");
+}
+
+void print_diagnostic(std::string_view where, std::string_view message) {
+  std::string line = "tvmffi-jit: ";
+  append_visible(line, where);
+  line += ": ";
+  append_visible(line, message);
+  line += '\n';
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
+}  // namespace tvmffi_jit::cli

@@ -1,0 +1,21 @@
+// How every subcommand talks to the user; private to the cli layer.
+//
+// stdout carries results only (a path, a report, one JSON object), so it can
+// be captured by shells and build systems; everything else is a diagnostic on
+// stderr in one form, "tvmffi-jit: <where>: <message>", where <where> is the
+// file the message is about, or "error" for what ended the command.
+#pragma once
+
+#include <string_view>
+
+namespace tvmffi_jit::cli {
+
+// Writes `text` to stdout and flushes it. Throws Error(kIo) when stdout
+// cannot take it (a closed pipe, a full disk).
+void print_result(std::string_view text);
+
+// Writes "tvmffi-jit: <where>: <message>\n" to stderr in one write. A NUL in
+// either part is shown as \x00 instead of ending the line early.
+void print_diagnostic(std::string_view where, std::string_view message);
+
+}  // namespace tvmffi_jit::cli
