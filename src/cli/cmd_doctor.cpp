@@ -356,21 +356,19 @@ json probe_launcher(const std::optional<std::string>& given, const char* option,
   l["probe"] = json::array();
   l["problem"] = nullptr;
   if (words.empty()) return l;
-  toolchain::Launcher resolved;
-  try {
-    resolved = toolchain::resolve_launcher(words, source);
-  } catch (const Error& e) {
-    l["problem"] = e.what();
+  auto found = toolchain::find_launcher(words, source);
+  if (!found) {
+    l["problem"] = found.error();
     return l;
   }
+  const toolchain::Launcher& resolved = *found;
   l["argv"] = resolved.argv;
   const std::string program = util::file_name(resolved.argv[0]);
   l["program"] = resolved.argv[0];
   if (auto v = version_line(resolved.argv[0])) l["version"] = *v;
   l["limits"] = launcher_limits(program, cuda);
   if (!cuda) return l;
-  std::string why;
-  auto toolkit = toolchain::find_cuda_toolkit(env, &why);
+  auto toolkit = toolchain::find_cuda_toolkit(env);
   if (!toolkit) return l;
   // Each nvcc mode the tool runs, through the launcher, with its outputs checked.
   try {

@@ -15,27 +15,6 @@ namespace {
 
 bool has_nvcc(const std::string& home) { return util::is_regular_file(util::join_path(home, "bin/nvcc")); }
 
-// The launcher program looked up like a compiler; the words after it kept.
-Expected<Launcher> find_launcher(const std::vector<std::string>& words, const std::string& source) {
-  Launcher l;
-  l.source = source;
-  if (words.empty()) return l;
-  const std::string& program = words[0];
-  std::optional<std::string> found;
-  if (program.find('/') != std::string::npos) {
-    if (util::is_regular_file(program) && ::access(program.c_str(), X_OK) == 0) found = util::absolute_path(program);
-  } else {
-    found = util::find_program(program);
-  }
-  if (!found)
-    return Unexpected{"compiler launcher \"" + program + "\" (from " + source +
-                      ") not found: install it (scripts/setup.sh installs sccache and ccache), "
-                      "fix the value, or give an empty launcher to build without one"};
-  l.argv = words;
-  l.argv[0] = *found;
-  return l;
-}
-
 // $<var> = "[launcher words...] compiler": the compiler found, the launcher
 // words (not yet looked up) in *launcher.
 Expected<std::string> find_compiler_and_launcher(const EnvLookup& env, const std::string& var, const std::string& fallback,
@@ -65,6 +44,26 @@ Expected<std::string> find_compiler_and_launcher(const EnvLookup& env, const std
 }
 
 }  // namespace
+
+Expected<Launcher> find_launcher(const std::vector<std::string>& words, const std::string& source) {
+  Launcher l;
+  l.source = source;
+  if (words.empty()) return l;
+  const std::string& program = words[0];
+  std::optional<std::string> found;
+  if (program.find('/') != std::string::npos) {
+    if (util::is_regular_file(program) && ::access(program.c_str(), X_OK) == 0) found = util::absolute_path(program);
+  } else {
+    found = util::find_program(program);
+  }
+  if (!found)
+    return Unexpected{"compiler launcher \"" + program + "\" (from " + source +
+                      ") not found: install it (scripts/setup.sh installs sccache and ccache), "
+                      "fix the value, or give an empty launcher to build without one"};
+  l.argv = words;
+  l.argv[0] = *found;
+  return l;
+}
 
 std::vector<std::string> split_launcher_text(const std::string& text) { return util::split_any(text, " \t\n"); }
 

@@ -29,8 +29,9 @@ struct Launcher {
 
 // Splits a launcher given as text ("sccache", "ccache --opt") into words
 // (whitespace; no shell quoting: a program path with spaces must be given as a
-// manifest array). Resolves the first word on PATH; throws Error(kMissingTool)
-// naming `source` when it cannot be found.
+// manifest array). find_launcher resolves the first word on PATH, or says why
+// not, naming `source`; resolve_launcher throws that as Error(kMissingTool).
+Expected<Launcher> find_launcher(const std::vector<std::string>& words, const std::string& source);
 Launcher resolve_launcher(const std::vector<std::string>& words, const std::string& source);
 std::vector<std::string> split_launcher_text(const std::string& text);
 
