@@ -29,6 +29,7 @@
 #include <system_error>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <lz4.h>
 #include <zstd.h>
@@ -271,6 +272,28 @@ class DemangleMemo {
   std::array<Shard, 64> shards_;
 };
 
+// A number of bytes one file may still spend on something, taken from by the
+// thread that walks the file (in file order, so what is refused does not
+// depend on the thread count).
+struct WalkAllowance {
+  uint64_t limit = 0;
+  uint64_t left = 0;
+  explicit WalkAllowance(uint64_t bytes) : limit(bytes), left(bytes) {}
+  bool take(uint64_t bytes) {
+    if (bytes > left) return false;
+    left -= bytes;
+    return true;
+  }
+};
+
+uint64_t saturating_mul(uint64_t a, uint64_t b) { return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b; }
+
+// InspectOptions' decompression limit for a file of `size` bytes.
+uint64_t decompression_limit(const InspectOptions& o, uint64_t size) {
+  return std::min(std::max(o.decompressed_floor_bytes, saturating_mul(o.max_expansion, size)),
+                  o.max_decompressed_total_bytes);
+}
+
 // What the workers of one inspect call share.
 struct Run {
   const InspectOptions& options;
@@ -278,9 +301,26 @@ struct Run {
   // walked pages are dropped. Null for inspect_bytes (memory of unknown
   // origin: read in place, never dropped).
   const util::MappedFile* file = nullptr;
+  uint64_t file_size = 0;
   DecompressArena buffers;
   DemangleMemo names;
-  Run(const InspectOptions& o, const util::MappedFile* f) : options(o), file(f), buffers(o.buffer_budget_bytes) {}
+  // Limits of the file, whatever its headers claim (hostile input is the
+  // normal case): decompressed bytes, entry listings, kernel and variable
+  // listings, and the bytes of embedded blobs (which symbols could otherwise
+  // point at the same range many times).
+  WalkAllowance decompressed;
+  WalkAllowance entry_listing;
+  ListingBudget kernel_listing;
+  WalkAllowance embedded_bytes;
+  Run(const InspectOptions& o, const util::MappedFile* f, uint64_t size)
+      : options(o),
+        file(f),
+        file_size(size),
+        buffers(o.buffer_budget_bytes),
+        decompressed(decompression_limit(o, size)),
+        entry_listing(o.listing_floor_bytes + size / 2),
+        kernel_listing(o.listing_floor_bytes + size / 2),
+        embedded_bytes(size) {}
 };
 
 struct ZstdContext {
@@ -347,19 +387,48 @@ void read_from_file(const util::MappedFile& file, Bytes view, uint8_t* dst) {
   }
 }
 
+// Whether the workers read this entry's payload at all.
+bool is_read(const Entry& e, const InspectOptions& options) {
+  if (e.kind == EntryKind::kPtx && !options.parse_ptx) return false;
+  if (e.kind != EntryKind::kElf && e.kind != EntryKind::kPtx && e.kind != EntryKind::kLtoIr) return false;
+  // LTO-IR is opaque here (decoding it is only a check); with this flag its
+  // payload is not a plain LZ4/zstd stream, so there is nothing to check.
+  if (e.kind == EntryKind::kLtoIr && (e.flags & kFlagEncodedPayload)) return false;
+  return true;
+}
+
+// The walk's checks of one entry before it is handed to the workers, in file
+// order. Throws FormatError (ending the walk) when the file has more entry
+// listing than it may; sets the entry's error when its decompressed size is
+// a lie or would pass the file's decompression limit.
+void admit(Job& job, Run& run) {
+  Entry& e = job.entry;
+  uint64_t listing = sizeof(Entry) + e.identifier.size() + e.options.size() + e.member.size();
+  if (!run.entry_listing.take(listing))
+    fail("entry {}: the file's entries take more than its listing limit of {} bytes (too many entries)", e.index,
+         run.entry_listing.limit);
+  if (!is_read(e, run.options) || e.compression == Compression::kNone || e.compression == Compression::kUnknown)
+    return;
+  try {
+    check_decompressed_size(e.compression, job.stored.size(), e.decompressed_size, run.options.max_entry_bytes);
+    if (!run.decompressed.take(e.decompressed_size))
+      fail("decompressed size {} would bring the file past its limit of {} decompressed bytes ({}x its size of {} "
+           "bytes, at least {}, at most {}; {} bytes left): not decompressed (a decompression bomb?)",
+           e.decompressed_size, run.decompressed.limit, run.options.max_expansion, run.file_size,
+           run.options.decompressed_floor_bytes, run.options.max_decompressed_total_bytes, run.decompressed.left);
+  } catch (const FormatError& err) {
+    e.error = err.what();
+  }
+}
+
 void process(Job& job, Run& run, ZstdContext& zstd) {
   Entry& e = job.entry;
   const InspectOptions& options = run.options;
+  if (!e.error.empty()) return;  // refused by admit()
   try {
-    if (e.kind == EntryKind::kPtx && !options.parse_ptx) return;
-    if (e.kind != EntryKind::kElf && e.kind != EntryKind::kPtx && e.kind != EntryKind::kLtoIr) return;
-    // LTO-IR is opaque here (decoding it is only a check); with this flag its
-    // payload is not a plain LZ4/zstd stream, so there is nothing to check.
-    if (e.kind == EntryKind::kLtoIr && (e.flags & kFlagEncodedPayload)) return;
+    if (!is_read(e, options)) return;
     if (e.compression == Compression::kUnknown) fail("both LZ4 and zstd flags set (flags 0x{:x})", e.flags);
     bool compressed = e.compression != Compression::kNone;
-    if (compressed)
-      check_decompressed_size(e.compression, job.stored.size(), e.decompressed_size, options.max_entry_bytes);
     // One buffer per entry: the decompressed image, then the stored bytes.
     uint64_t out_bytes = compressed ? e.decompressed_size : 0;
     uint64_t in_bytes = run.file ? job.stored.size() : 0;
@@ -371,8 +440,8 @@ void process(Job& job, Run& run, ZstdContext& zstd) {
       payload = Bytes(lease->data() + out_bytes, job.stored.size(), job.stored.base());
     }
     if (compressed) payload = decompress(e.compression, payload, e.decompressed_size, lease->data(), zstd);
-    if (e.kind == EntryKind::kElf) parse_cubin(payload, options, e);
-    else if (e.kind == EntryKind::kPtx) parse_ptx(payload.text(), options, e);
+    if (e.kind == EntryKind::kElf) parse_cubin(payload, options, e, run.kernel_listing);
+    else if (e.kind == EntryKind::kPtx) parse_ptx(payload.text(), options, e, run.kernel_listing);
     // LTO-IR is NVVM bitcode: opaque here, decompression was the check.
   } catch (const FormatError& err) {
     e.error = err.what();
@@ -407,7 +476,10 @@ class JobQueue {
   }
 
   // Producer side (one thread).
-  void add(Job job) { pending_.push_back(std::move(job)); }
+  void add(Job job) {
+    admit(job, run_);
+    pending_.push_back(std::move(job));
+  }
   void publish() {
     if (pending_.empty()) return;
     batches_.push_back(std::make_unique<std::vector<Job>>(std::move(pending_)));
@@ -474,6 +546,29 @@ class JobQueue {
   size_t idle_ = 0;  // workers in take()
   bool closed_ = false;
 };
+
+// Ends the walk (jobs.finish()) and moves the entries into `entries` in walk
+// order; the first entry error becomes `error` unless that is set already,
+// as `describe` words it. When the file's kernel listing limit ran out, which
+// entries got their kernels first depends on the thread count, and the
+// report must not: every entry then loses its listing, with the same error.
+void collect_entries(JobQueue& jobs, Run& run, std::vector<Entry>& entries, std::string& error,
+                     const std::function<std::string(const Entry&)>& describe) {
+  jobs.finish();
+  bool over = run.kernel_listing.exhausted();
+  entries.reserve(entries.size() + jobs.jobs().size());
+  for (Job* job : jobs.jobs()) {
+    Entry& e = job->entry;
+    if (over) {
+      e.kernels.clear();
+      e.globals.clear();
+      e.error = fmt::format("not listed: the file's kernels and variables take more than its listing limit of {} bytes",
+                            run.kernel_listing.limit());
+    }
+    if (!e.error.empty() && error.empty()) error = describe(e);
+    entries.push_back(std::move(e));
+  }
+}
 
 std::string arch_name(EntryKind kind, uint32_t arch, uint64_t flags) {
   const char* prefix = kind == EntryKind::kPtx ? "compute_" : kind == EntryKind::kLtoIr ? "lto_" : "sm_";
@@ -655,15 +750,9 @@ std::string inspect_blob(Bytes b, FileFormat format, const std::string& source, 
     job.stored = b;
     jobs.add(std::move(job));
   }
-  jobs.finish();
-  entries.reserve(entries.size() + jobs.jobs().size());
-  for (Job* job : jobs.jobs()) {
-    Job& j = *job;
-    if (!j.entry.error.empty() && error.empty())
-      error = format == FileFormat::kFatbin ? fmt::format("entry {}: {}", j.entry.index, j.entry.error)
-                                            : j.entry.error;
-    entries.push_back(std::move(j.entry));
-  }
+  collect_entries(jobs, run, entries, error, [&](const Entry& e) {
+    return format == FileFormat::kFatbin ? fmt::format("entry {}: {}", e.index, e.error) : e.error;
+  });
   return error;
 }
 
@@ -672,7 +761,7 @@ constexpr std::string_view kCubinPrefix = "__tvm_ffi__cubin_";
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-void scan_tvm_functions(const ElfFile& elf, FileReport& r) {
+void scan_tvm_functions(const ElfFile& elf, FileReport& r, Run& run) {
   const ElfSection* table = nullptr;
   for (const ElfSection& s : elf.sections())
     if (s.type == kShtDynsym) table = &s;
@@ -683,21 +772,24 @@ void scan_tvm_functions(const ElfFile& elf, FileReport& r) {
   if (!table) return;
   std::vector<std::string> names;
   std::set<std::string> docs, metadata;
-  for (const ElfSymbol& sym : elf.symbols(*table)) {
-    if (sym.shndx == 0 || !starts_with(sym.name, kTvmPrefix)) continue;
-    if (sym.bind() != 1 && sym.bind() != 2) continue;  // GLOBAL or WEAK
-    if (!dynamic && sym.bind() == 0) continue;
+  elf.for_each_symbol(*table, [&](const ElfSymbol& sym) {
+    if (sym.shndx == 0 || !starts_with(sym.name, kTvmPrefix)) return;
+    if (sym.bind() != 1 && sym.bind() != 2) return;  // GLOBAL or WEAK
+    if (!dynamic && sym.bind() == 0) return;
     if (sym.name == "__tvm_ffi__library_ctx" || sym.name == "__tvm_ffi__library_bin") {
       r.tvm_ffi_module = true;
-      continue;
+      return;
     }
-    if (sym.type() != 2) continue;  // STT_FUNC
+    if (sym.type() != 2) return;  // STT_FUNC
+    if (!run.entry_listing.take(sizeof(TvmFunction) + 2 * sym.name.size()))
+      fail("{}: the file's exported functions take more than its listing limit of {} bytes", sym.name,
+           run.entry_listing.limit);
     std::string_view rest = sym.name.substr(kTvmPrefix.size());
     if (starts_with(rest, "_metadata_")) metadata.insert(std::string(rest.substr(10)));
     else if (starts_with(rest, "_doc_")) docs.insert(std::string(rest.substr(5)));
-    else if (starts_with(rest, "_library_") || starts_with(rest, "_cubin_")) continue;
+    else if (starts_with(rest, "_library_") || starts_with(rest, "_cubin_")) return;
     else names.emplace_back(rest);
-  }
+  });
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   for (const std::string& n : names)
@@ -706,24 +798,33 @@ void scan_tvm_functions(const ElfFile& elf, FileReport& r) {
 }
 
 void scan_embedded_cubins(const ElfFile& elf, FileReport& r, Run& run) {
-  for (const ElfSection& table : elf.sections()) {
-    if (table.type != kShtSymtab && table.type != kShtDynsym) continue;
-    std::vector<ElfSymbol> syms = elf.symbols(table);
-    std::unordered_map<std::string_view, const ElfSymbol*> by_name;
-    for (const ElfSymbol& s : syms)
-      if (starts_with(s.name, kCubinPrefix) && s.shndx != 0) by_name.emplace(s.name, &s);
-    std::vector<std::pair<std::string_view, const ElfSymbol*>> starts(by_name.begin(), by_name.end());
+  // The first SYMTAB and the first DYNSYM, in section order (an ELF file has
+  // at most one of each; crafted ones could repeat a large table many times).
+  std::vector<const ElfSection*> tables;
+  bool have_symtab = false, have_dynsym = false;
+  for (const ElfSection& s : elf.sections()) {
+    bool& have = s.type == kShtSymtab ? have_symtab : have_dynsym;
+    if ((s.type != kShtSymtab && s.type != kShtDynsym) || have) continue;
+    have = true;
+    tables.push_back(&s);
+  }
+  std::unordered_set<std::string> listed;
+  for (const ElfSection* table : tables) {
+    std::unordered_map<std::string_view, ElfSymbol> by_name;
+    elf.for_each_symbol(*table, [&](const ElfSymbol& s) {
+      if (starts_with(s.name, kCubinPrefix) && s.shndx != 0) by_name.emplace(s.name, s);
+    });
+    std::vector<std::pair<std::string_view, const ElfSymbol*>> starts;
+    for (const auto& [name, sym] : by_name) starts.emplace_back(name, &sym);
     std::sort(starts.begin(), starts.end());
     for (auto& [name, start] : starts) {
       auto end_it = by_name.find(std::string(name) + "_end");
       if (end_it == by_name.end()) continue;  // this is an _end symbol (or a lone start)
-      bool seen = false;
-      for (const EmbeddedCubin& c : r.embedded_cubins) seen = seen || c.symbol == name;
-      if (seen) continue;  // listed from .symtab already
+      if (!listed.insert(std::string(name)).second) continue;  // listed from .symtab already
       EmbeddedCubin c;
       c.symbol = std::string(name);
       c.name = std::string(name.substr(kCubinPrefix.size()));
-      const ElfSymbol* end = end_it->second;
+      const ElfSymbol* end = &end_it->second;
       try {
         if (start->shndx >= elf.sections().size() || end->shndx != start->shndx)
           fail("symbols {} and {}_end are not in the same section", name, name);
@@ -735,6 +836,8 @@ void scan_embedded_cubins(const ElfFile& elf, FileReport& r, Run& run) {
                start->value, end->value, s.name, s.addr, s.size);
         c.offset = s.offset + (start->value - base);
         c.size = end->value - start->value;
+        if (!run.embedded_bytes.take(c.size))
+          fail("{}: the embedded blobs add up to more than the file's {} bytes (they overlap)", name, run.file_size);
         Bytes blob = elf.bytes().sub(c.offset, c.size, "embedded cubin");
         c.format = detect_format(blob.data(), blob.size());
         if (c.format != FileFormat::kCubin && c.format != FileFormat::kFatbin && c.format != FileFormat::kPtx)
@@ -839,16 +942,15 @@ void inspect_host_elf(Bytes b, FileReport& r, Run& run) {
   FatbinWalk walk{jobs, &r.images, run.file};
   collect_fatbin_sections(elf, walk, "", r.error);
   if (run.options.scan_data) scan_data_sections(elf, walk, "", r.error);
-  jobs.finish();
-  r.entries.reserve(r.entries.size() + jobs.jobs().size());
-  for (Job* job : jobs.jobs()) {
-    Job& j = *job;
-    if (!j.entry.error.empty() && r.error.empty()) r.error = fmt::format("entry {}: {}", j.entry.index, j.entry.error);
-    r.entries.push_back(std::move(j.entry));
-  }
-  scan_tvm_functions(elf, r);
+  collect_entries(jobs, run, r.entries, r.error,
+                  [](const Entry& e) { return fmt::format("entry {}: {}", e.index, e.error); });
+  scan_tvm_functions(elf, r, run);
   scan_embedded_cubins(elf, r, run);
 }
+
+// Longest archive member name accepted (file names are at most 255 bytes on
+// Linux file systems; every entry of a member carries its name).
+constexpr uint64_t kMaxMemberName = 4096;
 
 // Decimal field of an ar header (digits, then space padding).
 uint64_t ar_number(std::string_view field, uint64_t at) {
@@ -888,16 +990,22 @@ void inspect_archive(Bytes b, FileReport& r, Run& run) {
     if (name.size() > 1 && name[0] == '/') {
       uint64_t off = ar_number(name.substr(1), next - size - 60);
       if (off >= long_names.size()) fail("archive member at 0x{:x}: long name offset {} is outside the name table", next - size - 60, off);
-      std::string_view rest = long_names.from(off, "long name").text();
+      // Looked for within kMaxMemberName bytes: crafted archives point every
+      // member at one long name.
+      std::string_view rest = long_names.from(off, "long name").text().substr(0, kMaxMemberName + 1);
       member = std::string(rest.substr(0, rest.find('\n')));
     } else if (name.substr(0, 3) == "#1/") {
       uint64_t n = ar_number(name.substr(3), next - size - 60);
+      if (n > kMaxMemberName)
+        fail("archive member at 0x{:x}: name of {} bytes is longer than {}", next - size - 60, n, kMaxMemberName);
       member = std::string(data.sub(0, n, "BSD member name").text());
       data = data.from(n, "member data");
       member = member.substr(0, member.find('\0'));
     } else {
       member = std::string(name);
     }
+    if (member.size() > kMaxMemberName)
+      fail("archive member at 0x{:x}: name is longer than {} bytes", next - size - 60, kMaxMemberName);
     if (!member.empty() && member.back() == '/') member.pop_back();
     size_t first_image = r.images.size();
     walk.member = member;
@@ -926,14 +1034,9 @@ void inspect_archive(Bytes b, FileReport& r, Run& run) {
     jobs.publish();  // the entries before a structure error
     for (size_t i = first_image; i < r.images.size(); ++i) r.images[i].member = member;
   }
-  jobs.finish();
-  r.entries.reserve(r.entries.size() + jobs.jobs().size());
-  for (Job* job : jobs.jobs()) {
-    Job& j = *job;
-    if (!j.entry.error.empty() && r.error.empty())
-      r.error = fmt::format("member {}: entry {}: {}", j.entry.member, j.entry.index, j.entry.error);
-    r.entries.push_back(std::move(j.entry));
-  }
+  collect_entries(jobs, run, r.entries, r.error, [](const Entry& e) {
+    return fmt::format("member {}: entry {}: {}", e.member, e.index, e.error);
+  });
 }
 
 }  // namespace
@@ -987,7 +1090,7 @@ FileReport inspect_view(const uint8_t* data, size_t size, const std::string& nam
 }  // namespace
 
 FileReport inspect_bytes(const uint8_t* data, size_t size, const std::string& name, const InspectOptions& options) {
-  Run run(options, nullptr);
+  Run run(options, nullptr, size);
   return inspect_view(data, size, name, run);
 }
 
@@ -1002,7 +1105,7 @@ FileReport inspect_file(const std::string& path, const InspectOptions& options) 
     if (r.error.rfind("cannot open", 0) != 0) r.error = "cannot open " + path + ": " + r.error;
     return r;
   }
-  Run run(options, file.get());
+  Run run(options, file.get(), file->size());
   return inspect_view(file->data(), file->size(), path, run);
 }
 
