@@ -687,8 +687,9 @@ std::string format_text(const FileVerdict& v) {
     if (!img.offline_arch.empty()) head += " as " + img.offline_arch;
     bool skipped = img.failed_step == "skipped";
     head += ": " + std::string(img.valid ? "loads" : img.crashed ? "CRASH" : skipped ? "not loaded" : "FAILS");
-    if (img.driver_kernel_count) head += ", " + std::to_string(*img.driver_kernel_count) + " kernel(s)";
-    head += ", offline " + std::to_string(img.offline_kernel_count);
+    if (skipped) head += " (no driver or device, see the verdict)";
+    if (img.driver_kernel_count) head += ", " + std::to_string(*img.driver_kernel_count) + " kernel(s) in the driver";
+    head += ", " + std::to_string(img.offline_kernel_count) + " kernel(s) listed offline";
     line(head);
     if (!img.valid && !img.problem.empty() && img.failed_step != "skipped") line("    " + img.problem);
     for (const auto& k : img.kernels) {
