@@ -43,7 +43,7 @@ struct Reader {
   // Names already in m.functions / m.embed_cubin, for duplicate checks that
   // stay linear (80,000 functions took 8.8 s with a scan per name). Seeded
   // from the manifest when a reader adds to one it did not start.
-  mutable std::unordered_set<std::string> function_names, embed_names;
+  mutable std::unordered_set<std::string> function_names = {}, embed_names = {};
 
   [[noreturn]] void fail(const std::string& pointer, const std::string& problem) const {
     throw ManifestError(where, pointer, problem);
