@@ -108,7 +108,6 @@ std::optional<std::string> tvm_ffi_header_version(const std::string& include_dir
 }
 
 // 13000 -> "13.0" (cuDriverGetVersion encodes 1000*major + 10*minor).
-std::string driver_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
 json component(const std::string& name) {
   json c = json::object();
@@ -257,7 +256,7 @@ DriverProbe probe_driver() {
   p.driver["path"] = p.driver["library"];
   if (status.available) {
     p.driver["found"] = true;
-    p.driver["version"] = driver_version_text(status.driver_version);
+    p.driver["version"] = driver::format_driver_version(status.driver_version);
     p.driver["version_code"] = status.driver_version;
   } else {
     mark_missing(p.driver, status.reason.empty() ? "no CUDA driver" : status.reason,
@@ -493,7 +492,7 @@ std::string version_report() {
                 ? "nvcc " + nvcc["version"].get<std::string>() + " (" + nvcc["path"].get<std::string>() + ")\n"
                 : "nvcc: not found\n";
     const driver::DriverStatus status = driver::query_driver();
-    text += status.available ? "CUDA driver " + driver_version_text(status.driver_version) + " (" + status.library + ")\n"
+    text += status.available ? "CUDA driver " + driver::format_driver_version(status.driver_version) + " (" + status.library + ")\n"
                              : "CUDA driver: not found (" + status.reason + ")\n";
   } catch (const std::exception& e) {
     text += std::string("(version probe failed: ") + e.what() + ")\n";
