@@ -21,7 +21,7 @@ constexpr uint32_t kShtCudaInfo = 0x70000000;
 constexpr uint8_t kSttObject = 1, kSttFunc = 2, kSttCudaObject = 13;
 constexpr uint8_t kStoCudaEntry = 0x10, kStoCudaManaged = 0x04;
 
-// EIATTR_* codes used here (§4.5).
+// EIATTR_* codes used here (docs/formats.md, ".nv.info records").
 enum : uint8_t {
   kAttrMaxThreads = 0x05,
   kAttrReqntid = 0x10,
@@ -76,7 +76,7 @@ Dim3 read_dim3(const InfoRecord& r, const char* what) {
   return Dim3{r.data.u32(0, what), r.data.u32(4, what), r.data.u32(8, what)};
 }
 
-// Strings of .note.nv.tkinfo / .note.nv.cuinfo (§4.7).
+// Strings of .note.nv.tkinfo / .note.nv.cuinfo (docs/formats.md, "Notes").
 void read_notes(const ElfFile& elf, const ElfSection& s, Entry& entry) {
   Bytes b = elf.contents(s);
   uint64_t off = 0;
@@ -132,7 +132,7 @@ void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry, Listi
   entry.elf_type = elf.type() == 1 ? "rel" : elf.type() == 2 ? "exec" : "type " + std::to_string(elf.type());
   entry.elf_abi_version = elf.abi_version();
   entry.elf_flags = elf.flags();
-  // e_flags SM: ABI 8 keeps it in bits 8-15, ABI 7 in bits 0-7 (§4.2).
+  // e_flags SM: ABI 8 keeps it in bits 8-15, ABI 7 in bits 0-7 (docs/formats.md, "Cubin").
   uint32_t sm = elf.abi_version() >= 8 ? (elf.flags() >> 8) & 0xff : elf.flags() & 0xff;
   bool accel = elf.abi_version() < 8 && (elf.flags() & 0x800);
 
