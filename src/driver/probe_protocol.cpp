@@ -121,7 +121,8 @@ ProbeResult result_from_json(const json& j) {
   }
   r.loaded = j.value("loaded", false);
   r.error = j.value("error", "");
-  for (const auto& [sym, ok] : j.value("symbols", json::object()).items()) r.symbols.emplace_back(sym, ok.get<bool>());
+  if (auto it = j.find("symbols"); it != j.end() && it->is_object())
+    for (const auto& [sym, ok] : it->items()) r.symbols.emplace_back(sym, ok.is_boolean() && ok.get<bool>());
   return r;
 }
 
