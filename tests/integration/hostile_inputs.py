@@ -157,7 +157,7 @@ def cases():
     blob = fatbin([fatbin_entry(0x40, b"")] * 1000)
     secs = [Section(".nv_fatbin", 1, blob, flags=2)] + [
         Section(".nv_fatbin", 1, b"", flags=2, offset=64, size=len(blob)) for _ in range(100000)]
-    c["overlapping-sections-100k.so"] = (elf(secs), [], 3, "overlaps section")
+    c["overlapping-sections-100k.so"] = (elf(secs), [], 3, "(they overlap)")
     # A cubin (LZ4 entry, 24 MiB decompressed from ~100 KB) whose symbol table
     # is one kernel symbol repeated a million times: same name, same .text,
     # same .nv.info (whose 64 KB of records each kernel would re-read).
