@@ -23,9 +23,9 @@ if [ -z "${TOOL:-}" ]; then
 fi
 rm -rf "$WORK"
 mkdir -p "$WORK/in"
-python3 tests/integration/hostile_inputs.py "$WORK/in" > "$WORK/cases.tsv"
+python3 tests/integration/hostile_inputs.py "$WORK/in" > "$WORK/cases.txt"
 mkfifo "$WORK/in/fifo.cubin"
-printf 'fifo.cubin\t0\t\t3\tnot a regular file (a FIFO)\n' >> "$WORK/cases.tsv"
+echo 'fifo.cubin|0||3|not a regular file (a FIFO)' >> "$WORK/cases.txt"
 ANCHOR=tests/fixtures/oracles/a90.cubin
 
 # run TOOL CASE-ARGS... -> "wall_s rss_mb rc"; best wall and largest RSS over RUNS.
@@ -55,7 +55,7 @@ if [ -n "${BASELINE:-}" ]; then header="$header before: wall s | before: RSS MB 
 echo "$header"
 echo "$sep"
 failed=0
-while IFS=$'\t' read -r name size args code expect; do
+while IFS='|' read -r name size args code expect; do
   file=$WORK/in/$name
   # shellcheck disable=SC2086
   read -r s mb rc <<< "$(measure "$TOOL" 20 -j2 $args "$file")"
@@ -70,7 +70,7 @@ while IFS=$'\t' read -r name size args code expect; do
     row="$row $bs | $bmb | $brc |"
   fi
   echo "$row"
-done < "$WORK/cases.tsv"
+done < "$WORK/cases.txt"
 echo
 echo "targets: every case <= ${MAX_S} s and <= ${MAX_MB} MB with the expected exit code and message: $([ $failed = 0 ] && echo met || echo MISSED)"
 exit $failed

@@ -5,7 +5,8 @@ embedded blobs, fatbin lookalikes, archives sharing one long member name.
 
 Used by tests/integration/test_inspect_hostile.py (each must be refused or
 listed, exit 0 or 3, with the expected message) and by bench/hostile/run.sh
-(each within 1 s and 200 MB). `python3 hostile_inputs.py DIR` writes them all.
+(each within 1 s and 200 MB). `python3 hostile_inputs.py DIR` writes them all
+and prints one line per case: name|size|extra arguments|exit code|expected.
 
 Each case: name -> (bytes, extra inspect arguments, expected exit code,
 a substring of the file's error (exit 3) or the number of entries (exit 0))."""
@@ -262,4 +263,4 @@ def write_all(directory):
 if __name__ == "__main__":
     out = write_all(sys.argv[1] if len(sys.argv) > 1 else "hostile")
     for name, (data, args, code, expect) in cases().items():
-        print(f"{name}\t{len(data)}\t{' '.join(args)}\t{code}\t{expect}")
+        print(f"{name}|{len(data)}|{' '.join(args)}|{code}|{expect}")
