@@ -198,11 +198,14 @@ void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry, Listi
     std::optional<uint32_t> max_registers, param_bytes;
     uint32_t param_count = 0;
   };
-  std::unordered_map<const ElfSection*, InfoFigures> info_figures;
-  auto figures_of = [&](const ElfSection* info) -> const InfoFigures& {
-    auto [it, fresh] = info_figures.try_emplace(info);
-    if (!fresh) return it->second;
-    InfoFigures& f = it->second;
+  const auto& sections = elf.sections();
+  std::vector<int32_t> figures_of_section(sections.size(), -1);  // index into `figures`
+  std::vector<InfoFigures> figures;
+  auto figures_of = [&](const ElfSection* info) -> InfoFigures {  // a copy: `figures` may grow
+    int32_t& slot = figures_of_section[info->index];
+    if (slot >= 0) return figures[slot];
+    slot = static_cast<int32_t>(figures.size());
+    InfoFigures& f = figures.emplace_back();
     uint32_t param_end = 0;
     bool have_size = false;
     for_each_record(elf.contents(*info), info->name.data(), [&](const InfoRecord& r) {
@@ -233,10 +236,8 @@ void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry, Listi
     return f;
   };
 
-  const auto& sections = elf.sections();
-  std::vector<int32_t> kernel_of_symbol;
+  std::vector<int32_t> kernel_of_symbol(symtab->size / 24 + 1, -1);  // 4 bytes per 24-byte symbol
   elf.for_each_symbol(*symtab, [&](const ElfSymbol& sym) {
-    if (kernel_of_symbol.size() <= sym.index) kernel_of_symbol.resize(sym.index + 1, -1);
     bool defined = sym.shndx != 0 && sym.shndx < sections.size();
     if (sym.type() == kSttFunc && (sym.other & kStoCudaEntry) && defined) {
       listing.take(ListingBudget::kernel_cost(sym.name));
@@ -263,7 +264,7 @@ void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry, Listi
         if (it != info_by_text.end()) info = it->second;
       }
       if (info) {
-        const InfoFigures& f = figures_of(info);
+        InfoFigures f = figures_of(info);
         k.max_ntid = f.max_ntid;
         k.req_ntid = f.req_ntid;
         k.cluster_dims = f.cluster_dims;
