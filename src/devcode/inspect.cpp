@@ -3,13 +3,15 @@
 // decompress, parse). The formats are walked in fatbin.cpp, host_elf.cpp and
 // archive.cpp; the parallel machinery is scheduler.h (see walk.h).
 //
-// Peak memory depends neither on the thread count nor on the file size:
+// Peak memory depends neither on the thread count nor on what the file's
+// headers claim (the limits are in Run, from the file's size):
 //  * a file inspected by path has its entry payloads read with pread, and the
 //    pages of the mapping that the container walk touched are dropped behind
 //    it, so the mapping keeps only headers and symbol tables resident;
 //  * each entry is decompressed into a range of one arena that all workers
 //    share (InspectOptions::buffer_budget_bytes); a worker whose entry does
-//    not fit waits until others return theirs;
+//    not fit waits until others return theirs; an entry larger than the arena
+//    is admitted only within the file's decompression limit;
 //  * only the extracted metadata is kept.
 // Time: the walk hands entries to the workers as it goes, and the workers
 // also demangle (each distinct name once), so little is left on one thread.
