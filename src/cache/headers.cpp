@@ -25,11 +25,10 @@ bool is_under(const std::string& path, const std::string& dir) {
 // Hashes one file through a single open (size from the same fstat), so the
 // size and the hash describe the same file even if it is replaced meanwhile.
 bool hash_one(const std::string& path, uint64_t* size, std::string* hex) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
+  int fd;
+  try {
+    fd = util::open_for_reading(path);  // a header replaced by a FIFO must not block the lookup
+  } catch (const Error&) {
     return false;
   }
   util::Sha256 sha;

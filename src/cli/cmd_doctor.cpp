@@ -92,7 +92,6 @@ std::string nvcc_version_number(const std::string& line) {
 }
 
 // 13000 -> "13.0" (cuDriverGetVersion encodes 1000*major + 10*minor).
-std::string driver_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
 json component(const std::string& name) {
   json c = json::object();
@@ -220,7 +219,7 @@ DriverProbe probe_driver() {
   p.driver["path"] = p.driver["library"];
   if (status.available) {
     p.driver["found"] = true;
-    p.driver["version"] = driver_version_text(status.driver_version);
+    p.driver["version"] = driver::format_driver_version(status.driver_version);
     p.driver["version_code"] = status.driver_version;
   } else {
     mark_missing(p.driver, status.reason.empty() ? "no CUDA driver" : status.reason,

@@ -1,5 +1,6 @@
 // Cubin (CUDA ELF) parsing: kernels, their resources and module globals.
-// Layout facts: shared/reference/cuda-formats.md §4.
+// Layout facts: docs/formats.md, "cubin" and ".nv.info".
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -20,7 +21,7 @@ constexpr uint32_t kShtCudaInfo = 0x70000000;
 constexpr uint8_t kSttObject = 1, kSttFunc = 2, kSttCudaObject = 13;
 constexpr uint8_t kStoCudaEntry = 0x10, kStoCudaManaged = 0x04;
 
-// EIATTR_* codes used here (§4.5).
+// EIATTR_* codes used here (docs/formats.md, ".nv.info records").
 enum : uint8_t {
   kAttrMaxThreads = 0x05,
   kAttrReqntid = 0x10,
@@ -75,7 +76,7 @@ Dim3 read_dim3(const InfoRecord& r, const char* what) {
   return Dim3{r.data.u32(0, what), r.data.u32(4, what), r.data.u32(8, what)};
 }
 
-// Strings of .note.nv.tkinfo / .note.nv.cuinfo (§4.7).
+// Strings of .note.nv.tkinfo / .note.nv.cuinfo (docs/formats.md, "Notes").
 void read_notes(const ElfFile& elf, const ElfSection& s, Entry& entry) {
   Bytes b = elf.contents(s);
   uint64_t off = 0;
@@ -125,13 +126,13 @@ bool bank_of(std::string_view name, uint32_t& bank) {
 
 }  // namespace
 
-void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry) {
+void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry, ListingBudget& listing) {
   ElfFile elf(bytes);
   if (elf.machine() != kEmCuda) fail("ELF machine {} is not EM_CUDA (190)", elf.machine());
   entry.elf_type = elf.type() == 1 ? "rel" : elf.type() == 2 ? "exec" : "type " + std::to_string(elf.type());
   entry.elf_abi_version = elf.abi_version();
   entry.elf_flags = elf.flags();
-  // e_flags SM: ABI 8 keeps it in bits 8-15, ABI 7 in bits 0-7 (§4.2).
+  // e_flags SM: ABI 8 keeps it in bits 8-15, ABI 7 in bits 0-7 (docs/formats.md, "Cubin").
   uint32_t sm = elf.abi_version() >= 8 ? (elf.flags() >> 8) & 0xff : elf.flags() & 0xff;
   bool accel = elf.abi_version() < 8 && (elf.flags() & 0x800);
 
@@ -189,12 +190,57 @@ void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry) {
   }
   if (!symtab) return;  // a cubin without symbols has no kernels to list
 
-  std::vector<ElfSymbol> symbols = elf.symbols(*symtab);
-  std::vector<int32_t> kernel_of_symbol(symbols.size() + 1, -1);
+  // What a kernel's .nv.info section says, read once per section: crafted
+  // cubins point many kernels at one large section.
+  struct InfoFigures {
+    std::optional<Dim3> max_ntid, req_ntid, cluster_dims;
+    bool explicit_cluster = false;
+    std::optional<uint32_t> max_registers, param_bytes;
+    uint32_t param_count = 0;
+  };
   const auto& sections = elf.sections();
-  for (const ElfSymbol& sym : symbols) {
+  std::vector<int32_t> figures_of_section(sections.size(), -1);  // index into `figures`
+  std::vector<InfoFigures> figures;
+  auto figures_of = [&](const ElfSection* info) -> InfoFigures {  // a copy: `figures` may grow
+    int32_t& slot = figures_of_section[info->index];
+    if (slot >= 0) return figures[slot];
+    slot = static_cast<int32_t>(figures.size());
+    InfoFigures& f = figures.emplace_back();
+    uint32_t param_end = 0;
+    bool have_size = false;
+    for_each_record(elf.contents(*info), info->name.data(), [&](const InfoRecord& r) {
+      switch (r.attr) {
+        case kAttrMaxThreads: if (r.format == kFmtSval) f.max_ntid = read_dim3(r, "MAX_THREADS"); break;
+        case kAttrReqntid: if (r.format == kFmtSval) f.req_ntid = read_dim3(r, "REQNTID"); break;
+        case kAttrCtaPerCluster: if (r.format == kFmtSval) f.cluster_dims = read_dim3(r, "CTA_PER_CLUSTER"); break;
+        case kAttrExplicitCluster: f.explicit_cluster = true; break;
+        case kAttrMaxregCount:
+          if (r.format == kFmtHval && r.value != 0xff) f.max_registers = r.value;
+          break;
+        case kAttrCbankParamSize:
+          if (r.format == kFmtHval) { f.param_bytes = r.value; have_size = true; }
+          break;
+        case kAttrKparamInfo:
+          if (r.format == kFmtSval && r.data.size() >= 12) {
+            ++f.param_count;
+            uint32_t offset = r.data.u16(6, "KPARAM_INFO offset");
+            uint32_t tmp = r.data.u32(8, "KPARAM_INFO flags");
+            uint32_t end = offset + (tmp >> 18);
+            if (end > param_end) param_end = end;
+          }
+          break;
+        default: break;  // unknown attributes are skipped by design
+      }
+    });
+    if (!have_size) f.param_bytes = param_end;
+    return f;
+  };
+
+  std::vector<int32_t> kernel_of_symbol(symtab->size / 24 + 1, -1);  // 4 bytes per 24-byte symbol
+  elf.for_each_symbol(*symtab, [&](const ElfSymbol& sym) {
     bool defined = sym.shndx != 0 && sym.shndx < sections.size();
     if (sym.type() == kSttFunc && (sym.other & kStoCudaEntry) && defined) {
+      listing.take(ListingBudget::kernel_cost(sym.name));
       Kernel k;
       k.name = std::string(sym.name);
       k.demangled = k.name;  // demangled after parsing, once per distinct name
@@ -209,7 +255,7 @@ void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry) {
       if (const0) k.const0_bytes = const0->size;
       k.stack_bytes = 0;
       // sm_75 builds without REGCOUNT keep the register count in the top byte
-      // of the .text section's sh_info (§4.3); REGCOUNT overrides it below.
+      // of the .text section's sh_info (docs/formats.md); REGCOUNT overrides it below.
       const ElfSection& text = sections[sym.shndx];
       if (text.info >> 24) k.registers = text.info >> 24;
       const ElfSection* info = named.info;
@@ -218,34 +264,14 @@ void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry) {
         if (it != info_by_text.end()) info = it->second;
       }
       if (info) {
-        uint32_t params = 0, param_end = 0;
-        bool have_size = false;
-        for_each_record(elf.contents(*info), info->name.data(), [&](const InfoRecord& r) {
-          switch (r.attr) {
-            case kAttrMaxThreads: if (r.format == kFmtSval) k.max_ntid = read_dim3(r, "MAX_THREADS"); break;
-            case kAttrReqntid: if (r.format == kFmtSval) k.req_ntid = read_dim3(r, "REQNTID"); break;
-            case kAttrCtaPerCluster: if (r.format == kFmtSval) k.cluster_dims = read_dim3(r, "CTA_PER_CLUSTER"); break;
-            case kAttrExplicitCluster: k.explicit_cluster = true; break;
-            case kAttrMaxregCount:
-              if (r.format == kFmtHval && r.value != 0xff) k.max_registers = r.value;
-              break;
-            case kAttrCbankParamSize:
-              if (r.format == kFmtHval) { k.param_bytes = r.value; have_size = true; }
-              break;
-            case kAttrKparamInfo:
-              if (r.format == kFmtSval && r.data.size() >= 12) {
-                ++params;
-                uint32_t offset = r.data.u16(6, "KPARAM_INFO offset");
-                uint32_t tmp = r.data.u32(8, "KPARAM_INFO flags");
-                uint32_t end = offset + (tmp >> 18);
-                if (end > param_end) param_end = end;
-              }
-              break;
-            default: break;  // unknown attributes are skipped by design
-          }
-        });
-        k.param_count = params;
-        if (!have_size) k.param_bytes = param_end;
+        InfoFigures f = figures_of(info);
+        k.max_ntid = f.max_ntid;
+        k.req_ntid = f.req_ntid;
+        k.cluster_dims = f.cluster_dims;
+        k.explicit_cluster = f.explicit_cluster;
+        k.max_registers = f.max_registers;
+        k.param_bytes = f.param_bytes;
+        k.param_count = f.param_count;
       }
       if (k.max_ntid) k.max_threads = k.max_ntid->product();
       else if (k.req_ntid) k.max_threads = k.req_ntid->product();
@@ -260,9 +286,12 @@ void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry) {
         space = (sym.other & kStoCudaManaged) ? "managed" : "global";
       else if (bank_of(sec, bank) && bank > 0)
         space = "constant";
-      if (space) entry.globals.push_back(Global{std::string(sym.name), space, sym.size});
+      if (space) {
+        listing.take(ListingBudget::global_cost(sym.name));
+        entry.globals.push_back(Global{std::string(sym.name), space, sym.size});
+      }
     }
-  }
+  });
   if (module_info) {
     for_each_record(elf.contents(*module_info), ".nv.info", [&](const InfoRecord& r) {
       if (r.format != kFmtSval || r.data.size() < 8) return;

@@ -82,15 +82,29 @@ ElfFile::ElfFile(Bytes b) : bytes_(b) {
     if (i != 0 && has_file_data(s.type) && !b.contains(s.offset, s.size))
       fail("section {} at 0x{:x} size 0x{:x} exceeds file size 0x{:x}", i, s.offset, s.size, b.size());
   }
+  // The sections' bytes may add up to at most twice the file. Sections may
+  // share bytes (CUDA 13's .nv.merc.* sections of sm_100+ cubins alias
+  // others), but the readers that look at each section in turn (fatbin walk,
+  // data scan, notes, .nv.info) would do quadratic work on a crafted table of
+  // thousands of headers over the same bytes. Real files stay below their
+  // size (sm_100 cubins with .nv.merc sections: 0.88 of it).
+  {
+    uint64_t total = 0;
+    for (const ElfSection& s : sections_)
+      if (s.index != 0 && has_file_data(s.type)) total += s.size;  // each <= file size: no overflow below 2^48 sections
+    if (total > 2 * b.size())
+      fail("the sections hold 0x{:x} bytes in all, more than twice the file's 0x{:x} (they overlap)", total,
+           b.size());
+  }
   if (shnum == 0) return;
   if (shstrndx >= shnum) fail("e_shstrndx {} is not a section (there are {})", shstrndx, shnum);
   const ElfSection& strsec = sections_[shstrndx];
   if (strsec.type != kShtStrtab) fail("section-name table (section {}) is not a string table", shstrndx);
-  Bytes names = contents(strsec);
+  NameReader names(contents(strsec));
   for (uint64_t i = 1; i < shnum; ++i) {
     Bytes h = table.sub(i * kShdrSize, kShdrSize, "section header");
     uint32_t name = h.u32(0, "sh_name");
-    if (name != 0) sections_[i].name = names.cstr(name, "section name");
+    if (name != 0) sections_[i].name = names.read(name, "section name");
   }
 }
 
@@ -105,34 +119,41 @@ Bytes ElfFile::contents(const ElfSection& s) const {
   return bytes_.sub(s.offset, s.size, "section");
 }
 
-std::vector<ElfSymbol> ElfFile::symbols(const ElfSection& symtab) const {
+ElfFile::SymbolTable ElfFile::symbol_table(const ElfSection& symtab) const {
   if (symtab.entsize != kSymSize)
     fail("symbol table (section {}) has sh_entsize {} (expected 24)", symtab.index, symtab.entsize);
   if (symtab.link == 0 || symtab.link >= sections_.size() || sections_[symtab.link].type != kShtStrtab)
     fail("symbol table (section {}) links to {} which is not a string table", symtab.index, symtab.link);
-  Bytes table = contents(symtab);
-  Bytes strings = contents(sections_[symtab.link]);
+  SymbolTable t;
+  t.table = contents(symtab);
+  t.strings = NameReader(contents(sections_[symtab.link]));
   // SHN_XINDEX symbols take their section index from SHT_SYMTAB_SHNDX.
-  Bytes xindex;
   for (const ElfSection& s : sections_)
-    if (s.type == kShtSymtabShndx && s.link == symtab.index) xindex = contents(s);
-  uint64_t count = table.size() / kSymSize;
+    if (s.type == kShtSymtabShndx && s.link == symtab.index) t.xindex = contents(s);
+  t.count = t.table.size() / kSymSize;
+  return t;
+}
+
+ElfSymbol ElfFile::SymbolTable::read(uint64_t i) {
+  Bytes e = table.sub(i * kSymSize, kSymSize, "symbol");
+  ElfSymbol sym;
+  sym.index = static_cast<uint32_t>(i);
+  uint32_t name = e.u32(0, "st_name");
+  if (name != 0) sym.name = strings.read(name, "symbol name");
+  sym.info = e.u8(4, "st_info");
+  sym.other = e.u8(5, "st_other");
+  sym.shndx = e.u16(6, "st_shndx");
+  sym.value = e.u64(8, "st_value");
+  sym.size = e.u64(16, "st_size");
+  if (sym.shndx == kShnXindex && xindex.size() > 0) sym.shndx = xindex.u32(i * 4, "extended section index");
+  return sym;
+}
+
+std::vector<ElfSymbol> ElfFile::symbols(const ElfSection& symtab) const {
+  SymbolTable t = symbol_table(symtab);
   std::vector<ElfSymbol> out;
-  out.reserve(count > 0 ? count - 1 : 0);
-  for (uint64_t i = 1; i < count; ++i) {
-    Bytes e = table.sub(i * kSymSize, kSymSize, "symbol");
-    ElfSymbol sym;
-    sym.index = static_cast<uint32_t>(i);
-    uint32_t name = e.u32(0, "st_name");
-    if (name != 0) sym.name = strings.cstr(name, "symbol name");
-    sym.info = e.u8(4, "st_info");
-    sym.other = e.u8(5, "st_other");
-    sym.shndx = e.u16(6, "st_shndx");
-    sym.value = e.u64(8, "st_value");
-    sym.size = e.u64(16, "st_size");
-    if (sym.shndx == kShnXindex && xindex.size() > 0) sym.shndx = xindex.u32(i * 4, "extended section index");
-    out.push_back(sym);
-  }
+  out.reserve(t.count > 0 ? t.count - 1 : 0);
+  for (uint64_t i = 1; i < t.count; ++i) out.push_back(t.read(i));
   return out;
 }
 

@@ -27,6 +27,29 @@ inline bool has_file_data(uint32_t type) {
          type != 0x70000015;
 }
 
+// Reads NUL-terminated names out of a string table, at most a few times the
+// table's size in all: every name costs a scan to its NUL, and crafted tables
+// point thousands of entries at one long string (quadratic time otherwise).
+// Linkers share tails of names, so real tables read back somewhat more than
+// their size, never several times it.
+class NameReader {
+ public:
+  NameReader() = default;
+  explicit NameReader(Bytes strings) : strings_(strings), left_(strings.size() * 4 + (uint64_t(1) << 20)) {}
+  std::string_view read(uint64_t offset, const char* what) {
+    std::string_view s = strings_.cstr(offset, what);
+    if (s.size() + 1 > left_)
+      fail("{} at 0x{:x}: the names read from this string table (0x{:x} bytes) add up to more than 4 times its size",
+           what, strings_.base() + offset, strings_.size());
+    left_ -= s.size() + 1;
+    return s;
+  }
+
+ private:
+  Bytes strings_;
+  uint64_t left_ = 0;
+};
+
 struct ElfSection {
   uint32_t index = 0;
   std::string_view name;
@@ -69,8 +92,24 @@ class ElfFile {
   Bytes contents(const ElfSection& s) const;
   // Symbols of a SYMTAB/DYNSYM section (entry 0 skipped).
   std::vector<ElfSymbol> symbols(const ElfSection& symtab) const;
+  // The same symbols, one at a time, without a vector of them all (a
+  // symbol table costs 24 bytes per symbol in the file and twice that as
+  // ElfSymbols: callers that keep a few of them use this).
+  template <typename F>
+  void for_each_symbol(const ElfSection& symtab, F&& visit) const {
+    SymbolTable t = symbol_table(symtab);
+    for (uint64_t i = 1; i < t.count; ++i) visit(t.read(i));
+  }
 
  private:
+  struct SymbolTable {
+    Bytes table, xindex;
+    NameReader strings;
+    uint64_t count = 0;
+    ElfSymbol read(uint64_t i);
+  };
+  SymbolTable symbol_table(const ElfSection& symtab) const;
+
   Bytes bytes_;
   uint16_t type_ = 0, machine_ = 0;
   uint32_t flags_ = 0;

@@ -1,6 +1,6 @@
 // PTX listing: .version/.target, kernels (.entry definitions) with their
 // parameter bytes and performance directives, module-scope variables.
-// Rules: shared/reference/cuda-formats.md §5. One linear pass; function
+// Rules: docs/formats.md, "PTX". One linear pass; function
 // bodies are skipped by brace matching, never parsed.
 #include <algorithm>
 #include <optional>
@@ -244,7 +244,7 @@ void read_params(Lexer& lx, Kernel& k) {
   }
 }
 
-void read_variable(Lexer& lx, std::string_view space, Entry& entry) {
+void read_variable(Lexer& lx, std::string_view space, Entry& entry, ListingBudget& listing) {
   // [.align N] [.attribute(.managed)] [.v2|.v4] .type name[dims] [= init] ;
   uint32_t elem = 0, vec = 1;
   bool managed = false;
@@ -280,6 +280,7 @@ void read_variable(Lexer& lx, std::string_view space, Entry& entry) {
     }
   }
   if (name.empty()) return;
+  listing.take(ListingBudget::global_cost(name));
   Global g;
   g.name = name;
   g.space = managed ? "managed" : space == ".const" ? "constant" : "global";
@@ -289,7 +290,7 @@ void read_variable(Lexer& lx, std::string_view space, Entry& entry) {
 
 }  // namespace
 
-void parse_ptx(std::string_view text, const InspectOptions& options, Entry& entry) {
+void parse_ptx(std::string_view text, const InspectOptions& options, Entry& entry, ListingBudget& listing) {
   Lexer lx(text);
   std::string_view first = lx.peek();
   if (first == ".version") {
@@ -338,13 +339,14 @@ void parse_ptx(std::string_view text, const InspectOptions& options, Entry& entr
         else if (d == ".pragma") skip_statement(lx);
       }
       if (defined) {
+        listing.take(ListingBudget::kernel_cost(k.name));
         k.demangled = k.name;  // demangled after parsing, once per distinct name
         if (k.max_ntid) k.max_threads = k.max_ntid->product();
         else if (k.req_ntid) k.max_threads = k.req_ntid->product();
         entry.kernels.push_back(std::move(k));
       }
     } else if (t == ".global" || t == ".const") {
-      read_variable(lx, t, entry);
+      read_variable(lx, t, entry, listing);
     } else if (t == "{") {
       skip_block(lx);
     } else if (t == "}") {

@@ -1,5 +1,5 @@
 // Which image of a fatbin the driver would run on a device: the documented
-// compatibility rules (cuda-formats.md §8.5), used by the probe (to know which
+// compatibility rules (docs/formats.md, "Which image runs on a device"), used by the probe (to know which
 // entry's kernel names to resolve) and by the verdict (what to compare with).
 #pragma once
 

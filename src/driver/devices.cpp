@@ -45,6 +45,10 @@ DriverStatus status_of(const DriverHandle& h) {
 
 }  // namespace
 
+std::string format_driver_version(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
 DriverStatus query_driver() { return status_of(open_driver()); }
 
 DriverStatus query_driver_at(const std::string& library) { return status_of(load_driver(library)); }

@@ -1,15 +1,6 @@
 // The child side of crash-isolated validation (`tvmffi-jit __driver-probe`).
-//
-// Protocol (private to this layer; validate.cpp is the other end):
-//   stdin:  {"device": N, "items": [{"id": K, "kind": "image", "path": P,
-//                                    "candidates": [{"arch": "sm_90", "names": [...]}, ...]},
-//                                   {"id": K, "kind": "module", "path": P,
-//                                    "tvm_ffi_library": L, "symbols": [...]}]}
-//   stdout: one JSON object per line: first {"driver": {...}}, then one
-//           {"item": K, ...} per item, flushed as soon as it is known, so the
-//           parent keeps every finished result when a later item kills us.
-//   stderr: "@@probe item=K step=S" before each step, written unbuffered, so
-//           the parent can say which call the driver died in.
+// The protocol (its messages and how they travel) is probe_protocol.h; the
+// parent is validate_run.cpp.
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -26,6 +17,7 @@
 #include "arch_select.h"
 #include "cuda_api.h"
 #include "probe_protocol.h"
+#include "tvmffi_jit/driver/devices.h"
 #include "tvmffi_jit/driver/validate.h"
 
 namespace tvmffi_jit::driver {
@@ -73,69 +65,51 @@ struct Session {
   std::string why_not;
 };
 
-json open_session(Session& s, int ordinal) {
-  json d;
-  d["library"] = s.drv.library;
-  d["available"] = s.drv.available;
-  d["driver_version"] = s.drv.driver_version;
-  d["device"] = ordinal;
-  d["library_api"] = s.drv.api.has_library_api();
-  d["kernel_enumeration"] = s.drv.api.cuLibraryGetKernelCount && s.drv.api.cuLibraryEnumerateKernels;
-  if (!s.drv.available) {
-    s.why_not = s.drv.reason;
-    d["reason"] = s.why_not;
+// Initialises the device; the returned DriverInfo is the driver line.
+DriverInfo open_session(Session& s, int ordinal) {
+  DriverInfo d;
+  d.library = s.drv.library;
+  d.available = s.drv.available;
+  d.driver_version = s.drv.driver_version;
+  d.device = ordinal;
+  d.library_api = s.drv.api.has_library_api();
+  d.kernel_enumeration = s.drv.api.cuLibraryGetKernelCount && s.drv.api.cuLibraryEnumerateKernels;
+  auto unusable = [&](std::string why) {
+    s.why_not = std::move(why);
+    d.reason = s.why_not;
     return d;
-  }
+  };
+  if (!s.drv.available) return unusable(s.drv.reason);
   const CudaApi& a = s.api;
-  if (s.drv.init_result != CUDA_SUCCESS) {
-    s.why_not = s.drv.reason;
-    d["reason"] = s.why_not;
-    return d;
-  }
+  if (s.drv.init_result != CUDA_SUCCESS) return unusable(s.drv.reason);
   int count = 0;
   CUresult rc = a.cuDeviceGetCount(&count);
-  if (rc != CUDA_SUCCESS || count == 0) {
-    s.why_not = rc != CUDA_SUCCESS ? "cuDeviceGetCount: " + error_name(a, rc) : "the driver reports no CUDA device";
-    d["reason"] = s.why_not;
-    return d;
-  }
-  d["device_count"] = count;
+  if (rc != CUDA_SUCCESS || count == 0)
+    return unusable(rc != CUDA_SUCCESS ? "cuDeviceGetCount: " + error_name(a, rc) : "the driver reports no CUDA device");
   rc = a.cuDeviceGet(&s.dev, ordinal);
-  if (rc != CUDA_SUCCESS) {
-    s.why_not = "device " + std::to_string(ordinal) + " not found (" + std::to_string(count) +
-                " device(s)): cuDeviceGet returned " + error_name(a, rc);
-    d["reason"] = s.why_not;
-    return d;
-  }
+  if (rc != CUDA_SUCCESS)
+    return unusable("device " + std::to_string(ordinal) + " not found (" + std::to_string(count) +
+                    " device(s)): cuDeviceGet returned " + error_name(a, rc));
   char name[256] = {};
-  if (a.cuDeviceGetName(name, sizeof name - 1, s.dev) == CUDA_SUCCESS) d["device_name"] = name;
+  if (a.cuDeviceGetName(name, sizeof name - 1, s.dev) == CUDA_SUCCESS) d.device_name = name;
   int major = 0, minor = 0;
   a.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, s.dev);
   a.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, s.dev);
-  s.cc_major = major;
-  s.cc_minor = minor;
-  d["cc_major"] = major;
-  d["cc_minor"] = minor;
+  s.cc_major = d.cc_major = major;
+  s.cc_minor = d.cc_minor = minor;
   CUmoduleLoadingMode mode{};
-  d["load_mode"] = a.cuModuleGetLoadingMode && a.cuModuleGetLoadingMode(&mode) == CUDA_SUCCESS
-                       ? loading_mode_name(mode)
-                       : "unknown";
-  if (!a.has_library_api()) {
-    s.why_not = "driver " + std::to_string(s.drv.driver_version) +
-                " has no library API (cuLibraryLoadFromFile needs CUDA 12.0 or newer)";
-    d["reason"] = s.why_not;
-    return d;
-  }
+  d.load_mode = a.cuModuleGetLoadingMode && a.cuModuleGetLoadingMode(&mode) == CUDA_SUCCESS ? loading_mode_name(mode)
+                                                                                             : "unknown";
+  if (!a.has_library_api())
+    return unusable("driver " + format_driver_version(s.drv.driver_version) +
+                    " has no library API (cuLibraryLoadFromFile needs CUDA 12.0 or newer)");
   // The real load error of an unusable image only comes back from
   // cuLibraryGetKernel/cuLibraryGetModule with a context current.
   rc = a.cuDevicePrimaryCtxRetain(&s.ctx, s.dev);
   if (rc == CUDA_SUCCESS) rc = a.cuCtxSetCurrent(s.ctx);
-  if (rc != CUDA_SUCCESS) {
-    s.why_not = "cannot make the primary context of device " + std::to_string(ordinal) +
-                " current: " + error_name(a, rc);
-    d["reason"] = s.why_not;
-    return d;
-  }
+  if (rc != CUDA_SUCCESS)
+    return unusable("cannot make the primary context of device " + std::to_string(ordinal) +
+                    " current: " + error_name(a, rc));
   s.ready = true;
   return d;
 }
@@ -143,21 +117,23 @@ json open_session(Session& s, int ordinal) {
 // Attribute numbers read for every kernel; the first seven are required.
 struct AttrSpec {
   CUfunction_attribute attr;
-  const char* key;
+  const char* name;  // in failed_step
+  int KernelAttributes::*field;
   bool required;
 };
 const AttrSpec kAttributes[] = {
-    {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "max_threads_per_block", true},
-    {CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, "shared_size_bytes", true},
-    {CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, "const_size_bytes", true},
-    {CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, "local_size_bytes", true},
-    {CU_FUNC_ATTRIBUTE_NUM_REGS, "num_regs", true},
-    {CU_FUNC_ATTRIBUTE_PTX_VERSION, "ptx_version", true},
-    {CU_FUNC_ATTRIBUTE_BINARY_VERSION, "binary_version", true},
-    {CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, "max_dynamic_shared_bytes", false},
-    {CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, "cluster_width", false},
-    {CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT, "cluster_height", false},
-    {CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH, "cluster_depth", false},
+    {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "max_threads_per_block", &KernelAttributes::max_threads_per_block, true},
+    {CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, "shared_size_bytes", &KernelAttributes::shared_size_bytes, true},
+    {CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, "const_size_bytes", &KernelAttributes::const_size_bytes, true},
+    {CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, "local_size_bytes", &KernelAttributes::local_size_bytes, true},
+    {CU_FUNC_ATTRIBUTE_NUM_REGS, "num_regs", &KernelAttributes::num_regs, true},
+    {CU_FUNC_ATTRIBUTE_PTX_VERSION, "ptx_version", &KernelAttributes::ptx_version, true},
+    {CU_FUNC_ATTRIBUTE_BINARY_VERSION, "binary_version", &KernelAttributes::binary_version, true},
+    {CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, "max_dynamic_shared_bytes",
+     &KernelAttributes::max_dynamic_shared_bytes, false},
+    {CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, "cluster_width", &KernelAttributes::cluster_width, false},
+    {CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT, "cluster_height", &KernelAttributes::cluster_height, false},
+    {CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH, "cluster_depth", &KernelAttributes::cluster_depth, false},
 };
 
 constexpr unsigned kLogBytes = 64 * 1024;
@@ -172,14 +148,14 @@ std::string log_text(const std::vector<char>& buf, void* written) {
   return s;
 }
 
-json probe_image(Session& s, int id, const std::string& path, const std::vector<std::string>& offline_names) {
+ProbeResult probe_image(Session& s, int id, const std::string& path, const std::vector<std::string>& offline_names) {
   const CudaApi& a = s.api;
-  json r;
-  r["item"] = id;
+  ProbeResult r;
+  r.item = id;
   auto fail = [&](const std::string& step, CUresult rc) {
-    if (!r.contains("failed_step")) {
-      r["failed_step"] = step;
-      r["result"] = error_name(a, rc);
+    if (r.failed_step.empty()) {
+      r.failed_step = step;
+      r.result = error_name(a, rc);
     }
   };
 
@@ -192,8 +168,8 @@ json probe_image(Session& s, int id, const std::string& path, const std::vector<
   CUlibrary lib = nullptr;
   mark(id, "cuLibraryLoadFromFile");
   CUresult rc = a.cuLibraryLoadFromFile(&lib, path.c_str(), opts, values, 4, nullptr, nullptr, 0);
-  r["error_log"] = log_text(error_log, values[1]);
-  r["info_log"] = log_text(info_log, values[3]);
+  r.error_log = log_text(error_log, values[1]);
+  r.info_log = log_text(info_log, values[3]);
   if (rc != CUDA_SUCCESS) {
     fail("cuLibraryLoadFromFile", rc);
     return r;
@@ -208,7 +184,7 @@ json probe_image(Session& s, int id, const std::string& path, const std::vector<
     if (rc != CUDA_SUCCESS) {
       fail("cuLibraryGetKernelCount", rc);
     } else {
-      r["kernel_count"] = count;
+      r.kernel_count = count;
       std::vector<CUkernel> kernels(count);
       mark(id, "cuLibraryEnumerateKernels");
       rc = count ? a.cuLibraryEnumerateKernels(kernels.data(), count, lib) : CUDA_SUCCESS;
@@ -240,54 +216,50 @@ json probe_image(Session& s, int id, const std::string& path, const std::vector<
   rc = a.cuLibraryGetModule(&mod, lib);
   if (rc != CUDA_SUCCESS) fail("cuLibraryGetModule", rc);
 
-  json kernels = json::array();
   for (const auto& name : names) {
-    json k;
-    k["name"] = name;
-    k["enumerated"] = enumerated.count(name) > 0;
+    DriverKernel k;
+    k.name = name;
+    k.enumerated = enumerated.count(name) > 0;
     CUkernel kernel = nullptr;
     mark(id, "cuLibraryGetKernel(" + name + ")");
     rc = a.cuLibraryGetKernel(&kernel, lib, name.c_str());
-    k["resolved"] = rc == CUDA_SUCCESS;
+    k.resolved = rc == CUDA_SUCCESS;
     if (rc != CUDA_SUCCESS) {
-      k["resolve_error"] = error_name(a, rc);
+      k.resolve_error = error_name(a, rc);
       fail("cuLibraryGetKernel(" + name + ")", rc);
-      kernels.push_back(std::move(k));
+      r.kernels.push_back(std::move(k));
       continue;
     }
-    json attrs = json::object();
+    k.attributes_read = true;
     mark(id, "cuKernelGetAttribute(" + name + ")");
     for (const auto& spec : kAttributes) {
       int v = 0;
       rc = a.cuKernelGetAttribute(&v, spec.attr, kernel, s.dev);
       if (rc == CUDA_SUCCESS) {
-        attrs[spec.key] = v;
+        k.attributes.*spec.field = v;
       } else if (spec.required) {
-        fail(std::string("cuKernelGetAttribute(") + name + ", " + spec.key + ")", rc);
+        fail(std::string("cuKernelGetAttribute(") + name + ", " + spec.name + ")", rc);
       }
     }
-    k["attributes"] = std::move(attrs);
-    kernels.push_back(std::move(k));
+    r.kernels.push_back(std::move(k));
   }
-  r["kernels"] = std::move(kernels);
   mark(id, "cuLibraryUnload");
   rc = a.cuLibraryUnload(lib);
   if (rc != CUDA_SUCCESS) fail("cuLibraryUnload", rc);
   return r;
 }
 
-json probe_module(int id, const std::string& path, const std::string& tvm_ffi_library,
-                  const std::vector<std::string>& symbols) {
-  json r;
-  r["item"] = id;
+ProbeResult probe_module(int id, const std::string& path, const std::string& tvm_ffi_library,
+                         const std::vector<std::string>& symbols) {
+  ProbeResult r;
+  r.item = id;
   if (!tvm_ffi_library.empty()) {
     mark(id, "dlopen(libtvm_ffi)");
     // RTLD_GLOBAL: the module has NEEDED libtvm_ffi.so and no RUNPATH; an
     // already loaded library with that soname satisfies it.
     if (!dlopen(tvm_ffi_library.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
       const char* e = dlerror();
-      r["error"] = "cannot load " + tvm_ffi_library + ": " + (e ? e : "unknown error");
-      r["loaded"] = false;
+      r.error = "cannot load " + tvm_ffi_library + ": " + (e ? e : "unknown error");
       return r;
     }
   }
@@ -297,15 +269,12 @@ json probe_module(int id, const std::string& path, const std::string& tvm_ffi_li
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
-    r["error"] = e ? e : "dlopen failed";
-    r["loaded"] = false;
+    r.error = e ? e : "dlopen failed";
     return r;
   }
-  r["loaded"] = true;
-  json resolved = json::object();
+  r.loaded = true;
   mark(id, "dlsym");
-  for (const auto& sym : symbols) resolved[sym] = dlsym(h, sym.c_str()) != nullptr;
-  r["symbols"] = std::move(resolved);
+  for (const auto& sym : symbols) r.symbols.emplace_back(sym, dlsym(h, sym.c_str()) != nullptr);
   // Deliberately not dlclose'd: module destructors may need libtvm_ffi's
   // global state, and the process ends right after.
   return r;
@@ -314,48 +283,47 @@ json probe_module(int id, const std::string& path, const std::string& tvm_ffi_li
 }  // namespace
 
 int run_driver_probe() {
-  json request;
+  ProbeRequest request;
   try {
     std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-    request = json::parse(text);
+    request = request_from_json(json::parse(text));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "__driver-probe: bad request: %s\n", e.what());
     return 2;
   }
   const DriverHandle& drv = open_driver();
   Session s{drv, drv.api, 0, nullptr, 0, 0, false, ""};
-  int ordinal = request.value("device", 0);
   bool has_images = false;
-  for (const auto& item : request.value("items", json::array()))
-    if (item.value("kind", "") == "image") has_images = true;
+  for (const ProbeItem& item : request.items) has_images = has_images || item.kind == ProbeItem::Kind::kImage;
   // Only initialise a device when there is something to load on it; a
   // module-only request must not need a GPU.
-  json d = has_images ? open_session(s, ordinal) : json{{"available", drv.available}, {"library", drv.library}};
-  emit(json{{"driver", d}});
+  DriverInfo d;
+  if (has_images) {
+    d = open_session(s, request.device);
+  } else {
+    d.available = drv.available;
+    d.library = drv.library;
+  }
+  emit(json{{"driver", probe_driver_json(d)}});
 
-  for (const auto& item : request.value("items", json::array())) {
-    int id = item.value("id", 0);
-    std::string kind = item.value("kind", "");
-    std::string path = item.value("path", "");
-    if (kind == "module") {
-      emit(probe_module(id, path, item.value("tvm_ffi_library", ""),
-                        item.value("symbols", std::vector<std::string>{})));
-    } else if (kind == "image") {
-      if (!s.ready) {
-        emit(json{{"item", id}, {"skipped", s.why_not}});
-        continue;
-      }
-      // The names the driver should find: those of the image it will pick
-      // for this device (a fatbin holds several).
-      std::vector<std::string> archs;
-      std::vector<std::vector<std::string>> names;
-      for (const auto& c : item.value("candidates", json::array())) {
-        archs.push_back(c.value("arch", ""));
-        names.push_back(c.value("names", std::vector<std::string>{}));
-      }
-      auto chosen = select_image(archs, s.cc_major, s.cc_minor);
-      emit(probe_image(s, id, path, chosen ? names[*chosen] : std::vector<std::string>{}));
+  for (const ProbeItem& item : request.items) {
+    if (item.kind == ProbeItem::Kind::kModule) {
+      emit(to_json(probe_module(item.id, item.path, item.tvm_ffi_library, item.symbols)));
+      continue;
     }
+    if (!s.ready) {
+      ProbeResult skipped;
+      skipped.item = item.id;
+      skipped.skipped = s.why_not;
+      emit(to_json(skipped));
+      continue;
+    }
+    // The names the driver should find: those of the image it will pick
+    // for this device (a fatbin holds several).
+    std::vector<std::string> archs;
+    for (const ProbeCandidate& c : item.candidates) archs.push_back(c.arch);
+    auto chosen = select_image(archs, s.cc_major, s.cc_minor);
+    emit(to_json(probe_image(s, item.id, item.path, chosen ? item.candidates[*chosen].names : std::vector<std::string>{})));
   }
   if (s.ctx) s.api.cuDevicePrimaryCtxRelease(s.dev);
   return 0;

@@ -62,19 +62,55 @@ void write_all(int fd, std::string_view content, const std::string& path) {
   }
 }
 
+std::string file_type_name(unsigned mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "";
+}
+
 }  // namespace
 
-std::optional<std::string> try_read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+int open_for_reading(const std::string& path, uint64_t* size) {
+  // O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer,
+  // forever if none comes. It is cleared again for regular files, where it
+  // has no effect on reads anyway.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    int e = errno;
+    throw io_error(errno_message("cannot open " + path, e));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw io_error(errno_message("cannot stat " + path, e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    std::string type = file_type_name(st.st_mode);
+    throw io_error("cannot open " + path + ": not a regular file" + (type.empty() ? "" : " (" + type + ")"));
+  }
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  if (size) *size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+namespace {
+
+std::string read_all(int fd, const std::string& path) {
   std::string out;
   char buf[65536];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
+      int e = errno;
       ::close(fd);
-      return std::nullopt;
+      throw io_error(errno_message("cannot read " + path, e));
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
@@ -83,16 +119,25 @@ std::optional<std::string> try_read_file(const std::string& path) {
   return out;
 }
 
-std::string read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    throw io_error(errno_message("cannot read " + path, e));
+}  // namespace
+
+std::optional<std::string> try_read_file(const std::string& path) {
+  try {
+    return read_all(open_for_reading(path), path);
+  } catch (const Error&) {
+    return std::nullopt;
   }
-  ::close(fd);
-  auto r = try_read_file(path);
-  if (!r) throw io_error("cannot read " + path);
-  return *r;
+}
+
+std::string read_file(const std::string& path) {
+  try {
+    return read_all(open_for_reading(path), path);
+  } catch (const Error& e) {
+    // "cannot read PATH: ..." as before, for callers that match on it.
+    std::string what = e.what();
+    if (what.rfind("cannot open ", 0) == 0) what.replace(0, 12, "cannot read ");
+    throw io_error(what);
+  }
 }
 
 void write_file(const std::string& path, std::string_view content) {
@@ -248,26 +293,14 @@ TempDir::~TempDir() {
 }
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    throw io_error(errno_message("cannot open " + path, e));
-  }
+  uint64_t file_size = 0;
+  int fd = open_for_reading(path, &file_size);
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    throw io_error(errno_message("cannot stat " + path, e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw io_error("not a regular file: " + path);
-  }
-  if (is_pseudo_file(fd, st)) {
+  if (::fstat(fd, &st) == 0 && is_pseudo_file(fd, st)) {
     ::close(fd);
     throw io_error(path + " " + kPseudoFileProblem);
   }
-  size_ = static_cast<size_t>(st.st_size);
+  size_ = static_cast<size_t>(file_size);
   if (size_ > 0) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {

@@ -55,7 +55,7 @@ def needed_libraries(so):
 
 def fatbin_entries(data):
     """(kind, sm) for every entry of every fatbin container in `data` (a .fatbin
-    file or a host ELF's .nv_fatbin section bytes); cuda-formats.md §2."""
+    file or a host ELF's .nv_fatbin section bytes); docs/formats.md, "Fatbin"."""
     entries, pos = [], 0
     while True:
         pos = data.find(struct.pack("<I", 0xBA55ED50), pos)

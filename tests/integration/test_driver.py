@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -185,6 +186,28 @@ def test_text_output_has_the_driver_block_and_verdict():
     assert r.returncode == 0
     assert "a90.cubin: driver" in r.stdout
     assert "verdict: valid: 4 kernel(s) in 1 entry on Fake GPU" in r.stdout
+
+
+def test_text_output_without_a_driver_says_why_nothing_was_loaded(tmp_path):
+    # It used to print "entry 1 (file): not loaded, offline 4".
+    r = run(["inspect", "--load", str(CUBIN)], libcuda=tmp_path / "libcuda.so.1")
+    assert r.returncode == 4
+    assert "entry 1 (file): not loaded (no driver or device, see the verdict), 4 kernel(s) listed offline" in r.stdout
+    assert "offline 4" not in r.stdout
+    assert "verdict: no driver: " in r.stdout
+
+
+def test_a_decompression_bomb_is_refused_offline_and_never_reaches_the_driver(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import hostile_inputs
+    bomb = tmp_path / "bomb.fatbin"
+    bomb.write_bytes(hostile_inputs.cases()["zstd-bomb-8x1g.fatbin"][0])
+    trace = tmp_path / "calls.log"
+    r, (d,) = load_json([str(bomb)], extra_env={"FAKE_CUDA_LOG": str(trace)})
+    assert r.returncode == 3
+    assert d["offline_valid"] is False
+    assert "offline structure check failed: entry 0: decompressed size 1073741824 would bring the file past" in d["message"]
+    assert "cuLibraryLoadFromFile" not in (trace.read_text() if trace.exists() else "")
 
 
 def test_the_probe_is_hidden_from_help():

@@ -143,7 +143,7 @@ def test_cubin_figures_equal_ptxas(fx):
         k = ks[name]
         assert k["registers"] == want["registers"], name
         assert k["stack_bytes"] == want.get("stack", 0), name
-        # ptxas prints smem without the 1 KiB base sm_90 ET_EXEC cubins reserve (cuda-formats.md §4.8).
+        # ptxas prints smem without the 1 KiB base sm_90 ET_EXEC cubins reserve (docs/formats.md, "Shared memory").
         base = 1024 if k["shared_bytes"] >= 1024 else 0
         assert k["shared_bytes"] - base == want["smem"], name
     assert ks["_Z5scaleIfLi2EEvPT_S0_"]["max_threads"] == 256
@@ -248,7 +248,7 @@ def test_host_so_images_can_be_extracted_by_offset(fx):
 
 
 def test_tvm_ffi_module_functions_and_embedded_cubin(fx, tmp_path):
-    """A module laid out like tvm-ffi's embed_cubin output (reference/tvm-ffi.md §11.1):
+    """A module laid out like tvm-ffi's embed_cubin output (docs/formats.md, "Host ELF files"):
     exported __tvm_ffi_<name> functions and local __tvm_ffi__cubin_<name>[_end] symbols."""
     c = tmp_path / "m.c"
     c.write_text("int __tvm_ffi_add(void*a,const void*b,int n,void*r){return 0;}\n"

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -92,6 +93,39 @@ TEST_CASE("mapped file sees the file's bytes", "[util][fs]") {
   REQUIRE(m.size() == 3);
   CHECK(m.data()[1] == 0);
   CHECK(m.data()[2] == 'b');
+}
+
+TEST_CASE("readers refuse a FIFO, a directory and a device as not regular files, without blocking", "[util][fs]") {
+  // Opening a FIFO for reading used to wait for a writer forever (inspect,
+  // manifests, sources and cache lookups all read through these).
+  TempDir dir;
+  std::string fifo = join_path(dir.path(), "pipe");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto message_of = [](auto&& read) -> std::string {
+    try {
+      read();
+    } catch (const Error& e) {
+      CHECK(e.code() == ExitCode::kIo);
+      return e.what();
+    }
+    return "accepted";
+  };
+  CHECK(message_of([&] { MappedFile f(fifo); }) == "cannot open " + fifo + ": not a regular file (a FIFO)");
+  CHECK(message_of([&] { read_file(fifo); }) == "cannot read " + fifo + ": not a regular file (a FIFO)");
+  CHECK_FALSE(try_read_file(fifo).has_value());
+  CHECK(message_of([&] { open_for_reading(dir.path()); }) ==
+        "cannot open " + dir.path() + ": not a regular file (a directory)");
+  CHECK(message_of([&] { MappedFile f("/dev/null"); }) == "cannot open /dev/null: not a regular file (a character device)");
+  // A regular file still opens, with its size, and reads normally.
+  std::string plain = join_path(dir.path(), "plain");
+  write_file(plain, "abc");
+  uint64_t size = 0;
+  int fd = open_for_reading(plain, &size);
+  CHECK(size == 3);
+  char buf[4] = {};
+  CHECK(::read(fd, buf, sizeof buf) == 3);  // blocking mode restored: a plain read
+  ::close(fd);
+  CHECK(read_file(plain) == "abc");
 }
 
 TEST_CASE("string helpers: split, quote, nearest, sizes, durations", "[util][strings]") {

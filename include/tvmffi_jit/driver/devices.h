@@ -23,6 +23,10 @@ struct DriverStatus {
   std::vector<GpuInfo> gpus;
 };
 
+// cuDriverGetVersion's number as people write it: 13000 -> "13.0", 12040 ->
+// "12.4". The one formatter for it (doctor, validation text and JSON, probe).
+std::string format_driver_version(int version);
+
 // Never throws; never prints. Honours TVMFFI_JIT_LIBCUDA (path of the library to dlopen instead of libcuda.so.1).
 DriverStatus query_driver();
 

@@ -9,8 +9,15 @@
 
 namespace tvmffi_jit::util {
 
-std::string read_file(const std::string& path);
-std::optional<std::string> try_read_file(const std::string& path);
+// Opens `path` read-only for reading its bytes: the one place files are opened
+// for reading (read_file, try_read_file, MappedFile and the hashers use it).
+// The type is checked on the open descriptor before any read, and the open
+// itself cannot block: a FIFO, socket, device or directory is refused with
+// "cannot open PATH: not a regular file (a FIFO)" instead of hanging. Returns
+// the descriptor (the caller closes it) and, in `size`, the fstat size.
+int open_for_reading(const std::string& path, uint64_t* size = nullptr);
+std::string read_file(const std::string& path);  // "cannot read PATH: ..." on failure
+std::optional<std::string> try_read_file(const std::string& path);  // nullopt on any failure
 void write_file(const std::string& path, std::string_view content);
 // Writes to a unique temp file in the same directory, fsyncs nothing (the
 // cache's correctness rests on rename atomicity, not durability), then
