@@ -31,7 +31,9 @@ const char* kPseudoFileProblem =
     "is a pseudo-file (its size reads 0 but it has content, as /proc and /sys files do), not a file with real "
     "content: copy it to a regular file first";
 
+// What a non-regular file is, for "not a regular file (...)" messages.
 const char* file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
@@ -62,14 +64,6 @@ void write_all(int fd, std::string_view content, const std::string& path) {
   }
 }
 
-std::string file_type_name(unsigned mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "";
-}
 
 }  // namespace
 
@@ -90,8 +84,7 @@ int open_for_reading(const std::string& path, uint64_t* size) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    std::string type = file_type_name(st.st_mode);
-    throw io_error("cannot open " + path + ": not a regular file" + (type.empty() ? "" : " (" + type + ")"));
+    throw io_error("cannot open " + path + ": not a regular file (" + file_type_name(st.st_mode) + ")");
   }
   int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
