@@ -26,6 +26,7 @@
 #include "tvmffi_jit/toolchain/compilers.h"
 #include "tvmffi_jit/toolchain/environment.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
+#include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/process.h"
@@ -524,7 +525,7 @@ void register_doctor_command(CLI::App& app, CommandContext& ctx) {
   cmd->callback([opts, &ctx] {
     const json report = collect_doctor_report(opts->doctor);
     if (opts->json) {
-      const std::string text = report.dump(2) + "\n";
+      const std::string text = util::dump_json(report, 2) + "\n";
       std::fwrite(text.data(), 1, text.size(), stdout);
     } else {
       print_text(report, util::terminal_style_for_fd(STDOUT_FILENO).color);

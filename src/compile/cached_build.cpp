@@ -26,6 +26,7 @@
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/parallel.h"
 #include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/process.h"
 #include "tvmffi_jit/util/strings.h"
@@ -38,6 +39,9 @@ namespace {
 // runs out of space half-way fails with a confusing message, so build
 // outside the root instead (and say why).
 constexpr uint64_t kMinFreeBytes = 64ull << 20;
+
+// The tvm-ffi location memo is a few hundred bytes; a bigger one is not ours.
+constexpr uint64_t kMaxMemoBytes = 1ull << 20;
 
 const char* output_name(CompileOutput o) {
   switch (o) {
@@ -141,6 +145,7 @@ struct UnitJob {
   std::string key;
   bool reused = false;
   std::vector<cache::HeaderRecord> headers;
+  std::string sha256;  // of the object that goes into the link
 };
 
 // Hard link when possible (the staging dir and the store share a filesystem),
@@ -207,7 +212,8 @@ std::optional<std::string> header_changed_during_build(const std::vector<cache::
 BuildResult build_with_object_cache(const BuildPlan& plan, const Manifest& m, const toolchain::Toolchain& tc,
                                     const std::string& dir_in, const cache::Store& store,
                                     const CachedBuildOptions& options, CompilerIdentities& ids,
-                                    std::vector<cache::HeaderRecord>* headers, std::optional<std::string>* moved,
+                                    std::vector<cache::HeaderRecord>* headers, std::vector<cache::ObjectRecord>* objects,
+                                    std::optional<std::string>* moved,
                                     CachedBuildResult* out, cache::StatsCounters* stats) {
   util::make_directories(dir_in, 0700);
   const std::string dir = util::canonical_path(dir_in);
@@ -231,7 +237,11 @@ BuildResult build_with_object_cache(const BuildPlan& plan, const Manifest& m, co
     UnitJob& job = jobs[i];
     job.key = cache::compute_object_key(object_key_inputs(*job.step, m, tc, ids)).hex;
     if (!options.force) {
-      cache::LookupResult r = store.lookup(store.object_entry_dir(job.key), job.key);
+      // Objects are re-hashed before they are linked: a same-size corruption
+      // would otherwise spread into every module linked from them.
+      cache::LookupOptions verify_object;
+      verify_object.verify_digest_up_to = cache::kVerifyAll;
+      cache::LookupResult r = store.lookup(store.object_entry_dir(job.key), job.key, verify_object);
       if (r.hit) {
         if (job.step->generated_text)  // later steps (embed, link) may read generated files
           util::write_file(util::join_path(dir, job.step->generated_name), *job.step->generated_text);
@@ -239,6 +249,7 @@ BuildResult build_with_object_cache(const BuildPlan& plan, const Manifest& m, co
         job.unit->object_path = util::join_path(dir, job.step->object_name);
         for (const auto& h : r.entry->headers) job.unit->dependencies.push_back(h.path);
         job.headers = r.entry->headers;
+        job.sha256 = r.entry->artifacts.front().sha256;
         job.reused = true;
         ++out->objects_reused;
         ++stats->object_hits;
@@ -263,6 +274,7 @@ BuildResult build_with_object_cache(const BuildPlan& plan, const Manifest& m, co
       if (rec.output.back() != '\n') std::fputc('\n', stderr);
     }
     job.headers = cache::hash_headers(job.unit->dependencies, dir, {dir}, {});
+    job.sha256 = util::sha256_file_hex(job.unit->object_path);
     // Store the object unless a header moved under the compiler.
     std::optional<std::string> moved_here = header_changed_during_build(job.headers, start);
     if (moved_here) {
@@ -300,7 +312,10 @@ BuildResult build_with_object_cache(const BuildPlan& plan, const Manifest& m, co
     result.commands.push_back(std::move(rec));
   });
 
-  for (const auto& job : jobs) cache::merge_headers(*headers, job.headers);
+  for (const auto& job : jobs) {
+    cache::merge_headers(*headers, job.headers);
+    objects->push_back({job.key, job.sha256});
+  }
 
   // NVRTC, the embed unit and the link: the executor, with the units done.
   BuildPlan rest = plan;
@@ -443,11 +458,16 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   result.key_trace = key.trace;
   cache::StatsCounters stats;
 
+  // A hit serves only the artifact entry.json lists, at its recorded size,
+  // re-hashed when small (docs/cache.md, "What the cache promises").
+  cache::LookupOptions module_lookup;
+  module_lookup.required_artifacts = {plan.artifact_name};
+  module_lookup.verify_digest_up_to = options.verify ? cache::kVerifyAll : cache::kVerifyOnHitMaxBytes;
   auto answer_hit = [&](const cache::LookupResult& r) {
     result.cache = "hit";
     result.entry_dir = r.entry_dir;
     result.build.build_dir = r.entry_dir;
-    result.build.artifact_path = util::join_path(r.entry_dir, plan.artifact_name);
+    result.build.artifact_path = r.artifact_path(plan.artifact_name);
     stats.hits += 1;
     store.count(stats);
     return result;
@@ -456,7 +476,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   if (options.force) {
     result.miss_reason = "--force";
   } else {
-    cache::LookupResult r = store.lookup(entry_dir, key.hex);
+    cache::LookupResult r = store.lookup(entry_dir, key.hex, module_lookup);
     if (r.hit) return answer_hit(r);
     result.miss_reason = r.miss_reason;
     if (r.corrupt) ++stats.corrupt_entries;
@@ -469,7 +489,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     lock = store.lock(entry_dir, "building " + plan.name, options.lock_timeout_seconds);
     // Whoever held the lock may have just published this very entry.
     if (!options.force || lock.waited_seconds() > 0.05) {
-      cache::LookupResult r = store.lookup(entry_dir, key.hex);
+      cache::LookupResult r = store.lookup(entry_dir, key.hex, module_lookup);
       if (r.hit) return answer_hit(r);
     }
   }
@@ -496,11 +516,12 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
                                          staging->build_dir());
   std::vector<cache::HeaderRecord> headers;       // everything the module's units read
   std::vector<cache::HeaderRecord> fresh_headers;  // of those, what units compiled now read
+  std::vector<cache::ObjectRecord> objects;        // the cached objects linked, with their digests
   std::optional<std::string> moved_header;
   const int64_t start = now_ns();
   if (plan.link) {
     result.build = build_with_object_cache(plan, manifest, tc, staging->build_dir(), store, options, ids, &headers,
-                                           &moved_header, &result, &stats);
+                                           &objects, &moved_header, &result, &stats);
   } else {
     // One compile whose output is the artifact (cubin/fatbin/PTX): the module entry is its cache.
     result.build = execute_plan(plan, staging->build_dir(), options.exec);
@@ -527,19 +548,26 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     for (const auto& step : *steps)
       if (!moved_header && !step.generated_text && changed_since(step.input_path, key_start))
         moved_header = step.input_path;
-  if (auto moved = moved_header) {
-    spdlog::warn("cache: {} changed while {} was being built; not caching this build", *moved, plan.name);
-    staging->keep();
+  // Not stored: the artifact leaves the staging dir (which gc removes once
+  // this process is gone) for a directory of the caller's.
+  auto serve_unstored = [&](const std::string& why) {
     stats.store_failures += 1;
     store.count(stats);
+    result.build.artifact_path =
+        staging->move_artifact_out(result.build.artifact_path, plan.artifact_name, plan.name);
+    result.build.build_dir = util::parent_path(result.build.artifact_path);
+    spdlog::warn("cache: {}; not caching this build: its artifact is in {} (yours to keep or delete)", why,
+                 result.build.build_dir);
     return result;
-  }
+  };
+  if (auto moved = moved_header) return serve_unstored(*moved + " changed while " + plan.name + " was being built");
 
   cache::EntryRecord record;
   record.kind = "module";
   record.name = plan.name;
   record.key = key.hex;
   record.headers = headers;
+  record.objects = objects;
   record.inputs = inputs_summary(key_inputs);
   record.compiler_output = compiler_output(result.build.commands);
   try {
@@ -552,10 +580,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
       stats.bytes_stored += p.entry.artifacts.front().size;
     }
   } catch (const Error& e) {
-    spdlog::warn("cache: could not store {}: {}; the artifact stays in {}", plan.name, e.what(),
-                 result.build.build_dir);
-    staging->keep();
-    stats.store_failures += 1;
+    return serve_unstored("could not store " + plan.name + ": " + e.what());
   }
   store.count(stats);
   return result;
@@ -590,7 +615,7 @@ toolchain::TvmFfiLocation find_tvm_ffi_memoized(const toolchain::TvmFfiSearch& s
     return toolchain::find_tvm_ffi(search);
   }
   std::string memo = util::join_path(util::join_path(root, "toolchain"), "tvm-ffi.json");
-  if (auto text = util::try_read_file(memo)) {
+  if (auto text = util::read_small_file(memo, kMaxMemoBytes)) {
     auto j = nlohmann::json::parse(*text, nullptr, false);
     if (j.is_object() && j.value("state", nlohmann::json()) == state && j.contains("location")) {
       const auto& l = j["location"];
@@ -613,7 +638,7 @@ toolchain::TvmFfiLocation find_tvm_ffi_memoized(const toolchain::TvmFfiSearch& s
                             {"dlpack_include_dir", loc.dlpack_include_dir},
                             {"lib_dir", loc.lib_dir},
                             {"found_by", loc.found_by}}}};
-      util::write_file_atomic(memo, j.dump(2) + "\n", 0600);
+      util::write_file_atomic(memo, util::dump_json(j, 2) + "\n", 0600);
     }
   } catch (const Error& e) {
     spdlog::debug("not memoising the tvm-ffi location: {}", e.what());  // the build reports an unsafe root itself

@@ -8,7 +8,7 @@ _tvmffi_jit_cache_commands="path list show verify clean gc stats"
 _tvmffi_jit_global_opts="-h --help --version -v --verbose -q --quiet"
 _tvmffi_jit_build_opts="-h --help -m --manifest --name --function --cflag --cuda-cflag --ldflag -I --include
   --arch --emit --compiler --kernel-name --embed-cubin --build-dir --tvm-ffi-root -j --jobs --json
-  -v --verbose -q --quiet --cache-dir --no-cache -o --output --link-to --depfile --compile-commands --force --validate --require-driver --device --timeout"
+  -v --verbose -q --quiet --cache-dir --no-cache -o --output --link-to --depfile --compile-commands --force --verify --validate --require-driver --device --timeout"
 _tvmffi_jit_inspect_opts="-h --help --json -j --jobs --no-demangle --no-ptx --scan-data --load --device --timeout"
 _tvmffi_jit_doctor_opts="-h --help --json --cache-dir --tvm-ffi-root --require"
 _tvmffi_jit_cache_common_opts="-h --help --cache-dir --json"
@@ -106,8 +106,15 @@ _tvmffi_jit() {
       fi
       return
       ;;
-    --name | --function | --cflag | --cuda-cflag | --ldflag | --kernel-name | -j | --jobs | --device | --timeout | \
-      --older-than | --max-size)
+    --older-than)  # a unit is required: a bare number is refused
+      COMPREPLY=($(compgen -W "12h 1d 7d 30d" -- "$cur"))
+      return
+      ;;
+    --max-size)
+      COMPREPLY=($(compgen -W "500M 1G 2G 10G" -- "$cur"))
+      return
+      ;;
+    --name | --function | --cflag | --cuda-cflag | --ldflag | --kernel-name | -j | --jobs | --device | --timeout)
       return
       ;;
   esac
