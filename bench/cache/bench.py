@@ -12,7 +12,7 @@
    running that one compile plus the link directly.
 4. What re-hashing the module artifact on a hit costs (docs/cache.md, "What the
    cache promises"): hits of the README example (when nvcc is on PATH) and of
-   modules padded to 64 KiB .. 64 MiB, default (re-hashed up to 8 MiB) against
+   modules padded to 64 KiB .. 64 MiB, default (re-hashed up to 4 MiB) against
    --verify (always re-hashed); anchor: the 2-source hit of row 1.
 
 Usage: bench.py TOOL [--runs N] [--cold-runs N] [--work DIR]
@@ -110,7 +110,7 @@ def rehash_rows(tool, work, root, env, runs, anchor):
         argv = [tool, "build", "-m", example, "--cache-dir", root]
         rows.append(("README example (cuda_add_one)", Path(r["path"]).stat().st_size,
                      median_hit(argv, env, runs), median_hit(argv + ["--verify"], env, runs)))
-    for size in (64 << 10, 1 << 20, 8 << 20, 64 << 20):
+    for size in (64 << 10, 1 << 20, 4000 << 10, 16 << 20, 64 << 20):
         src = work / "pad" / f"pad{size}.cc"
         src.parent.mkdir(exist_ok=True)
         src.write_text(PADDED_SOURCE.format(size=size))
@@ -120,7 +120,7 @@ def rehash_rows(tool, work, root, env, runs, anchor):
                      median_hit(argv, env, runs), median_hit(argv + ["--verify"], env, runs)))
     out = []
     for label, size, plain, verified in rows:
-        rehashed = "re-hashed" if size <= 8 << 20 else "size only"
+        rehashed = "re-hashed" if size <= 4 << 20 else "size only"  # cache::kVerifyOnHitMaxBytes
         out.append(f"| hit, {label}, {size / 1e6:.2f} MB, default ({rehashed}) | {ms(plain)} | {ms(anchor)} (row 1) | "
                    f"{plain / anchor:.2f}x |")
         out.append(f"| hit, {label}, --verify (re-hashed) | {ms(verified)} | {ms(plain)} (default) | "

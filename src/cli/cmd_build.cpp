@@ -237,7 +237,7 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
   sub->add_flag("--force", args->force, "Rebuild even if the cache has the module (and replace the entry)");
   sub->add_flag("--verify", args->verify,
                 "On a cache hit, re-hash the artifact against its recorded SHA-256 whatever its size (modules up to "
-                "8 MiB always are); a mismatch rebuilds");
+                "4 MiB always are); a mismatch rebuilds");
   sub->add_flag("--no-cache", args->no_cache, "Build in a new temp directory without the cache");
   sub->add_option("--tvm-ffi-root", args->tvm_ffi_root,
                   "tvm-ffi installation (default: $TVM_FFI_ROOT, tvm-ffi-config, python3 -c 'import tvm_ffi')");
