@@ -5,6 +5,7 @@
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/process.h"
 
@@ -13,6 +14,7 @@ namespace tvmffi_jit::cache {
 namespace {
 
 constexpr int kMemoVersion = 1;
+constexpr uint64_t kMaxMemoBytes = 1ull << 20;  // a memo is a few hundred bytes; a bigger one is not ours
 
 nlohmann::json stamp_json(const util::FileStamp& s) {
   return {{"size", s.size}, {"mtime_ns", s.mtime_ns}, {"inode", s.inode}, {"device", s.device}};
@@ -29,7 +31,9 @@ std::string query_identity(const std::string& invoked, const std::string& resolv
   // LC_ALL=C: a localised --version text would give one compiler two keys.
   po.env = {{"LC_ALL", "C"}};
   util::ProcessResult r = util::run_process({invoked, "--version"}, po);
-  if (r.ok() && !r.out.empty()) return r.out;
+  // As it reads back from the memo: a --version text that is not UTF-8 gives
+  // the same key whether it was just queried or memoised.
+  if (r.ok() && !r.out.empty()) return util::json_text(r.out);
   spdlog::debug("'{} --version' failed ({}); identifying it by content", invoked, r.status_text());
   return "sha256:" + util::sha256_file_hex(resolved);
 }
@@ -49,7 +53,7 @@ CompilerInput identify_compiler(const std::string& role, const std::string& prog
   std::string memo;
   if (!options.memo_dir.empty()) {
     memo = memo_path(options.memo_dir, c.path);
-    if (auto text = util::try_read_file(memo)) {
+    if (auto text = util::read_small_file(memo, kMaxMemoBytes)) {
       auto j = nlohmann::json::parse(*text, nullptr, false);
       if (j.is_object() && j.value("version", 0) == kMemoVersion && j.value("path", "") == c.path &&
           j.value("resolved", "") == c.resolved && j.value("stamp", nlohmann::json()) == stamp_json(*stamp) &&
@@ -65,7 +69,7 @@ CompilerInput identify_compiler(const std::string& role, const std::string& prog
                         {"stamp", stamp_json(*stamp)}, {"identity", c.identity}};
     try {
       util::make_directories(options.memo_dir, 0700);
-      util::write_file_atomic(memo, j.dump(2) + "\n", 0600);
+      util::write_file_atomic(memo, util::dump_json(j, 2) + "\n", 0600);
     } catch (const Error& e) {
       spdlog::debug("cannot memoise the identity of {}: {}", c.path, e.what());
     }

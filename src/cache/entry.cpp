@@ -2,7 +2,10 @@
 
 #include "tvmffi_jit/cache/key.h"
 #include "tvmffi_jit/cache/root.h"
+#include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/json.h"
+#include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cache {
 
@@ -15,13 +18,47 @@ bool is_hex(const std::string& s, size_t len) {
   return true;
 }
 
+std::optional<std::string> hex_decode(const std::string& hex) {
+  if (hex.size() % 2) return std::nullopt;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(hex.size() / 2);
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return out;
+}
+
+// Header paths decide hits, so they are stored losslessly: a path that is
+// not UTF-8 goes in as hex instead of being replaced.
+nlohmann::json header_to_json(const HeaderRecord& h) {
+  nlohmann::json j = {{"size", h.size}, {"sha256", h.sha256}};
+  if (util::is_valid_utf8(h.path)) j["path"] = h.path;
+  else j["path_hex"] = util::hex_encode(reinterpret_cast<const uint8_t*>(h.path.data()), h.path.size());
+  return j;
+}
+
+std::string bounded_compiler_output(const std::string& text) {
+  if (text.size() <= kMaxStoredCompilerOutput) return text;
+  return text.substr(0, kMaxStoredCompilerOutput) + "\n[... " + std::to_string(text.size() - kMaxStoredCompilerOutput) +
+         " more bytes of compiler output not kept]\n";
+}
+
 }  // namespace
 
 nlohmann::json entry_to_json(const EntryRecord& e) {
   nlohmann::json artifacts = nlohmann::json::array();
   for (const auto& a : e.artifacts) artifacts.push_back({{"file", a.file}, {"size", a.size}, {"sha256", a.sha256}});
   nlohmann::json headers = nlohmann::json::array();
-  for (const auto& h : e.headers) headers.push_back({{"path", h.path}, {"size", h.size}, {"sha256", h.sha256}});
+  for (const auto& h : e.headers) headers.push_back(header_to_json(h));
+  nlohmann::json objects = nlohmann::json::array();
+  for (const auto& o : e.objects) objects.push_back({{"key", o.key}, {"sha256", o.sha256}});
   return {{"format_version", e.format_version},
           {"kind", e.kind},
           {"name", e.name},
@@ -30,8 +67,9 @@ nlohmann::json entry_to_json(const EntryRecord& e) {
           {"created", e.created},
           {"artifacts", artifacts},
           {"headers", headers},
+          {"objects", objects},
           {"inputs", e.inputs},
-          {"compiler_output", e.compiler_output}};
+          {"compiler_output", bounded_compiler_output(e.compiler_output)}};
 }
 
 std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string* why) {
@@ -62,9 +100,23 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
     }
     if (e.artifacts.empty()) return fail("entry lists no artifact");
     for (const auto& h : j.at("headers")) {
-      HeaderRecord r{h.at("path").get<std::string>(), h.at("size").get<uint64_t>(), h.at("sha256").get<std::string>()};
+      HeaderRecord r;
+      if (h.contains("path_hex")) {
+        auto bytes = hex_decode(h.at("path_hex").get<std::string>());
+        if (!bytes) return fail("malformed header path_hex");
+        r.path = std::move(*bytes);
+      } else {
+        r.path = h.at("path").get<std::string>();
+      }
+      r.size = h.at("size").get<uint64_t>();
+      r.sha256 = h.at("sha256").get<std::string>();
       if (r.path.empty() || r.path[0] != '/') return fail("header path '" + r.path + "' is not absolute");
       e.headers.push_back(std::move(r));
+    }
+    for (const auto& o : j.at("objects")) {
+      ObjectRecord r{o.at("key").get<std::string>(), o.at("sha256").get<std::string>()};
+      if (!is_hex(r.key, 64) || !is_hex(r.sha256, 64)) return fail("malformed object record");
+      e.objects.push_back(std::move(r));
     }
     if (j.contains("inputs")) e.inputs = j.at("inputs");
     if (j.contains("compiler_output")) e.compiler_output = j.at("compiler_output").get<std::string>();
@@ -74,18 +126,31 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
   }
 }
 
-std::optional<EntryRecord> read_entry(const std::string& dir, std::string* why) {
-  auto text = util::try_read_file(util::join_path(dir, kEntryFileName));
+nlohmann::json read_entry_json(const std::string& dir, std::string* why) {
+  std::string read_why;
+  auto text = util::read_small_file(util::join_path(dir, kEntryFileName), kMaxEntryFileBytes, &read_why);
   if (!text) {
-    if (why) *why = "no entry.json";
-    return std::nullopt;
+    if (why) *why = "entry.json: " + read_why;
+    return nlohmann::json(nlohmann::json::value_t::discarded);
   }
   auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded()) {
-    if (why) *why = "entry.json is not valid JSON";
-    return std::nullopt;
-  }
+  if (j.is_discarded() && why) *why = "entry.json is not valid JSON";
+  return j;
+}
+
+std::optional<EntryRecord> read_entry(const std::string& dir, std::string* why) {
+  auto j = read_entry_json(dir, why);
+  if (j.is_discarded()) return std::nullopt;
   return entry_from_json(j, why);
+}
+
+std::string entry_file_text(const EntryRecord& e) {
+  std::string text = util::dump_json(entry_to_json(e), 2) + "\n";
+  if (text.size() > kMaxEntryFileBytes)
+    throw io_error("entry.json for " + e.name + " would have " + std::to_string(text.size()) +
+                   " bytes, more than the " + std::to_string(kMaxEntryFileBytes) + " a reader accepts (" +
+                   std::to_string(e.headers.size()) + " recorded headers)");
+  return text;
 }
 
 }  // namespace tvmffi_jit::cache

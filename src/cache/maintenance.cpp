@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <map>
 
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -45,10 +46,19 @@ std::vector<std::string> read_names(const std::string& dir) {
   return out;
 }
 
-// "<name>_<16 hex>" where <name> is a valid entry name.
-bool is_module_dir_name(const std::string& n) {
-  if (n.size() < 18 || n[n.size() - 17] != '_') return false;
-  return is_lower_hex(n.substr(n.size() - 16)) && is_valid_entry_name(n.substr(0, n.size() - 17));
+// Whether entry.json says this directory is an entry tvmffi-jit wrote (of
+// any format version): maintenance removes nothing else.
+bool written_by_us(const nlohmann::json& j, const std::string& dir_name, bool is_object) {
+  if (!j.is_object()) return false;
+  auto version = j.find("format_version");
+  auto kind = j.find("kind");
+  auto key = j.find("key");
+  if (version == j.end() || !version->is_number_integer() || version->get<int64_t>() < 1) return false;
+  if (kind == j.end() || !kind->is_string() || *kind != (is_object ? "object" : "module")) return false;
+  if (key == j.end() || !key->is_string()) return false;
+  const std::string k = key->get<std::string>();
+  if (k.size() != 64 || !is_lower_hex(k)) return false;
+  return is_object ? dir_name == k : util::ends_with(dir_name, "_" + k.substr(0, 16));
 }
 
 EntryInfo describe(const std::string& dir, const std::string& dir_name, bool is_object) {
@@ -76,29 +86,50 @@ EntryInfo describe(const std::string& dir, const std::string& dir_name, bool is_
     if (::lstat(util::join_path(dir, f).c_str(), &fst) == 0 && S_ISREG(fst.st_mode))
       info.bytes += static_cast<uint64_t>(fst.st_size);
   }
-  info.entry = read_entry(dir, &info.problem);
+  nlohmann::json j = read_entry_json(dir, &info.problem);
+  info.ours = written_by_us(j, dir_name, is_object);
+  if (!j.is_discarded()) info.entry = entry_from_json(j, &info.problem);
   if (info.entry) info.problem.clear();
   return info;
 }
 
-// Staging and trash directories nobody will finish: the owning process on
-// this host is gone, or they are older than `max_age` seconds.
+bool is_alnum(const std::string& s) {
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) return false;
+  return !s.empty();
+}
+
+bool is_pid(const std::string& s) {
+  if (s.empty() || s.size() > 10) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  return true;
+}
+
+// Staging and trash directories nobody will finish. Only names of the exact
+// shapes Store creates qualify (anything else in tmp/ is not ours and stays):
+//   stage.<host>.<pid>.<6 alphanumerics>   (Store::stage, mkdtemp)
+//   trash.<pid>.<8 of [a-z0-9]>            (Store::remove_entry)
+// Such a directory is abandoned when its process on this host is gone, or
+// when it is older than `max_age` seconds.
 bool is_abandoned_temporary(const std::string& name, int64_t age_seconds, int64_t max_age) {
-  if (age_seconds > max_age) return true;
-  // stage.<host>.<pid>.<random>  /  trash.<pid>.<random> (trash is always abandoned once its remover is gone)
   std::vector<std::string> parts = util::split_any(name, ".");
   std::string host;
-  long pid = 0;
-  if (parts.size() >= 4 && parts[0] == "stage") {
-    pid = std::strtol(parts[parts.size() - 2].c_str(), nullptr, 10);
+  std::string pid_text;
+  if (parts.size() >= 4 && parts[0] == "stage" && parts.back().size() == 6 && is_alnum(parts.back())) {
+    pid_text = parts[parts.size() - 2];
     // Host names may contain dots: the pid is always second to last.
     host = util::join(std::vector<std::string>(parts.begin() + 1, parts.end() - 2), ".");
-  } else if (parts.size() >= 3 && parts[0] == "trash") {
+    if (name != "stage." + host + "." + pid_text + "." + parts.back()) return false;  // empty pieces
+  } else if (parts.size() == 3 && parts[0] == "trash" && parts[2].size() == 8 && is_alnum(parts[2])) {
     host = util::host_name();
-    pid = std::strtol(parts[1].c_str(), nullptr, 10);
+    pid_text = parts[1];
   } else {
     return false;  // not ours (or a write-probe in flight): leave it
   }
+  if (!is_pid(pid_text)) return false;
+  if (age_seconds > max_age) return true;
+  long pid = std::strtol(pid_text.c_str(), nullptr, 10);
   if (host != util::host_name() || pid <= 0) return false;  // another host's: only age decides
   return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
@@ -109,7 +140,7 @@ size_t remove_temporaries(const Store& store, int64_t max_age) {
   for (const auto& n : read_names(store.tmp_dir())) {
     std::string p = util::join_path(store.tmp_dir(), n);
     struct stat st;
-    if (::lstat(p.c_str(), &st) != 0) continue;
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
     if (!is_abandoned_temporary(n, now - static_cast<int64_t>(st.st_mtim.tv_sec), max_age)) continue;
     try {
       util::remove_all(p);
@@ -121,16 +152,31 @@ size_t remove_temporaries(const Store& store, int64_t max_age) {
   return removed;
 }
 
-// Removes lock files of entries that no longer exist and that nobody holds.
+// Removes compiler identity memos (compiler_identity.cpp names them
+// "<32 hex>.json"); nothing else in compilers/.
+void remove_compiler_memos(const Store& store) {
+  for (const auto& n : read_names(store.compilers_dir())) {
+    if (n.size() != 37 || !util::ends_with(n, ".json") || !is_lower_hex(n.substr(0, 32))) continue;
+    std::string p = util::join_path(store.compilers_dir(), n);
+    struct stat st;
+    if (::lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(p.c_str());
+  }
+}
+
+// Removes lock files of entries that no longer exist and that nobody holds;
+// only "<entry dir name>.lock" files (Store::lock) are considered.
 void remove_orphan_locks(const Store& store) {
   for (const auto& n : read_names(store.locks_dir())) {
     if (!util::ends_with(n, ".lock")) continue;
     std::string entry = n.substr(0, n.size() - 5);
+    if (!is_module_entry_dir_name(entry) && !(entry.size() == 64 && is_lower_hex(entry))) continue;
     if (util::path_exists(util::join_path(store.root(), entry))) continue;
     if (entry.size() == 64 && util::path_exists(store.object_entry_dir(entry))) continue;
     std::string p = util::join_path(store.locks_dir(), n);
     util::FileLock l = util::FileLock::try_acquire(p, "cache gc");
-    if (l.locked()) ::unlink(p.c_str());  // a racing opener only duplicates work
+    struct stat st;
+    if (l.locked() && ::lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      ::unlink(p.c_str());  // a racing opener only duplicates work
   }
 }
 
@@ -139,7 +185,7 @@ void remove_orphan_locks(const Store& store) {
 std::vector<EntryInfo> list_entries(const std::string& root, bool include_objects) {
   std::vector<EntryInfo> out;
   for (const auto& n : read_names(root)) {
-    if (!is_module_dir_name(n)) continue;
+    if (!is_module_entry_dir_name(n)) continue;
     out.push_back(describe(util::join_path(root, n), n, false));
   }
   if (!include_objects) return out;
@@ -210,29 +256,53 @@ std::vector<EntryInfo> find_entries(const std::string& root, const std::string& 
 
 VerifyReport verify_cache(const Store& store, bool remove) {
   VerifyReport report;
-  for (const auto& info : list_entries(store.root(), true)) {
-    ++report.checked;
-    std::string problem = info.problem;
-    if (problem.empty() && info.entry) {
-      const EntryRecord& e = *info.entry;
-      std::string expected_dir = info.is_object ? e.key : e.name + "_" + e.key.substr(0, 16);
-      if (expected_dir != info.dir_name) problem = "entry.json belongs in " + expected_dir;
-      if (e.kind != (info.is_object ? "object" : "module")) problem = "entry kind '" + e.kind + "' in the wrong place";
-      for (const auto& a : e.artifacts) {
-        if (!problem.empty()) break;
-        std::string p = util::join_path(info.dir, a.file);
-        struct stat st;
-        if (::lstat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) problem = "artifact " + a.file + " is missing";
-        else if (static_cast<uint64_t>(st.st_size) != a.size)
-          problem = "artifact " + a.file + " has " + std::to_string(st.st_size) + " bytes, expected " +
-                    std::to_string(a.size);
-        else if (util::sha256_file_hex(p) != a.sha256)
-          problem = "artifact " + a.file + " does not match its SHA-256";
+  std::vector<EntryInfo> entries = list_entries(store.root(), true);
+  std::vector<std::string> problems(entries.size());
+  // Bad objects by key: the digests a module may have linked them with.
+  std::map<std::string, std::pair<std::string, std::string>> bad_objects;  // key -> (recorded, current)
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const EntryInfo& info = entries[i];
+    std::string& problem = problems[i];
+    problem = info.problem;
+    if (!problem.empty() || !info.entry) continue;
+    const EntryRecord& e = *info.entry;
+    std::string expected_dir = info.is_object ? e.key : e.name + "_" + e.key.substr(0, 16);
+    if (expected_dir != info.dir_name) problem = "entry.json belongs in " + expected_dir;
+    if (e.kind != (info.is_object ? "object" : "module")) problem = "entry kind '" + e.kind + "' in the wrong place";
+    for (const auto& a : e.artifacts) {
+      if (!problem.empty()) break;
+      if (auto p = check_artifact(info.dir, a, true)) problem = *p;
+    }
+    if (!problem.empty() && info.is_object && e.artifacts.size() == 1) {
+      std::string current;
+      try {
+        current = util::sha256_file_hex(util::join_path(info.dir, e.artifacts[0].file));
+      } catch (const Error&) {
+      }
+      bad_objects[e.key] = {e.artifacts[0].sha256, current};
+    }
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const EntryInfo& info = entries[i];
+    if (!problems[i].empty() || info.is_object || !info.entry) continue;
+    for (const auto& o : info.entry->objects) {
+      auto it = bad_objects.find(o.key);
+      if (it == bad_objects.end()) continue;
+      if (o.sha256 == it->second.first || o.sha256 == it->second.second) {
+        problems[i] = "linked from the bad object " + o.key.substr(0, 16) + " (" + store.object_entry_dir(o.key) + ")";
+        break;
       }
     }
-    if (problem.empty()) continue;
-    VerifyProblem vp{info.dir, problem, false};
-    if (remove) {
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const EntryInfo& info = entries[i];
+    ++report.checked;
+    if (problems[i].empty()) continue;
+    VerifyProblem vp{info.dir, problems[i], false, ""};
+    if (remove && !info.ours) {
+      vp.kept_why = info.is_symlink ? "a symlink tvmffi-jit did not create"
+                                    : "not removed: no entry.json written by tvmffi-jit names this directory";
+    } else if (remove) {
       try {
         vp.removed = store.remove_entry(info.dir);
       } catch (const Error& e) {
@@ -248,6 +318,7 @@ CleanReport clean_cache(const Store& store, std::optional<int64_t> older_than_se
   CleanReport report;
   int64_t now = static_cast<int64_t>(std::time(nullptr));
   for (const auto& info : list_entries(store.root(), true)) {
+    if (!info.ours) continue;  // not an entry tvmffi-jit wrote: never deleted
     bool old = !older_than_seconds || now - info.last_used > *older_than_seconds;
     if (!old) {
       report.bytes_kept += info.bytes;
@@ -258,7 +329,7 @@ CleanReport clean_cache(const Store& store, std::optional<int64_t> older_than_se
       report.bytes_removed += info.bytes;
     }
   }
-  if (!older_than_seconds) util::remove_all(store.compilers_dir());
+  if (!older_than_seconds) remove_compiler_memos(store);
   report.temporaries_removed =
       remove_temporaries(store, older_than_seconds ? std::min(*older_than_seconds, kAbandonedAfterSeconds)
                                                    : kAbandonedAfterSeconds);
@@ -269,7 +340,9 @@ CleanReport clean_cache(const Store& store, std::optional<int64_t> older_than_se
 CleanReport gc_cache(const Store& store, uint64_t max_bytes) {
   CleanReport report;
   report.temporaries_removed = remove_temporaries(store, kAbandonedAfterSeconds);
-  std::vector<EntryInfo> entries = list_entries(store.root(), true);
+  std::vector<EntryInfo> entries;
+  for (auto& e : list_entries(store.root(), true))
+    if (e.ours) entries.push_back(std::move(e));  // the size limit covers what gc may remove
   uint64_t total = 0;
   for (const auto& e : entries) total += e.bytes;
   std::stable_sort(entries.begin(), entries.end(),

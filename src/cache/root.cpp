@@ -4,12 +4,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <pwd.h>
+#include <vector>
 
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cache {
 
@@ -49,7 +55,122 @@ bool probe_writable(const std::string& dir, std::string* why) {
   return true;
 }
 
+// The signature line is fixed by the Cache Directory Tagging spec
+// (https://bford.info/cachedir/): tools such as tar --exclude-caches, borg and
+// restic look for exactly these 43 bytes at the start of the file.
+constexpr const char* kCacheDirTagSignature = "Signature: 8a477f597d28d172789f06886806bc55";
+constexpr const char* kMarkerPrefix = "tvmffi-jit cache layout ";
+constexpr uint64_t kMarkerMaxBytes = 4096;
+
+bool all_digits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  return true;
+}
+
+// The layout number in TVMFFI_JIT_CACHE when both marker files are ours.
+std::optional<int> read_markers(const std::string& root) {
+  auto tag = util::read_small_file(util::join_path(root, kCacheDirTagName), kMarkerMaxBytes);
+  if (!tag || !util::starts_with(*tag, kCacheDirTagSignature)) return std::nullopt;
+  auto marker = util::read_small_file(util::join_path(root, kRootMarkerName), kMarkerMaxBytes);
+  if (!marker || !util::starts_with(*marker, kMarkerPrefix)) return std::nullopt;
+  std::string_view rest = util::trim(std::string_view(*marker).substr(std::string_view(kMarkerPrefix).size()));
+  rest = rest.substr(0, rest.find('\n'));
+  if (!all_digits(rest) || rest.size() > 6) return std::nullopt;
+  return std::stoi(std::string(rest));
+}
+
+// Names this tool creates directly under a root (root.h's layout), with the
+// temporary files of its atomic writes ("<file>.tmp.<pid>.<random>").
+bool is_layout_name(const std::string& n) {
+  static const char* const kDirs[] = {"objects", "compilers", "toolchain", "locks", "tmp"};
+  for (const char* d : kDirs)
+    if (n == d) return true;
+  if (is_module_entry_dir_name(n)) return true;
+  std::string base = n;
+  if (size_t t = n.find(".tmp."); t != std::string::npos) base = n.substr(0, t);
+  if (base == "stats.json" || base == "stats.log" || base == "stats.lock" || base == kCacheDirTagName ||
+      base == kRootMarkerName)
+    return true;
+  if (util::starts_with(base, "stats.log.") && all_digits(std::string_view(base).substr(10))) return true;
+  if (util::starts_with(base, ".write-probe.") && all_digits(std::string_view(base).substr(13))) return true;
+  return false;
+}
+
+// The first name in `root` that this tool would not have created, if any.
+std::optional<std::string> first_foreign_name(const std::string& root) {
+  DIR* d = ::opendir(root.c_str());
+  if (!d) return std::nullopt;  // unreadable: the build reports it when it gets there
+  std::optional<std::string> foreign;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    if (!is_layout_name(n)) {
+      foreign = n;
+      break;
+    }
+  }
+  ::closedir(d);
+  return foreign;
+}
+
+bool same_directory(const struct stat& a, const std::string& other) {
+  struct stat b;
+  return !other.empty() && ::stat(other.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+// `/` and the home directory are never a cache: `--cache-dir "$UNSET/"` or
+// `--cache-dir ~` are typos, and the root's names would mix with the user's.
+void refuse_system_directories(const std::string& path, const struct stat& st) {
+  if (same_directory(st, "/"))
+    throw io_error("refusing cache root " + path + ": it is the filesystem root (an empty variable in --cache-dir or "
+                   "TVMFFI_JIT_CACHE_DIR?); pick a directory of its own, such as ~/.cache/tvmffi-jit");
+  std::vector<std::string> homes;
+  if (const char* h = std::getenv("HOME"); h && *h) homes.push_back(h);
+  if (const passwd* pw = ::getpwuid(::geteuid()); pw && pw->pw_dir) homes.push_back(pw->pw_dir);
+  for (const auto& h : homes)
+    if (same_directory(st, h))
+      throw io_error("refusing cache root " + path + ": it is your home directory; pick a directory of its own, "
+                     "such as " + util::join_path(util::join_path(h, ".cache"), "tvmffi-jit"));
+}
+
 }  // namespace
+
+bool is_module_entry_dir_name(std::string_view n) {
+  if (n.size() < 18 || n[n.size() - 17] != '_') return false;
+  for (char c : n.substr(n.size() - 16))
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return is_valid_entry_name(n.substr(0, n.size() - 17));
+}
+
+void write_root_markers(const std::string& root) {
+  util::write_file_atomic(util::join_path(root, kCacheDirTagName),
+                          std::string(kCacheDirTagSignature) +
+                              "\n# This file is a cache directory tag created by tvmffi-jit.\n"
+                              "# For information about cache directory tags, see https://bford.info/cachedir/\n",
+                          0600);
+  util::write_file_atomic(util::join_path(root, kRootMarkerName),
+                          std::string(kMarkerPrefix) + std::to_string(kRootLayout) +
+                              "\n# `tvmffi-jit cache clean|gc` delete only in directories carrying this file.\n",
+                          0600);
+}
+
+bool require_marked_root(const CacheRoot& root) {
+  struct stat st;
+  if (::lstat(root.path.c_str(), &st) != 0 && errno == ENOENT) return false;
+  if (!root.marked)
+    throw io_error("refusing to delete anything in " + root.path + ": it does not carry the " +
+                   std::string(kCacheDirTagName) + " and " + kRootMarkerName +
+                   " files that tvmffi-jit writes into its caches, so it may not be a cache. If it is one made by an "
+                   "older tvmffi-jit, run any `tvmffi-jit build --cache-dir " + root.path +
+                   "` once: a build marks a root that holds nothing but cache files");
+  if (root.layout != kRootLayout)
+    throw io_error("refusing to delete anything in " + root.path + ": its " + kRootMarkerName + " says cache layout " +
+                   std::to_string(root.layout) + ", this tvmffi-jit maintains layout " + std::to_string(kRootLayout) +
+                   "; use the tvmffi-jit that wrote it");
+  return true;
+}
 
 std::string resolve_root_path(const std::string& cli_value) {
   if (!cli_value.empty()) return util::absolute_path(cli_value);
@@ -84,6 +205,7 @@ CacheRoot open_root(const std::string& path, bool create, bool probe_write) {
     }
   }
   if (!S_ISDIR(st.st_mode)) throw io_error("cache root " + root.path + " is not a directory");
+  refuse_system_directories(root.path, st);
   if (st.st_uid != ::geteuid())
     throw io_error("refusing cache root " + root.path + ": owned by uid " + std::to_string(st.st_uid) +
                    ", not by you (uid " + std::to_string(::geteuid()) +
@@ -96,6 +218,24 @@ CacheRoot open_root(const std::string& path, bool create, bool probe_write) {
                    "'chmod go-w " + root.path + "' or pick another --cache-dir");
   }
   root.writable = true;
+  if (auto layout = read_markers(root.path)) {
+    root.marked = true;
+    root.layout = *layout;
+  } else if (create) {
+    if (auto foreign = first_foreign_name(root.path))
+      throw io_error("refusing cache root " + root.path + ": it is not a tvmffi-jit cache (no " + kRootMarkerName +
+                     " marker) and holds '" + *foreign +
+                     "', which tvmffi-jit does not create; point --cache-dir or TVMFFI_JIT_CACHE_DIR at a new or "
+                     "empty directory");
+    try {
+      write_root_markers(root.path);
+      root.marked = true;
+      root.layout = kRootLayout;
+    } catch (const Error& e) {
+      // A read-only root from before the markers still serves hits.
+      spdlog::debug("cannot mark the cache root: {}", e.what());
+    }
+  }
   if (probe_write) probe_root_writable(root);
   return root;
 }

@@ -13,6 +13,7 @@
 
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/lock.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/strings.h"
@@ -24,6 +25,11 @@ namespace {
 std::string stats_path(const std::string& root) { return util::join_path(root, "stats.json"); }
 std::string journal_path(const std::string& root) { return util::join_path(root, "stats.log"); }
 std::string stats_lock_path(const std::string& root) { return util::join_path(root, "stats.lock"); }
+
+// stats.json holds eight numbers; a journal is folded past kStatsFoldBytes.
+// Anything much bigger was not written by us and is not read.
+constexpr uint64_t kMaxTotalsBytes = 64u << 10;
+constexpr uint64_t kMaxJournalBytes = 16u << 20;
 
 #define TVMFFI_JIT_STATS_FIELDS(X) \
   X(hits) X(misses) X(object_hits) X(object_misses) X(stores) X(bytes_stored) X(store_failures) X(corrupt_entries) X(launcher_fallbacks)
@@ -50,7 +56,7 @@ struct Totals {
 
 Totals read_totals(const std::string& root) {
   Totals t;
-  auto text = util::try_read_file(stats_path(root));
+  auto text = util::read_small_file(stats_path(root), kMaxTotalsBytes);
   if (!text) return t;
   auto j = nlohmann::json::parse(*text, nullptr, false);
   t.counters = stats_from_json(j);
@@ -62,7 +68,7 @@ Totals read_totals(const std::string& root) {
 void write_totals(const std::string& root, const Totals& t) {
   nlohmann::json j = stats_to_json(t.counters);
   j["generation"] = t.generation;
-  util::write_file_atomic(stats_path(root), j.dump(2) + "\n", 0600);
+  util::write_file_atomic(stats_path(root), util::dump_json(j, 2) + "\n", 0600);
 }
 
 util::FileLock stats_lock(const std::string& root) {
@@ -96,7 +102,7 @@ void fold_locked(const std::string& root) {
   std::vector<std::string> done;
   for (const auto& [g, path] : leftovers) {
     if (g > counted) {
-      if (auto text = util::try_read_file(path)) t.counters.add(sum_journal(*text));
+      if (auto text = util::read_small_file(path, kMaxJournalBytes)) t.counters.add(sum_journal(*text));
       t.generation = g;
       changed = true;
     }
@@ -108,7 +114,7 @@ void fold_locked(const std::string& root) {
     // Waits out appends that opened the journal before the rename.
     int fd = ::open(folding.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd >= 0) ::flock(fd, LOCK_EX);
-    if (auto text = util::try_read_file(folding)) t.counters.add(sum_journal(*text));
+    if (auto text = util::read_small_file(folding, kMaxJournalBytes)) t.counters.add(sum_journal(*text));
     if (fd >= 0) ::close(fd);
     t.generation += 1;
     changed = true;
@@ -158,7 +164,7 @@ StatsCounters read_stats(const std::string& root) {
   // Journals left by a fold that crashed are settled by the next fold
   // (cache stats folds before it reads).
   StatsCounters s = read_totals(root).counters;
-  if (auto text = util::try_read_file(journal_path(root))) s.add(sum_journal(*text));
+  if (auto text = util::read_small_file(journal_path(root), kMaxJournalBytes)) s.add(sum_journal(*text));
   return s;
 }
 
@@ -207,7 +213,7 @@ void add_stats(const std::string& root, const StatsCounters& delta, uint64_t fol
   if (delta.f) line[#f] = delta.f;
   TVMFFI_JIT_STATS_FIELDS(X)
 #undef X
-  off_t end = append_to_journal(journal_path(root), line.dump() + "\n");
+  off_t end = append_to_journal(journal_path(root), util::dump_json(line) + "\n");
   if (end >= 0 && static_cast<uint64_t>(end) > fold_bytes) fold_stats(root);
 }
 

@@ -41,8 +41,52 @@ std::string LookupResult::artifact_path(size_t i) const {
   return util::join_path(entry_dir, entry->artifacts[i].file);
 }
 
+std::string LookupResult::artifact_path(const std::string& file) const {
+  if (!entry) return "";
+  for (const auto& a : entry->artifacts)
+    if (a.file == file) return util::join_path(entry_dir, a.file);
+  return "";
+}
+
+std::optional<std::string> check_artifact(const std::string& entry_dir, const ArtifactRecord& a, bool check_digest) {
+  std::string p = util::join_path(entry_dir, a.file);
+  struct stat st;
+  if (::lstat(p.c_str(), &st) != 0) return "artifact " + a.file + " is missing";
+  if (!S_ISREG(st.st_mode)) return "artifact " + a.file + " is not a regular file";
+  if (static_cast<uint64_t>(st.st_size) != a.size)
+    return "artifact " + a.file + " has " + std::to_string(st.st_size) + " bytes, entry.json says " +
+           std::to_string(a.size);
+  if (check_digest) {
+    std::string digest;
+    try {
+      digest = util::sha256_file_hex(p);
+    } catch (const Error& e) {
+      return "artifact " + a.file + " cannot be read: " + e.what();
+    }
+    if (digest != a.sha256) return "artifact " + a.file + " does not match its SHA-256";
+  }
+  return std::nullopt;
+}
+
 std::string Staging::build_dir() const { return util::join_path(path(), "build"); }
 std::string Staging::entry_dir() const { return util::join_path(path(), "entry"); }
+
+std::string Staging::move_artifact_out(const std::string& built_path, const std::string& file_name,
+                                       const std::string& label) const {
+  std::string from = built_path;
+  if (!util::is_regular_file(from)) from = util::join_path(entry_dir(), file_name);
+  try {
+    util::TempDir out(util::temp_root(), "tvmffi-jit-" + label + "-");
+    std::string to = util::join_path(out.path(), file_name);
+    move_file(from, to);
+    out.keep();
+    return to;
+  } catch (const Error& e) {
+    throw io_error(std::string(e.what()) + "; the build of " + label + " succeeded but its artifact can neither be " +
+                   "stored in the cache nor moved out of it (is " + util::temp_root() +
+                   " full?); free some space or pass --build-dir DIR");
+  }
+}
 
 Store::Store(CacheRoot root) : root_(std::move(root)) {}
 
@@ -64,7 +108,8 @@ std::string Store::compilers_dir() const { return util::join_path(root_.path, "c
 std::string Store::tmp_dir() const { return util::join_path(root_.path, "tmp"); }
 std::string Store::locks_dir() const { return util::join_path(root_.path, "locks"); }
 
-LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_hex) const {
+LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_hex,
+                           const LookupOptions& options) const {
   LookupResult r;
   r.entry_dir = entry_dir;
   struct stat st;
@@ -90,17 +135,16 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
     r.corrupt = true;
     return r;
   }
-  for (const auto& a : r.entry->artifacts) {
-    std::string p = util::join_path(entry_dir, a.file);
-    struct stat ast;
-    if (::lstat(p.c_str(), &ast) != 0 || !S_ISREG(ast.st_mode)) {
-      r.miss_reason = "artifact " + a.file + " is missing";
+  for (const auto& file : options.required_artifacts) {
+    if (r.artifact_path(file).empty()) {
+      r.miss_reason = "entry.json does not list " + file;
       r.corrupt = true;
       return r;
     }
-    if (static_cast<uint64_t>(ast.st_size) != a.size) {
-      r.miss_reason = "artifact " + a.file + " has " + std::to_string(ast.st_size) + " bytes, entry.json says " +
-                      std::to_string(a.size);
+  }
+  for (const auto& a : r.entry->artifacts) {
+    if (auto problem = check_artifact(entry_dir, a, a.size <= options.verify_digest_up_to)) {
+      r.miss_reason = *problem;
       r.corrupt = true;
       return r;
     }
@@ -171,7 +215,7 @@ PublishResult Store::publish(Staging& staging, const std::string& entry_dir, Ent
     a.sha256 = util::sha256_file_hex(to);
     record.artifacts.push_back(std::move(a));
   }
-  util::write_file(util::join_path(staging.entry_dir(), kEntryFileName), entry_to_json(record).dump(2) + "\n");
+  util::write_file(util::join_path(staging.entry_dir(), kEntryFileName), entry_file_text(record));
   util::make_directories(util::parent_path(entry_dir), 0700);
 
   // A few rounds: each either publishes, finds a valid winner, or clears a
@@ -188,7 +232,11 @@ PublishResult Store::publish(Staging& staging, const std::string& entry_dir, Ent
     int e = errno;
     if (e != ENOTEMPTY && e != EEXIST && e != ENOTDIR && e != EISDIR)
       throw io_error(errno_message("cannot publish " + entry_dir, e));
-    LookupResult existing = lookup(entry_dir, record.key);
+    // Same-size corruption of the occupant must not make it the winner.
+    LookupOptions check_all;
+    check_all.verify_digest_up_to = kVerifyAll;
+    for (const auto& a : record.artifacts) check_all.required_artifacts.push_back(a.file);
+    LookupResult existing = lookup(entry_dir, record.key, check_all);
     if (existing.hit) {
       PublishResult p;
       p.entry_dir = entry_dir;

@@ -29,6 +29,7 @@
 #include "tvmffi_jit/toolchain/cuda_arch.h"
 #include "tvmffi_jit/toolchain/toolchain.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
+#include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/job_gate.h"
@@ -49,6 +50,7 @@ struct BuildArgs {
   std::string build_dir;
   std::string cache_dir;  // --cache-dir (cache on unless --build-dir or --no-cache)
   bool force = false;
+  bool verify = false;  // --verify: re-hash the cached artifact on a hit whatever its size
   bool no_cache = false;
   std::string tvm_ffi_root;
   int jobs = 0;
@@ -202,6 +204,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     co.cache_dir = args.cache_dir;
     co.force = args.force;
     co.keep_key_trace = ctx.global.verbosity >= 2;  // -vv: what every key was hashed from
+    co.verify = args.verify;
     co.exec = exec;
     compile::CachedBuildResult cr = compile::cached_build(plan, manifest, tc, co);
     nlohmann::json validation;
@@ -214,7 +217,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
       nlohmann::json j = cached_result_json(plan, cr);
       if (!args.outputs.output.empty()) j["output"] = shown;
       if (args.validate) j["validation"] = validation;
-      print_result(j.dump(2) + "\n");
+      print_result(util::dump_json(j, 2) + "\n");
     } else {
       print_result(shown + "\n");
     }
@@ -243,7 +246,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     if (!args.outputs.output.empty()) j["output"] = shown;
     j["cache"] = "off";
     if (args.validate) j["validation"] = validation;
-    print_result(j.dump(2) + "\n");
+    print_result(util::dump_json(j, 2) + "\n");
   } else {
     print_result(shown + "\n");
   }
@@ -438,6 +441,9 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--cache-dir", args->cache_dir,
                   "Cache root (default: $TVMFFI_JIT_CACHE_DIR, else $XDG_CACHE_HOME/tvmffi-jit, else ~/.cache/tvmffi-jit)");
   sub->add_flag("--force", args->force, "Rebuild even if the cache has the module (and replace the entry)");
+  sub->add_flag("--verify", args->verify,
+                "On a cache hit, re-hash the artifact against its recorded SHA-256 whatever its size (modules up to "
+                "4 MiB always are); a mismatch rebuilds");
   sub->add_flag("--no-cache", args->no_cache, "Build in a new temp directory without the cache");
   sub->add_option("--tvm-ffi-root", args->tvm_ffi_root,
                   "tvm-ffi installation (default: $TVM_FFI_ROOT, tvm-ffi-config, python3 -c 'import tvm_ffi')");

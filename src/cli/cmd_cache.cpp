@@ -3,8 +3,12 @@
 //
 // Every subcommand takes --cache-dir and --json. Exit codes: 0 ok; 3 `verify`
 // found bad entries (even when it removed them); 2 usage (no entry matches
-// `show`, malformed size/duration); 5 the root is unsafe or unreadable.
+// `show`, malformed size/duration, a bare number without a unit); 5 the root is
+// unsafe or unreadable, or a deleting command (clean, gc, verify --remove,
+// stats --zero) was pointed at a root without tvmffi-jit's markers.
+#include <cctype>
 #include <cstdio>
+#include <optional>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -18,6 +22,7 @@
 #include "tvmffi_jit/cache/store.h"
 #include "tvmffi_jit/cli/commands.h"
 #include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cli {
@@ -36,11 +41,26 @@ struct CacheArgs {
 
 void out(const std::string& s) { print_result(s); }
 
-void out_json(const nlohmann::json& j) { out(j.dump(2) + "\n"); }
+void out_json(const nlohmann::json& j) { out(util::dump_json(j, 2) + "\n"); }
 
 // Maintenance never creates a root; a missing one is simply empty.
 cache::Store open_store(const CacheArgs& a) {
   return cache::Store(cache::open_root(cache::resolve_root_path(a.cache_dir), false));
+}
+
+// For commands that delete: the root must carry tvmffi-jit's markers
+// (cache/root.h). nullopt when the root does not exist (nothing to delete).
+std::optional<cache::Store> open_store_to_delete(const CacheArgs& a) {
+  cache::CacheRoot root = cache::open_root(cache::resolve_root_path(a.cache_dir), false);
+  if (!cache::require_marked_root(root)) return std::nullopt;
+  return cache::Store(std::move(root));
+}
+
+// A bare number is refused: `--older-than 3` read as 3 seconds and
+// `--max-size 10` as 10 bytes surprised everyone who meant days or GiB.
+bool ends_with_unit(const std::string& text) {
+  std::string_view t = util::trim(text);
+  return !t.empty() && std::isalpha(static_cast<unsigned char>(t.back()));
 }
 
 std::string format_time(int64_t t) {
@@ -119,21 +139,27 @@ void run_show(const CacheArgs& a) {
       out("  artifact: " + art.file + " (" + std::to_string(art.size) + " bytes, sha256 " + art.sha256 + ")\n");
     out("  headers: " + std::to_string(r.headers.size()) + "\n");
     for (const auto& h : r.headers) out("    " + h.path + "\n");
-    if (!r.inputs.empty()) out("  inputs: " + r.inputs.dump() + "\n");
+    if (!r.inputs.empty()) out("  inputs: " + util::dump_json(r.inputs) + "\n");
     if (!r.compiler_output.empty()) out("  compiler output:\n" + r.compiler_output + (r.compiler_output.back() == '\n' ? "" : "\n"));
   }
 }
 
 int run_verify(const CacheArgs& a) {
-  cache::Store store = open_store(a);
+  std::optional<cache::Store> deletable;
+  if (a.verify_remove) deletable = open_store_to_delete(a);
+  cache::Store store = deletable ? std::move(*deletable) : open_store(a);
   auto report = cache::verify_cache(store, a.verify_remove);
   if (a.json) {
     nlohmann::json bad = nlohmann::json::array();
-    for (const auto& p : report.problems) bad.push_back({{"dir", p.dir}, {"problem", p.problem}, {"removed", p.removed}});
+    for (const auto& p : report.problems) {
+      bad.push_back({{"dir", p.dir}, {"problem", p.problem}, {"removed", p.removed}});
+      if (!p.kept_why.empty()) bad.back()["kept"] = p.kept_why;
+    }
     out_json({{"root", store.root()}, {"checked", report.checked}, {"bad", bad}});
   } else {
     for (const auto& p : report.problems)
-      out("bad: " + p.dir + ": " + p.problem + (p.removed ? " (removed)" : "") + "\n");
+      out("bad: " + p.dir + ": " + p.problem + (p.removed ? " (removed)" : "") +
+          (p.kept_why.empty() ? "" : " (" + p.kept_why + ")") + "\n");
     out("checked " + std::to_string(report.checked) + " entries, " + std::to_string(report.problems.size()) + " bad\n");
   }
   return report.problems.empty() ? 0 : static_cast<int>(ExitCode::kInvalid);
@@ -153,27 +179,51 @@ void print_clean(const CacheArgs& a, const cache::Store& store, const cache::Cle
   }
 }
 
+void print_nothing_to_clean(const CacheArgs& a) {
+  std::string root = cache::resolve_root_path(a.cache_dir);
+  if (a.json)
+    out_json({{"root", root}, {"entries_removed", 0}, {"bytes_removed", 0}, {"temporaries_removed", 0}, {"bytes_kept", 0}});
+  else
+    out("nothing to remove: " + root + " does not exist\n");
+}
+
 void run_clean(const CacheArgs& a) {
   std::optional<int64_t> older;
   if (!a.older_than.empty()) {
+    if (!ends_with_unit(a.older_than)) {
+      std::string n(util::trim(a.older_than));
+      throw usage_error("--older-than: '" + a.older_than + "' has no unit; write " + n + "s, " + n + "m, " + n + "h, " +
+                        n + "d or " + n + "w");
+    }
     older = util::parse_duration_seconds(a.older_than);
     if (!older) throw usage_error("--older-than: cannot parse '" + a.older_than + "' (examples: 30s, 15m, 12h, 7d, 2w)");
   }
-  cache::Store store = open_store(a);
-  print_clean(a, store, cache::clean_cache(store, older));
+  std::optional<cache::Store> store = open_store_to_delete(a);
+  if (!store) return print_nothing_to_clean(a);
+  print_clean(a, *store, cache::clean_cache(*store, older));
 }
 
 void run_gc(const CacheArgs& a) {
+  if (!ends_with_unit(a.max_size)) {
+    std::string n(util::trim(a.max_size));
+    throw usage_error("--max-size: '" + a.max_size + "' has no unit; write " + n + "K, " + n + "M, " + n + "G (or " + n +
+                      "B for bytes)");
+  }
   auto max = util::parse_size(a.max_size);
-  if (!max) throw usage_error("--max-size: cannot parse '" + a.max_size + "' (examples: 500M, 2G, 10GiB)");
-  cache::Store store = open_store(a);
-  print_clean(a, store, cache::gc_cache(store, *max));
+  if (!max) throw usage_error("--max-size: cannot parse '" + a.max_size + "' (examples: 500M, 2G, 10GiB, 4096B)");
+  std::optional<cache::Store> store = open_store_to_delete(a);
+  if (!store) return print_nothing_to_clean(a);
+  print_clean(a, *store, cache::gc_cache(*store, *max));
 }
 
 void run_stats(const CacheArgs& a) {
+  if (a.zero) {
+    std::optional<cache::Store> marked = open_store_to_delete(a);
+    if (marked) cache::zero_stats(marked->root());
+  }
   cache::Store store = open_store(a);
-  if (a.zero) cache::zero_stats(store.root());
-  else if (store.writable()) cache::fold_stats(store.root());
+  // Folding renames and rewrites files: only in a root that is ours.
+  if (!a.zero && store.writable() && store.marked()) cache::fold_stats(store.root());
   cache::StatsCounters s = cache::read_stats(store.root());
   const cache::CacheSummary summary = cache::summarize_cache(store.root());
   const uint64_t modules = summary.module_entries, objects = summary.object_entries;
@@ -237,12 +287,13 @@ void register_cache_command(CLI::App& app, CommandContext& ctx) {
 
   CLI::App* clean = cache->add_subcommand("clean", "Remove entries (all, or those unused for a while)");
   common(clean);
-  clean->add_option("--older-than", args->older_than, "Only entries last used longer ago than this (30m, 12h, 7d, 2w)");
+  clean->add_option("--older-than", args->older_than,
+                    "Only entries last used longer ago than this; a unit is required (30m, 12h, 7d, 2w)");
   clean->callback([args, &ctx] { run_clean(*args); ctx.exit_code = 0; });
 
   CLI::App* gc = cache->add_subcommand("gc", "Remove least recently used entries until the cache fits a size");
   common(gc);
-  gc->add_option("--max-size", args->max_size, "Size limit (500M, 2G, 10GiB)")->required();
+  gc->add_option("--max-size", args->max_size, "Size limit; a unit is required (500M, 2G, 10GiB, 4096B)")->required();
   gc->callback([args, &ctx] { run_gc(*args); ctx.exit_code = 0; });
 
   CLI::App* stats = cache->add_subcommand("stats", "Hit/miss counters and the cache's size");

@@ -28,6 +28,7 @@
 #include "tvmffi_jit/toolchain/compilers.h"
 #include "tvmffi_jit/toolchain/environment.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
+#include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/process.h"
@@ -554,7 +555,7 @@ void register_doctor_command(CLI::App& app, CommandContext& ctx) {
   cmd->callback([opts, &ctx] {
     const json report = collect_doctor_report(opts->doctor);
     if (opts->json) {
-      print_result(report.dump(2) + "\n");
+      print_result(util::dump_json(report, 2) + "\n");
     } else {
       print_text(report, util::terminal_style_for_fd(STDOUT_FILENO).color);
     }

@@ -25,6 +25,7 @@
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/process.h"
 #include "tvmffi_jit/util/progress.h"
@@ -38,6 +39,9 @@ namespace {
 // runs out of space half-way fails with a confusing message, so build
 // outside the root instead (and say why).
 constexpr uint64_t kMinFreeBytes = 64ull << 20;
+
+// The tvm-ffi location memo is a few hundred bytes; a bigger one is not ours.
+constexpr uint64_t kMaxMemoBytes = 1ull << 20;
 
 const char* output_name(CompileOutput o) {
   switch (o) {
@@ -255,6 +259,17 @@ class UnitCache {
     return h;
   }
 
+  // The cached objects the link reads, with the digests they were checked
+  // against (reused) or hashed with (compiled): a module entry records them
+  // so that `cache verify --remove` can find the modules a bad object went into.
+  std::vector<cache::ObjectRecord> objects() const {
+    std::vector<cache::ObjectRecord> all;
+    if (!reuse_objects_) return all;
+    for (const auto& u : units_)
+      if (!u.sha256.empty()) all.push_back({u.key, u.sha256});
+    return all;
+  }
+
   // Everything the units read (a reused unit: the headers its entry recorded).
   std::vector<cache::HeaderRecord> headers() const {
     std::vector<cache::HeaderRecord> all;
@@ -273,6 +288,7 @@ class UnitCache {
     std::string key;  // empty unless reuse_objects
     int64_t start_ns = 0;
     std::vector<cache::HeaderRecord> headers;
+    std::string sha256;  // of the object that goes into the link
     InFlightUnits::Claim claim;  // held from a miss until the object is stored (batch builds)
   };
 
@@ -280,7 +296,11 @@ class UnitCache {
     Unit& u = units_.at(ref.index);
     u.start_ns = now_ns();
     if (!reuse_objects_ || options_.force) return std::nullopt;
-    cache::LookupResult r = store_.lookup(store_.object_entry_dir(u.key), u.key);
+    // Objects are re-hashed before they are linked: a same-size corruption
+    // would otherwise spread into every module linked from them.
+    cache::LookupOptions verify_object;
+    verify_object.verify_digest_up_to = cache::kVerifyAll;
+    cache::LookupResult r = store_.lookup(store_.object_entry_dir(u.key), u.key, verify_object);
     spdlog::debug("cache: object of {}: {}", ref.step.display, r.hit ? "hit in " + r.entry_dir : "miss (" + r.miss_reason + ")");
     // Another module of a batch compiling this very unit now: wait for it and
     // take its object from the store (compile here only if it did not store one).
@@ -288,7 +308,7 @@ class UnitCache {
       u.claim = options_.in_flight->claim(u.key);
       // Whoever held the key may have stored the object, also just before
       // this claim: look again either way.
-      r = store_.lookup(store_.object_entry_dir(u.key), u.key);
+      r = store_.lookup(store_.object_entry_dir(u.key), u.key, verify_object);
       if (u.claim.owned()) break;
     }
     if (r.hit) u.claim = {};  // nothing to compile: let waiters look it up
@@ -303,6 +323,7 @@ class UnitCache {
     ref.unit.object_path = util::join_path(dir, step.object_name);
     for (const auto& h : r.entry->headers) ref.unit.dependencies.push_back(h.path);
     u.headers = r.entry->headers;
+    u.sha256 = r.entry->artifacts.front().sha256;
     if (options_.exec.verbose) spdlog::info("reusing the cached object of {}", step.display);
     CommandRecord rec;
     rec.description = "reused the cached object of " + step.display;
@@ -321,6 +342,7 @@ class UnitCache {
     }
     if (rec.launcher_fallback) count([](cache::StatsCounters& s) { ++s.launcher_fallbacks; });
     if (!reuse_objects_) return;
+    u.sha256 = util::sha256_file_hex(ref.unit.object_path);
     count([](cache::StatsCounters& s) { ++s.object_misses; }, &compiled_);
     if (store_.writable() && !moved) store_object(ref.step, u.key, ref.unit, u.headers, rec);
     u.claim = {};  // stored (or not storable): units waiting for it look it up now
@@ -555,11 +577,16 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   result.key_trace = key.trace;
   cache::StatsCounters stats;
 
+  // A hit serves only the artifact entry.json lists, at its recorded size,
+  // re-hashed when small (docs/cache.md, "What the cache promises").
+  cache::LookupOptions module_lookup;
+  module_lookup.required_artifacts = {plan.artifact_name};
+  module_lookup.verify_digest_up_to = options.verify ? cache::kVerifyAll : cache::kVerifyOnHitMaxBytes;
   auto answer_hit = [&](const cache::LookupResult& r) {
     result.cache = "hit";
     result.entry_dir = r.entry_dir;
     result.build.build_dir = r.entry_dir;
-    result.build.artifact_path = util::join_path(r.entry_dir, plan.artifact_name);
+    result.build.artifact_path = r.artifact_path(plan.artifact_name);
     if (r.entry) replay_output(r.entry->compiler_output, options.exec);
     stats.hits += 1;
     store.count(stats);
@@ -569,7 +596,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   if (options.force) {
     result.miss_reason = "--force";
   } else {
-    cache::LookupResult r = store.lookup(entry_dir, key.hex);
+    cache::LookupResult r = store.lookup(entry_dir, key.hex, module_lookup);
     spdlog::debug("cache: module {}: {}", plan.name, r.hit ? "hit in " + r.entry_dir : "miss (" + r.miss_reason + ")");
     if (r.hit) return answer_hit(r);
     result.miss_reason = r.miss_reason;
@@ -583,7 +610,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     lock = store.lock(entry_dir, "building " + plan.name, options.lock_timeout_seconds);
     // Whoever held the lock may have just published this very entry.
     if (!options.force || lock.waited_seconds() > 0.05) {
-      cache::LookupResult r = store.lookup(entry_dir, key.hex);
+      cache::LookupResult r = store.lookup(entry_dir, key.hex, module_lookup);
       if (r.hit) return answer_hit(r);
     }
   }
@@ -640,19 +667,26 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     for (const auto& step : *steps)
       if (!moved_header && !step.generated_text && changed_since(step.input_path, key_start))
         moved_header = step.input_path;
-  if (auto moved = moved_header) {
-    spdlog::warn("cache: {} changed while {} was being built; not caching this build", *moved, plan.name);
-    staging->keep();
+  // Not stored: the artifact leaves the staging dir (which gc removes once
+  // this process is gone) for a directory of the caller's.
+  auto serve_unstored = [&](const std::string& why) {
     stats.store_failures += 1;
     store.count(stats);
+    result.build.artifact_path =
+        staging->move_artifact_out(result.build.artifact_path, plan.artifact_name, plan.name);
+    result.build.build_dir = util::parent_path(result.build.artifact_path);
+    spdlog::warn("cache: {}; not caching this build: its artifact is in {} (yours to keep or delete)", why,
+                 result.build.build_dir);
     return result;
-  }
+  };
+  if (auto moved = moved_header) return serve_unstored(*moved + " changed while " + plan.name + " was being built");
 
   cache::EntryRecord record;
   record.kind = "module";
   record.name = plan.name;
   record.key = key.hex;
   record.headers = headers;
+  record.objects = units.objects();
   record.inputs = inputs_summary(key_inputs);
   record.compiler_output = compiler_output(result.build);
   try {
@@ -665,10 +699,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
       stats.bytes_stored += p.entry.artifacts.front().size;
     }
   } catch (const Error& e) {
-    spdlog::warn("cache: could not store {}: {}; the artifact stays in {}", plan.name, e.what(),
-                 result.build.build_dir);
-    staging->keep();
-    stats.store_failures += 1;
+    return serve_unstored("could not store " + plan.name + ": " + e.what());
   }
   store.count(stats);
   return result;
@@ -703,7 +734,7 @@ Expected<toolchain::TvmFfiLocation> find_tvm_ffi_memoized(const toolchain::TvmFf
     return toolchain::find_tvm_ffi(search);
   }
   std::string memo = util::join_path(util::join_path(root, "toolchain"), "tvm-ffi.json");
-  if (auto text = util::try_read_file(memo)) {
+  if (auto text = util::read_small_file(memo, kMaxMemoBytes)) {
     auto j = nlohmann::json::parse(*text, nullptr, false);
     if (j.is_object() && j.value("state", nlohmann::json()) == state && j.contains("location")) {
       const auto& l = j["location"];
@@ -728,7 +759,7 @@ Expected<toolchain::TvmFfiLocation> find_tvm_ffi_memoized(const toolchain::TvmFf
                             {"dlpack_include_dir", loc.dlpack_include_dir},
                             {"lib_dir", loc.lib_dir},
                             {"found_by", loc.found_by}}}};
-      util::write_file_atomic(memo, j.dump(2) + "\n", 0600);
+      util::write_file_atomic(memo, util::dump_json(j, 2) + "\n", 0600);
     }
   } catch (const Error& e) {
     spdlog::debug("not memoising the tvm-ffi location: {}", e.what());  // the build reports an unsafe root itself

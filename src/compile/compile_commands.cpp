@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/strings.h"
@@ -71,7 +72,7 @@ std::string entry_file(const CompileCommand& command) {
 std::string format_compile_commands(const std::vector<CompileCommand>& commands) {
   nlohmann::json db = nlohmann::json::array();
   for (const auto& command : commands) db.push_back(to_json(command));
-  return db.dump(2) + "\n";
+  return util::dump_json(db, 2) + "\n";
 }
 
 std::vector<CompileCommand> parse_compile_commands(const std::string& text, const std::string& origin) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -113,6 +114,48 @@ std::string read_all(int fd, const std::string& path) {
 }
 
 }  // namespace
+
+std::optional<std::string> read_small_file(const std::string& path, uint64_t max_bytes, std::string* why) {
+  auto fail = [&](const std::string& w) -> std::optional<std::string> {
+    if (why) *why = w;
+    return std::nullopt;
+  };
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return fail(std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return fail("is not a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return fail("has " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max_bytes) +
+                " allowed");
+  }
+  // The file may grow between fstat and read: read at most one byte past the
+  // cap, and refuse if that byte exists.
+  std::string out;
+  out.reserve(static_cast<size_t>(st.st_size));
+  char buf[65536];
+  for (;;) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof buf, max_bytes + 1 - out.size()));
+    ssize_t n = ::read(fd, buf, want);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      return fail(std::strerror(e));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_bytes) {
+      ::close(fd);
+      return fail("grew past the " + std::to_string(max_bytes) + " bytes allowed while being read");
+    }
+  }
+  ::close(fd);
+  return out;
+}
 
 std::optional<std::string> try_read_file(const std::string& path) {
   try {

@@ -56,7 +56,8 @@ std::string host_name() {
 }
 
 std::optional<LockHolder> read_lock_holder(const std::string& path) {
-  auto text = try_read_file(path);
+  // "pid=N host=H note": a longer file (or a FIFO planted in its place) is not a holder line.
+  auto text = read_small_file(path, 4096);
   if (!text || trim(*text).empty()) return std::nullopt;
   return parse_holder(*text);
 }

@@ -321,7 +321,7 @@ def test_cache_subcommands(proj):
     cache_cmd(proj.cache, "show", "nosuch", check=2)
     kept = json.loads(cache_cmd(proj.cache, "clean", "--older-than", "1d", "--json").stdout)
     assert kept["entries_removed"] == 0
-    gc = json.loads(cache_cmd(proj.cache, "gc", "--max-size", "1", "--json").stdout)
+    gc = json.loads(cache_cmd(proj.cache, "gc", "--max-size", "1B", "--json").stdout)
     assert gc["entries_removed"] == 3  # the module and its two objects
     assert json.loads(cache_cmd(proj.cache, "list", "--json").stdout)["entries"] == []
     assert proj.build()["cache"] == "miss"

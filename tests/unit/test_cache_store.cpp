@@ -17,6 +17,7 @@
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/lock.h"
+#include "tvmffi_jit/util/strings.h"
 
 using namespace tvmffi_jit;
 using namespace tvmffi_jit::cache;
@@ -261,8 +262,8 @@ TEST_CASE("cleaning never follows a symlink planted in the root", "[cache][maint
   VerifyReport v = verify_cache(f.store, false);
   CHECK(v.problems.size() == 1);
   CleanReport c = clean_cache(f.store, std::nullopt);
-  CHECK(c.entries_removed == 2);
-  CHECK_FALSE(util::path_exists(link));
+  CHECK(c.entries_removed == 1);
+  CHECK(util::path_exists(link));  // not an entry the tool wrote: left alone, and never followed
   CHECK(util::read_file(precious) == "keep me");
 }
 
@@ -382,4 +383,113 @@ TEST_CASE("a root opened without the write probe is probed on demand", "[cache][
   CHECK_FALSE(bad.writable);
   CHECK(bad.write_probed);
   CHECK_THAT(bad.unwritable_why, Catch::Contains("cannot create the cache root"));
+}
+
+TEST_CASE("a lookup re-hashes artifacts up to the size it is given", "[cache][store]") {
+  Fixture f;
+  PublishResult p = f.publish("m", kKeyA, "0123456789");
+  util::write_file(util::join_path(p.entry_dir, "m.so"), "0123456780");  // same size
+  CHECK(f.store.lookup(p.entry_dir, kKeyA).hit);  // sizes only
+  LookupOptions small;
+  small.verify_digest_up_to = 9;  // the artifact is bigger: not re-hashed
+  CHECK(f.store.lookup(p.entry_dir, kKeyA, small).hit);
+  for (uint64_t limit : {uint64_t(10), kVerifyAll}) {
+    LookupOptions o;
+    o.verify_digest_up_to = limit;
+    LookupResult r = f.store.lookup(p.entry_dir, kKeyA, o);
+    CHECK_FALSE(r.hit);
+    CHECK(r.corrupt);
+    CHECK_THAT(r.miss_reason, Catch::Contains("SHA-256"));
+  }
+}
+
+TEST_CASE("a hit serves only an artifact entry.json lists", "[cache][store]") {
+  Fixture f;
+  PublishResult p = f.publish("m", kKeyA, "x");
+  // A file planted next to the listed artifact is never served.
+  util::write_file(util::join_path(p.entry_dir, "other.so"), "planted");
+  LookupOptions o;
+  o.required_artifacts = {"other.so"};
+  LookupResult r = f.store.lookup(p.entry_dir, kKeyA, o);
+  CHECK_FALSE(r.hit);
+  CHECK(r.corrupt);
+  CHECK_THAT(r.miss_reason, Catch::Contains("does not list other.so"));
+  o.required_artifacts = {"m.so"};
+  LookupResult ok = f.store.lookup(p.entry_dir, kKeyA, o);
+  REQUIRE(ok.hit);
+  CHECK(ok.artifact_path("m.so") == util::join_path(p.entry_dir, "m.so"));
+  CHECK(ok.artifact_path("other.so").empty());
+}
+
+TEST_CASE("publishing over an occupant with a same-size corruption replaces it", "[cache][store]") {
+  Fixture f;
+  PublishResult p = f.publish("m", kKeyA, "good bytes");
+  util::write_file(util::join_path(p.entry_dir, "m.so"), "evil bytes");
+  PublishResult again = f.publish("m", kKeyA, "good bytes");
+  CHECK(again.ours);
+  CHECK(util::read_file(util::join_path(p.entry_dir, "m.so")) == "good bytes");
+}
+
+TEST_CASE("an artifact that cannot be published moves out of the root to a directory of the caller's",
+          "[cache][store]") {
+  Fixture f;
+  std::string moved;
+  {
+    Staging s = f.store.stage();
+    std::string built = util::join_path(s.build_dir(), "m.so");
+    util::write_file(built, "artifact");
+    moved = s.move_artifact_out(built, "m.so", "m");
+  }  // the staging dir is gone now
+  CHECK(util::read_file(moved) == "artifact");
+  CHECK_FALSE(util::starts_with(moved, f.store.root() + "/"));
+  CHECK(util::starts_with(util::file_name(util::parent_path(moved)), "tvmffi-jit-m-"));
+  CHECK(list_entries(f.store.root(), true).empty());
+  util::remove_all(util::parent_path(moved));
+}
+
+TEST_CASE("entry.json is read with a size cap and never from a FIFO", "[cache][store]") {
+  Fixture f;
+  PublishResult p = f.publish("m", kKeyA, "x");
+  std::string entry = util::join_path(p.entry_dir, "entry.json");
+  // A sparse file far over the cap: refused from its size, not read.
+  REQUIRE(::truncate(entry.c_str(), static_cast<off_t>(3ull << 30)) == 0);
+  LookupResult big = f.store.lookup(p.entry_dir, kKeyA);
+  CHECK_FALSE(big.hit);
+  CHECK_THAT(big.miss_reason, Catch::Contains("more than the"));
+  REQUIRE(::unlink(entry.c_str()) == 0);
+  REQUIRE(::mkfifo(entry.c_str(), 0600) == 0);  // a blocking read would hang here
+  LookupResult fifo = f.store.lookup(p.entry_dir, kKeyA);
+  CHECK_FALSE(fifo.hit);
+  CHECK_THAT(fifo.miss_reason, Catch::Contains("not a regular file"));
+  // stats files are capped the same way.
+  util::write_file(util::join_path(f.store.root(), "stats.json"), "");
+  REQUIRE(::truncate(util::join_path(f.store.root(), "stats.json").c_str(), static_cast<off_t>(3ull << 30)) == 0);
+  CHECK(read_stats(f.store.root()).empty());
+}
+
+TEST_CASE("text that is not UTF-8 is stored: compiler output and flags replaced, header paths exactly",
+          "[cache][store]") {
+  Fixture f;
+  std::string odd_dir = util::join_path(f.tmp.path(), "d\xff\xfe");
+  util::make_directories(odd_dir);
+  std::string h = util::join_path(odd_dir, "h\xc3.h");
+  util::write_file(h, "#define K 1\n");
+  Staging s = f.store.stage();
+  std::string built = util::join_path(s.build_dir(), "m.so");
+  util::write_file(built, "bin");
+  EntryRecord rec;
+  rec.kind = "module";
+  rec.name = "m";
+  rec.key = kKeyA;
+  rec.headers = hash_headers({h}, "/", {}, {});
+  rec.inputs = {{"flags", {"-DX=\xff"}}};
+  rec.compiler_output = "warning: \x80\xff odd bytes\n";
+  PublishResult p = f.store.publish(s, f.store.module_entry_dir("m", kKeyA), rec, {{built, "m.so"}});
+  LookupResult r = f.store.lookup(p.entry_dir, kKeyA);
+  REQUIRE(r.hit);  // the recorded header was found again under its exact bytes
+  REQUIRE(r.entry->headers.size() == 1);
+  CHECK(r.entry->headers[0].path == h);
+  CHECK(r.entry->compiler_output == "warning: \xef\xbf\xbd\xef\xbf\xbd odd bytes\n");
+  util::write_file(h, "#define K 2\n");
+  CHECK_FALSE(f.store.lookup(p.entry_dir, kKeyA).hit);
 }

@@ -2,7 +2,7 @@
 //
 // entry.json (format_version = kCacheFormatVersion):
 //   {
-//     "format_version": 1,
+//     "format_version": 2,
 //     "kind": "module" | "object",
 //     "name": "<module name>",                 // objects: the source file name
 //     "key": "<64 hex>",                       // the full key; the directory has 16
@@ -10,14 +10,18 @@
 //     "created": <unix seconds>,
 //     "artifacts": [{"file": "<name>", "size": <bytes>, "sha256": "<hex>"}],
 //     "headers": [{"path": "/abs/h.h", "size": <bytes>, "sha256": "<hex>"}],
+//                 // a path that is not valid UTF-8 is stored as "path_hex" (its bytes in hex)
+//     "objects": [{"key": "<64 hex>", "sha256": "<hex>"}],  // modules: the cached objects
+//                 // it was linked from and the digest each had when linked
+
 //     "inputs": { ... summary for `cache show`, never used for decisions ... },
-//     "compiler_output": "<warnings and notes the compilers printed>"
+//     "compiler_output": "<warnings and notes the compilers printed>"   // at most 1 MiB kept
 //   }
 // An entry directory appears only by the rename of a complete staging
 // directory, so entry.json and every artifact it names exist together; a
 // reader still checks each artifact's size (cheap) and `cache verify` its
-// SHA-256. An unknown format_version, a malformed file or a missing field
-// is a miss, never an error.
+// SHA-256. An unknown format_version, a malformed file, a missing field or
+// a file over kMaxEntryFileBytes is a miss, never an error.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +34,11 @@
 namespace tvmffi_jit::cache {
 
 inline constexpr const char* kEntryFileName = "entry.json";
+// entry.json is read as hostile input: a bigger one is not read at all. The
+// writer keeps under it by truncating compiler output to
+// kMaxStoredCompilerOutput (and refuses to publish an entry that would not fit).
+inline constexpr uint64_t kMaxEntryFileBytes = 16ull << 20;
+inline constexpr size_t kMaxStoredCompilerOutput = 1u << 20;
 
 struct ArtifactRecord {
   std::string file;  // a plain file name inside the entry directory
@@ -43,6 +52,14 @@ struct HeaderRecord {
   std::string sha256;
 };
 
+// A cached object a module was linked from (docs/cache.md, "What the cache
+// promises"): `cache verify` removes a module together with a bad object it
+// was linked from.
+struct ObjectRecord {
+  std::string key;     // the object entry's full key
+  std::string sha256;  // the object file's digest when it was linked
+};
+
 struct EntryRecord {
   int format_version = 0;
   std::string kind;  // "module" | "object"
@@ -52,6 +69,7 @@ struct EntryRecord {
   int64_t created = 0;
   std::vector<ArtifactRecord> artifacts;
   std::vector<HeaderRecord> headers;
+  std::vector<ObjectRecord> objects;  // modules only
   nlohmann::json inputs = nlohmann::json::object();
   std::string compiler_output;
 };
@@ -59,7 +77,15 @@ struct EntryRecord {
 nlohmann::json entry_to_json(const EntryRecord& e);
 // nullopt (with `why`) for anything not a well-formed entry of our format.
 std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string* why);
-// Reads <dir>/entry.json; nullopt (with `why`) when missing or malformed.
+// Reads <dir>/entry.json (at most kMaxEntryFileBytes, never through a
+// symlink or from a FIFO); nullopt (with `why`) when missing or malformed.
 std::optional<EntryRecord> read_entry(const std::string& dir, std::string* why);
+// entry.json as JSON (same limits as read_entry), whatever its format version;
+// discarded JSON when missing, too big or malformed.
+nlohmann::json read_entry_json(const std::string& dir, std::string* why);
+// entry.json serialised for writing: throws Error(kIo) when it would be over
+// kMaxEntryFileBytes (thousands of recorded headers), so that every entry
+// written can be read back.
+std::string entry_file_text(const EntryRecord& e);
 
 }  // namespace tvmffi_jit::cache

@@ -14,6 +14,8 @@
 // Version history (kCacheFormatVersion covers this field layout and the
 // entry.json grammar in cache/entry.h; bump it on any change to either):
 //   1: initial layout.
+//   2: entry.json records the objects a module was linked from ("objects")
+//      and header paths that are not UTF-8 as "path_hex".
 #pragma once
 
 #include <string>
@@ -22,7 +24,7 @@
 
 namespace tvmffi_jit::cache {
 
-inline constexpr int kCacheFormatVersion = 1;
+inline constexpr int kCacheFormatVersion = 2;
 
 struct SourceInput {
   std::string name;       // file name for file sources, "<inline cpp>" style label for inline pieces

@@ -21,6 +21,9 @@ struct EntryInfo {
   bool is_object = false;
   bool is_symlink = false;
   std::optional<EntryRecord> entry;  // nullopt when entry.json is missing or malformed
+  // entry.json (of any format version) names this directory as an entry
+  // tvmffi-jit wrote: the only entries clean, gc and verify --remove delete.
+  bool ours = false;
   std::string problem;               // why `entry` is nullopt
   uint64_t bytes = 0;                // sum of the regular files in the directory
   int64_t last_used = 0;             // unix seconds (directory mtime: set on publish and on every hit)
@@ -50,6 +53,7 @@ struct VerifyProblem {
   std::string dir;
   std::string problem;
   bool removed = false;
+  std::string kept_why;  // with --remove: why it was not removed (not recognisably ours)
 };
 
 struct VerifyReport {
@@ -58,7 +62,12 @@ struct VerifyReport {
 };
 
 // Re-hashes every artifact of every entry (modules and objects) against
-// entry.json; with `remove`, bad entries are removed.
+// entry.json. A module linked from a bad object is bad too: it records each
+// object's key and digest when linked, and if that digest is the object's
+// recorded one or its current (corrupt) one, the module may hold the corrupt
+// bytes (docs/cache.md, "What the cache promises"). With `remove`, bad
+// entries that tvmffi-jit wrote are removed (EntryInfo::ours); anything
+// else is reported and left alone.
 VerifyReport verify_cache(const Store& store, bool remove);
 
 struct CleanReport {
@@ -68,13 +77,16 @@ struct CleanReport {
   uint64_t bytes_kept = 0;
 };
 
-// Removes entries last used more than `older_than_seconds` ago (all entries
-// when nullopt), the compiler memo with them when removing everything, and
-// abandoned staging directories (their process is gone, or they are older
-// than a day, or than `older_than_seconds`).
+// Removes entries (only those EntryInfo::ours) last used more than
+// `older_than_seconds` ago (all when nullopt), the compiler identity memos
+// with them when removing everything, and abandoned staging directories of
+// the names Store creates (their process is gone, or they are older than a
+// day, or than `older_than_seconds`). The caller checks the root is marked
+// (require_marked_root).
 CleanReport clean_cache(const Store& store, std::optional<int64_t> older_than_seconds);
 
-// Removes least recently used entries until the entries total at most `max_bytes`.
+// Removes least recently used entries (only those EntryInfo::ours) until they
+// total at most `max_bytes`, and abandoned staging directories.
 CleanReport gc_cache(const Store& store, uint64_t max_bytes);
 
 }  // namespace tvmffi_jit::cache

@@ -8,6 +8,17 @@
 //   tmp/                       private staging dirs, published by one rename
 //   stats.json, stats.log      counters: folded totals and journal (cache/stats.h)
 //   stats.lock                 taken while folding the journal
+//   CACHEDIR.TAG               Cache Directory Tagging spec (backup tools skip the root)
+//   TVMFFI_JIT_CACHE           "tvmffi-jit cache layout <N>": the root is ours
+//
+// The two marker files are what make a directory a tvmffi-jit cache. `cache
+// clean|gc|verify --remove|stats --zero` refuse a root without them (exit 5):
+// pointed at a home directory by mistake they would otherwise delete what
+// looks like cache names. A build marks the root it creates, and adopts an
+// unmarked existing root only when it is empty or holds nothing but names
+// of this layout (a root made by a tool from before the marker); it refuses
+// (exit 5) an unmarked root holding anything else. `/` and the home directory
+// itself are never a cache root.
 #pragma once
 
 #include <string>
@@ -19,17 +30,29 @@ namespace tvmffi_jit::cache {
 // else ~/.cache/tvmffi-jit. Returned absolute (lexically), not resolved.
 std::string resolve_root_path(const std::string& cli_value);
 
+inline constexpr const char* kCacheDirTagName = "CACHEDIR.TAG";
+inline constexpr const char* kRootMarkerName = "TVMFFI_JIT_CACHE";
+// The layout of names under the root (this file's comment); bump when it changes.
+inline constexpr int kRootLayout = 1;
+
 struct CacheRoot {
   std::string path;            // absolute
+  bool marked = false;         // carries CACHEDIR.TAG and TVMFFI_JIT_CACHE
+  int layout = 0;              // from TVMFFI_JIT_CACHE when marked
   bool writable = false;       // false: lookups still work, stores are skipped
   bool write_probed = false;   // false: `writable` is assumed, not yet tried
   std::string unwritable_why;  // for the warning
 };
 
-// Opens the root. With `create`, a missing root is created (mode 0700,
-// parents included). Throws Error(kIo, exit 5) when the root is not a
-// directory, is not owned by the current user, or is writable by group or
-// others: a shared-writable cache would let another user plant artifacts.
+// Opens the root. With `create` (the build path), a missing root is created
+// (mode 0700, parents included) and marked, and an unmarked one is adopted
+// or refused as described above; without it nothing is written and
+// `marked` says whether the markers are there. Throws Error(kIo, exit 5)
+// when the root is `/` or the home directory, is not a directory, is not
+// owned by the current user, or is writable by group or others (a
+// shared-writable cache would let another user plant artifacts), and, with
+// `create`, when it is an unmarked directory holding names this tool does
+// not create.
 // A root that cannot be created or written is not an error: `writable` is
 // false and the caller warns and builds elsewhere. Without `probe_write`
 // writability is assumed until probe_root_writable() tries it: a cache hit
@@ -41,6 +64,17 @@ void probe_root_writable(CacheRoot& root);
 
 // The longest name is_valid_entry_name() accepts.
 constexpr size_t kMaxEntryNameLength = 128;
+
+// For commands that delete: throws Error(kIo, exit 5) unless the root is
+// marked with this tool's layout. A root that does not exist passes (there
+// is nothing to delete); returns whether it exists.
+bool require_marked_root(const CacheRoot& root);
+
+// Writes CACHEDIR.TAG and TVMFFI_JIT_CACHE into `root` (each atomically).
+void write_root_markers(const std::string& root);
+
+// "<name>_<16 lower hex>" with <name> a valid entry name: a module entry directory.
+bool is_module_entry_dir_name(std::string_view name);
 
 // Names that may appear in a path under the root: [A-Za-z0-9_.-]{1,128},
 // not starting with '.', so no name escapes the root or hides as a dotfile.

@@ -26,6 +26,25 @@
 
 namespace tvmffi_jit::cache {
 
+// What a lookup checks beyond entry.json, the full key, each listed
+// artifact's presence and size, and the recorded headers.
+struct LookupOptions {
+  // Artifacts of at most this many bytes are re-hashed against their
+  // recorded SHA-256 (0: sizes only; kVerifyAll: every artifact).
+  uint64_t verify_digest_up_to = 0;
+  // Files the caller is going to use: each must be listed in entry.json, or
+  // the entry is a (corrupt) miss.
+  std::vector<std::string> required_artifacts;
+};
+inline constexpr uint64_t kVerifyAll = ~uint64_t{0};
+
+// A module artifact served on a hit is re-hashed when it is at most this big
+// (build --verify: always). Chosen from bench/cache/run.sh (docs/cache.md,
+// "What the cache promises"): SHA-256 ran at 0.6-1.1 GB/s on the loaded
+// 2-core machine, so the largest module re-hashed adds at most ~4-7 ms to a
+// hit, while the README example's 57 KB module adds ~0.05 ms.
+inline constexpr uint64_t kVerifyOnHitMaxBytes = 4ull << 20;
+
 struct LookupResult {
   bool hit = false;
   std::string entry_dir;
@@ -33,7 +52,14 @@ struct LookupResult {
   std::string miss_reason;           // "absent", "artifact x.so has 12 bytes, entry.json says 99", ...
   bool corrupt = false;              // an entry existed but was unusable (not just absent or stale headers)
   std::string artifact_path(size_t i = 0) const;
+  // The path of the artifact named `file` if entry.json lists it, else "".
+  std::string artifact_path(const std::string& file) const;
 };
+
+// Why `a` (listed in the entry at `entry_dir`) cannot be served: missing, not
+// a regular file, another size, or (with `check_digest`) another SHA-256.
+// nullopt when it is intact.
+std::optional<std::string> check_artifact(const std::string& entry_dir, const ArtifactRecord& a, bool check_digest);
 
 // A private build directory under <root>/tmp, removed on destruction unless
 // published or kept.
@@ -45,6 +71,15 @@ class Staging {
   std::string build_dir() const;  // <staging>/build: give this to the executor
   std::string entry_dir() const;  // <staging>/entry: what gets renamed
   void keep() { dir_.keep(); }
+  // When a build cannot be published (a source changed during it, the
+  // filesystem is full...), its artifact must not be served from here: `cache
+  // gc` removes the staging dir once this process is gone. Moves the artifact
+  // (at `built_path`, or already moved into entry_dir() by a failed publish)
+  // into a new directory outside the root, `$TMPDIR/tvmffi-jit-<label>-XXXXXX`,
+  // which belongs to the caller (tvmffi-jit never deletes it), and returns
+  // its new path. Throws Error(kIo) saying both failures if it cannot.
+  std::string move_artifact_out(const std::string& built_path, const std::string& file_name,
+                                const std::string& label) const;
 
  private:
   friend class Store;
@@ -63,6 +98,7 @@ class Store {
   explicit Store(CacheRoot root);
   const std::string& root() const { return root_.path; }
   bool writable() const { return root_.writable; }
+  bool marked() const { return root_.marked; }  // carries tvmffi-jit's root markers (cache/root.h)
   // Probes the root if it was opened without probing (open_root); returns writable().
   bool check_writable();
   const std::string& unwritable_why() const { return root_.unwritable_why; }
@@ -73,10 +109,12 @@ class Store {
   std::string tmp_dir() const;
   std::string locks_dir() const;
 
-  // Reads entry.json, checks the full key, every artifact's size and the
-  // recorded headers. On a hit, marks the entry used (its directory mtime,
-  // for gc ordering only).
-  LookupResult lookup(const std::string& entry_dir, const std::string& key_hex) const;
+  // Reads entry.json, checks the full key, every listed artifact (present,
+  // regular, recorded size; digest as `options` say), the required artifact
+  // names and the recorded headers. On a hit, marks the entry used (its
+  // directory mtime, for gc ordering only).
+  LookupResult lookup(const std::string& entry_dir, const std::string& key_hex,
+                      const LookupOptions& options = {}) const;
 
   // Per-entry lock; see util/lock.h. `what` goes into the holder line.
   util::FileLock lock(const std::string& entry_dir, const std::string& what, double timeout_seconds) const;
@@ -86,8 +124,11 @@ class Store {
 
   // Moves `files` ((source path, file name in the entry)) into the staging
   // entry dir, fills in artifact sizes and hashes and the format fields of
-  // `record`, writes entry.json and renames into `entry_dir`. Throws
-  // Error(kIo) if publishing fails (the caller then keeps the staging dir).
+  // `record`, writes entry.json and renames into `entry_dir`. An occupant of
+  // `entry_dir` is kept only if it passes a lookup with every digest checked.
+  // Throws Error(kIo) if publishing fails; the files may then already be in
+  // the staging entry dir, which is the caller's to move out of the root
+  // (a staging dir is removed by `cache gc` once its process is gone).
   PublishResult publish(Staging& staging, const std::string& entry_dir, EntryRecord record,
                         const std::vector<std::pair<std::string, std::string>>& files) const;
 

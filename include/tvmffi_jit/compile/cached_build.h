@@ -2,13 +2,17 @@
 //
 //   module key   = compute_module_key(everything the plan says + compiler and
 //                  tvm-ffi identities + relevant environment)    (cache/key.h)
-//   lookup       = entry.json key + artifact sizes + re-hashed headers
+//   lookup       = entry.json key + listed artifacts with their sizes (and
+//                  digests: objects always, modules when small or --verify)
+//                  + re-hashed headers
 //   miss         = per-key flock (bounded wait) -> lookup again -> build in a
 //                  staging dir under the root with execute_plan(), whose
 //                  CompileHooks look each unit's object up by its own key
 //                  before compiling and store it after -> record the headers
 //                  every compiler read (depfiles) -> publish by one rename
 //   cannot write = warn, build in a temp dir outside the root, still succeed
+//   cannot store = (a source changed during the build, publish failed) the
+//                  artifact moves to a temp dir outside the root (the caller's)
 //
 // Docs: docs/cache.md.
 #pragma once
@@ -64,6 +68,7 @@ class InFlightUnits {
 struct CachedBuildOptions {
   std::string cache_dir;  // --cache-dir; empty: TVMFFI_JIT_CACHE_DIR, XDG_CACHE_HOME, ~/.cache
   bool force = false;     // --force: skip the lookups (module and objects), rebuild, replace
+  bool verify = false;    // --verify: re-hash the module artifact on a hit whatever its size
   double lock_timeout_seconds = 600;
   bool keep_key_trace = false;  // fill CachedBuildResult::key_trace and log every key's trace (debug, -vv)
   ExecuteOptions exec;

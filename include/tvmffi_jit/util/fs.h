@@ -18,6 +18,13 @@ namespace tvmffi_jit::util {
 int open_for_reading(const std::string& path, uint64_t* size = nullptr);
 std::string read_file(const std::string& path);  // "cannot read PATH: ..." on failure
 std::optional<std::string> try_read_file(const std::string& path);  // nullopt on any failure
+// A small file the tool wrote itself (cache metadata, memos, journals), read
+// as hostile input: opened without following a final symlink and without
+// blocking (a FIFO planted in its place), accepted only as a regular file of
+// at most `max_bytes`. nullopt with `why` ("is not a regular file", "has
+// 3221225472 bytes, more than the 16777216 allowed", "No such file or
+// directory") otherwise; `why` may be null.
+std::optional<std::string> read_small_file(const std::string& path, uint64_t max_bytes, std::string* why = nullptr);
 void write_file(const std::string& path, std::string_view content);
 // Writes to a unique temp file in the same directory, fsyncs nothing (the
 // cache's correctness rests on rename atomicity, not durability), then

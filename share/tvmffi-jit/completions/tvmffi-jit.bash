@@ -10,7 +10,7 @@ _tvmffi_jit_global_opts="-h --help --version -v --verbose -q --quiet --cache-dir
 _tvmffi_jit_build_opts="-h --help -m --manifest --name --function --cflag --cuda-cflag --ldflag -I --include
   --arch --emit --compiler --kernel-name --embed-cubin --build-dir --tvm-ffi-root -j --jobs --json
   -k --keep-going --mem-per-job --cxx-launcher --cuda-launcher
-  -v --verbose -q --quiet --cache-dir --no-cache -o --output --link-to --depfile --compile-commands --force --validate --require-driver --device --timeout"
+  -v --verbose -q --quiet --cache-dir --no-cache -o --output --link-to --depfile --compile-commands --force --verify --validate --require-driver --device --timeout"
 _tvmffi_jit_inspect_opts="-h --help --json -j --jobs --no-demangle --no-ptx --scan-data --load --device --timeout"
 _tvmffi_jit_doctor_opts="-h --help --json --cache-dir --tvm-ffi-root --require"
 _tvmffi_jit_cache_common_opts="-h --help --cache-dir --json"
@@ -113,9 +113,16 @@ _tvmffi_jit() {
       COMPREPLY=($(compgen -c -- "$cur"))
       return
       ;;
+    --older-than)  # a unit is required: a bare number is refused
+      COMPREPLY=($(compgen -W "12h 1d 7d 30d" -- "$cur"))
+      return
+      ;;
+    --max-size)
+      COMPREPLY=($(compgen -W "500M 1G 2G 10G" -- "$cur"))
+      return
+      ;;
     --name | --function | --cflag | --cuda-cflag | --ldflag | --kernel-name | -j | --jobs | --device | --timeout | \
-      --mem-per-job | \
-      --older-than | --max-size)
+      --mem-per-job)
       return
       ;;
   esac
