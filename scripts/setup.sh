@@ -2,7 +2,11 @@
 # Sets up a fresh Debian 12 machine (with the CUDA toolkit) for tvmffi-jit and
 # builds it into ./build. Idempotent: a second run only rebuilds what changed.
 #   Debian packages: compilers, CMake, CLI11, nlohmann-json, spdlog/fmt, Catch2,
-#                    OpenSSL, liblz4, libzstd, libelf, clang (fuzzing), groff.
+#                    OpenSSL, liblz4, libzstd, libelf, clang (fuzzing), groff;
+#                    hiredis and libcurl headers (the remote cache tier), and
+#                    redis-server + nginx (its http_dav_module answers PUT),
+#                    which the remote-cache tests run as their own processes on
+#                    127.0.0.1 with temp configs (never the packages' services).
 #   PyPI:            apache-tvm-ffi (headers, libtvm_ffi.so, loader), numpy,
 #                    pytest, jsonschema (tests only).
 set -euo pipefail
@@ -11,7 +15,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake ninja-build pkg-config git
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev catch2
   libssl-dev liblz4-dev libzstd-dev libelf-dev
-  clang libclang-rt-14-dev groff man-db bash-completion zsh)
+  clang libclang-rt-14-dev groff man-db bash-completion zsh
+  libcurl4-openssl-dev libhiredis-dev redis-server nginx)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

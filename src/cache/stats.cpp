@@ -26,7 +26,9 @@ std::string journal_path(const std::string& root) { return util::join_path(root,
 std::string stats_lock_path(const std::string& root) { return util::join_path(root, "stats.lock"); }
 
 #define TVMFFI_JIT_STATS_FIELDS(X) \
-  X(hits) X(misses) X(object_hits) X(object_misses) X(stores) X(bytes_stored) X(store_failures) X(corrupt_entries)
+  X(hits) X(misses) X(object_hits) X(object_misses) X(stores) X(bytes_stored) X(store_failures) X(corrupt_entries) \
+  X(remote_hits) X(remote_misses) X(remote_errors) X(remote_corrupt) X(remote_stores) X(remote_bytes_received) \
+  X(remote_bytes_sent) X(imported_hits)
 
 // Sums the complete lines of a journal; a torn last line (a crash between
 // the bytes of one write, or a full disk) is ignored.

@@ -8,6 +8,9 @@
 //                  each unit's own inputs -> record the headers every compiler
 //                  read (depfiles) -> publish by one rename
 //   cannot write = warn, build in a temp dir outside the root, still succeed
+//   remote tier  = after a local miss, an imported or remote entry (verified,
+//                  published locally) answers instead of a build; after a
+//                  build, the entry is uploaded (cache/remote.h)
 //
 // Docs: docs/cache.md.
 #pragma once
@@ -19,6 +22,7 @@
 #include "tvmffi_jit/compile/manifest.h"
 #include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/cache/key.h"
+#include "tvmffi_jit/cache/remote.h"
 #include "tvmffi_jit/toolchain/toolchain.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
 
@@ -29,12 +33,17 @@ struct CachedBuildOptions {
   bool force = false;     // --force: skip the lookups (module and objects), rebuild, replace
   double lock_timeout_seconds = 600;
   bool keep_key_trace = false;  // fill CachedBuildResult::key_trace
+  // Paths under it enter the portable key relative to it (cache/portable.h);
+  // absolute. Empty: none (every path absolute, nothing shared across paths).
+  std::string base_dir;
+  cache::RemoteOptions remote;
   ExecuteOptions exec;
 };
 
 struct CachedBuildResult {
   BuildResult build;        // commands that ran (none on a hit); artifact_path is the published file
-  std::string cache;        // "hit" | "miss"
+  std::string cache;        // "hit" | "remote-hit" | "miss"
+  std::string remote_source;  // remote hits: the server (redacted URL) or "imported"
   std::string key;          // 64 hex
   std::string key_trace;    // every hashed field, when asked for
   std::string entry_dir;    // the entry holding the artifact; empty when it could not be stored
