@@ -190,7 +190,9 @@ def test_an_unreachable_server_costs_one_connect_timeout_then_builds_locally(wor
         warnings = [l for l in a["stderr"].splitlines() if "remote cache" in l]
         assert len(warnings) == 2, a["stderr"]
         ms = [float(m) for m in re.findall(r"after (\d+) ms", a["stderr"])]
-        assert ms and max(ms) <= 150, (ms, "the connect timeout is 100 ms; loose bound for a loaded machine")
+        # The connect timeout is 100 ms; the warning measures the whole failed attempt (for http
+        # also loading libcurl). Loose bound: CI machines are shared and loaded.
+        assert ms and max(ms) <= 300, ms
         s = world.a.stats()
         assert s["remote_errors"] == 2 and s["remote_stores"] == 0
         assert elapsed < 60
