@@ -13,6 +13,7 @@
 #include "cli/driver_load.h"
 #include "build_outputs.h"
 #include "tvmffi_jit/cache/remote.h"
+#include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/compile/cached_build.h"
 #include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/compile/manifest.h"
@@ -71,6 +72,9 @@ cache::RemoteOptions remote_options(const BuildArgs& args) {
   if (!args.remote_namespace.empty()) cl.key_namespace = args.remote_namespace;
   cache::RemoteOptions o = cache::remote_options_from_environment(cl, args.remote_read_only);
   cache::check_remote_urls(o.urls);
+  if (!o.key_namespace.empty() && !cache::is_valid_entry_name(o.key_namespace))
+    throw usage_error("remote namespace '" + o.key_namespace +
+                      "': use letters, digits, '.', '_' and '-' (it becomes part of a URL path and a Redis key)");
   return o;
 }
 

@@ -301,5 +301,7 @@ def test_bad_remote_urls_are_usage_errors(world):
     for url in ("ftp://x/y", "redis://host/notanumber", "http://"):
         p = world.a.build(remote=url, check=2)
         assert "remote" in p.stderr
+    p = world.a.build("--remote-namespace", "team/a", remote="redis://127.0.0.1:1", check=2)
+    assert "namespace" in p.stderr
     p = world.a.build(remote="redis://:hunter2@127.0.0.1:1/0", check=0)  # nothing listens there
     assert "hunter2" not in p["stderr"] and "***@127.0.0.1" in p["stderr"]
