@@ -184,7 +184,7 @@ def test_an_unreachable_server_costs_one_connect_timeout_then_builds_locally(wor
     with remote_servers.unresponsive_port() as port:
         url = f"redis://127.0.0.1:{port}" if kind == "redis" else f"http://127.0.0.1:{port}/cache"
         t0 = time.monotonic()
-        a = world.a.build(remote=[url, url])  # a second server on the same host is not asked either
+        a = world.a.build(remote=[url, url])  # each server: one attempt, then given up (no upload try)
         elapsed = time.monotonic() - t0
         assert a["cache"] == "miss" and compiles(world.log) == 2
         warnings = [l for l in a["stderr"].splitlines() if "remote cache" in l]
@@ -242,7 +242,7 @@ def test_a_corrupted_blob_is_rebuilt_and_never_published(world, kind):
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_concurrent_uploads_of_one_key_leave_one_valid_blob(world, kind):
     with remote_servers.server(kind, world.tmp / kind) as srv:
-        roots = [world.tmp / f"root-{i}" for i in range(6)]
+        roots = [world.tmp / f"root-{i}" for i in range(4)]
 
         def one(root):
             return run("build", "-m", world.a.dir / "manifest.json", "--cache-dir", root, "--json",
