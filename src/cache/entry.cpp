@@ -59,7 +59,7 @@ nlohmann::json entry_to_json(const EntryRecord& e) {
   for (const auto& h : e.headers) headers.push_back(header_to_json(h));
   nlohmann::json objects = nlohmann::json::array();
   for (const auto& o : e.objects) objects.push_back({{"key", o.key}, {"sha256", o.sha256}});
-  return {{"format_version", e.format_version},
+  nlohmann::json j = {{"format_version", e.format_version},
           {"kind", e.kind},
           {"name", e.name},
           {"key", e.key},
@@ -70,6 +70,11 @@ nlohmann::json entry_to_json(const EntryRecord& e) {
           {"objects", objects},
           {"inputs", e.inputs},
           {"compiler_output", bounded_compiler_output(e.compiler_output)}};
+  if (!e.portable_key.empty()) {
+    j["portable_key"] = e.portable_key;
+    j["base_dir"] = e.base_dir;
+  }
+  return j;
 }
 
 std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string* why) {
@@ -89,6 +94,11 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
     e.name = j.at("name").get<std::string>();
     e.key = j.at("key").get<std::string>();
     if (!is_hex(e.key, 64)) return fail("malformed key");
+    if (j.contains("portable_key")) {
+      e.portable_key = j.at("portable_key").get<std::string>();
+      if (!is_hex(e.portable_key, 64)) return fail("malformed portable key");
+      e.base_dir = j.at("base_dir").get<std::string>();
+    }
     e.tool_version = j.at("tool_version").get<std::string>();
     e.created = j.at("created").get<int64_t>();
     for (const auto& a : j.at("artifacts")) {

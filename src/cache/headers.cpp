@@ -126,6 +126,8 @@ std::optional<std::string> check_headers(const std::vector<HeaderRecord>& header
   for (const auto& h : headers) {
     struct stat st;
     if (::stat(h.path.c_str(), &st) != 0) return h.path + " is gone";
+    // Never open a FIFO or device: entries may come from a remote store.
+    if (!S_ISREG(st.st_mode)) return h.path + " is not a regular file";
     // A size difference is decisive on its own; equal sizes still re-hash.
     if (static_cast<uint64_t>(st.st_size) != h.size) return h.path + " changed (size)";
     uint64_t size = 0;

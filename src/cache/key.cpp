@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "tvmffi_jit/cache/portable.h"
 #include "tvmffi_jit/util/hash.h"
 
 namespace tvmffi_jit::cache {
@@ -10,38 +11,56 @@ namespace {
 
 std::string tool_version_or_default(const std::string& v) { return v.empty() ? TVMFFI_JIT_VERSION : v; }
 
-void hash_source(util::KeyHasher& h, const SourceInput& s) {
-  h.field("source.name", s.name);
-  h.field("source.directory", s.directory);
-  h.field("source.content", s.content);
+// File contents enter as they are; a source without a directory is text the
+// planner generated, whose #include lines may name files by absolute path.
+void hash_source(util::KeyHasher& h, const SourceInput& s, const BaseDir& base) {
+  h.field("source.name", base.portable_path(s.name));
+  h.field("source.directory", base.portable_path(s.directory));
+  h.field("source.content", s.directory.empty() ? base.portable_text(s.content) : s.content);
 }
 
-void hash_compiler(util::KeyHasher& h, const CompilerInput& c) {
+void hash_compiler(util::KeyHasher& h, const CompilerInput& c, const BaseDir& base) {
   h.field("compiler.role", c.role);
-  h.field("compiler.path", c.path);
-  h.field("compiler.resolved", c.resolved);
+  h.field("compiler.path", base.portable_path(c.path));
+  h.field("compiler.resolved", base.portable_path(c.resolved));
   h.field("compiler.identity", c.identity);
 }
 
-void hash_environment(util::KeyHasher& h, const std::vector<ModuleKeyInputs::EnvVar>& env) {
+std::vector<std::string> portable_args(const std::vector<std::string>& args, const BaseDir& base) {
+  std::vector<std::string> out;
+  out.reserve(args.size());
+  for (const auto& a : args) out.push_back(base.portable_arg(a));
+  return out;
+}
+
+std::vector<std::string> portable_paths(const std::vector<std::string>& paths, const BaseDir& base) {
+  std::vector<std::string> out;
+  out.reserve(paths.size());
+  for (const auto& p : paths) out.push_back(base.portable_path(p));
+  return out;
+}
+
+void hash_environment(util::KeyHasher& h, const std::vector<ModuleKeyInputs::EnvVar>& env, const BaseDir& base) {
   h.field("environment", std::to_string(env.size()));
   for (const auto& v : env) {
     h.field("env.name", v.name);
-    h.field(v.set ? "env.value" : "env.unset", v.value);
+    h.field(v.set ? "env.value" : "env.unset", base.portable_arg(v.value));
   }
 }
 
-void hash_extra(util::KeyHasher& h, const std::vector<std::pair<std::string, std::string>>& extra) {
+void hash_extra(util::KeyHasher& h, const std::vector<std::pair<std::string, std::string>>& extra,
+                const BaseDir& base) {
   h.field("extra", std::to_string(extra.size()));
   for (const auto& [tag, value] : extra) {
     h.field("extra.tag", tag);
-    h.field("extra.value", value);
+    h.field("extra.value", base.portable_arg(value));
   }
 }
 
 }  // namespace
 
 Key compute_module_key(const ModuleKeyInputs& in, bool keep_trace) {
+  const BaseDir base(in.base_dir);
   util::KeyHasher h(keep_trace);
   h.field("kind", "module");
   h.field("cache_format", std::to_string(kCacheFormatVersion));
@@ -49,7 +68,7 @@ Key compute_module_key(const ModuleKeyInputs& in, bool keep_trace) {
   h.field("emit", in.emit_kind);
   h.field("name", in.name);
   h.field("sources", std::to_string(in.sources.size()));
-  for (const auto& s : in.sources) hash_source(h, s);
+  for (const auto& s : in.sources) hash_source(h, s, base);
   h.field("functions", std::to_string(in.functions.size()));
   for (const auto& [name, doc] : in.functions) {
     h.field("function.name", name);
@@ -57,20 +76,22 @@ Key compute_module_key(const ModuleKeyInputs& in, bool keep_trace) {
   }
   h.field("flag_groups", std::to_string(in.flags.size()));
   for (const auto& g : in.flags) {
-    h.field("flags.step", g.step);
-    h.list("flags", g.flags);
+    h.field("flags.step", base.portable_label(g.step));
+    h.list("flags", portable_args(g.flags, base));
   }
-  h.list("include_paths", in.include_paths);
+  h.list("include_paths", portable_paths(in.include_paths, base));
   h.list("archs", in.archs);
   h.field("compilers", std::to_string(in.compilers.size()));
-  for (const auto& c : in.compilers) hash_compiler(h, c);
+  for (const auto& c : in.compilers) hash_compiler(h, c, base);
   h.field("tvm_ffi.version", in.tvm_ffi_version);
-  h.field("tvm_ffi.include_dir", in.tvm_ffi_include_dir);
-  hash_environment(h, in.environment);
-  hash_extra(h, in.extra);
+  h.field("tvm_ffi.include_dir", base.portable_path(in.tvm_ffi_include_dir));
+  hash_environment(h, in.environment, base);
+  hash_extra(h, in.extra, base);
   Key k;
   k.trace = h.trace();
-  k.hex = h.hex_digest();
+  k.portable_hex = h.hex_digest();
+  k.hex = local_key_hex(k.portable_hex, base.path());
+  if (keep_trace) k.trace += "base_dir: " + base.path() + "\nportable_key: " + k.portable_hex + "\n";
   return k;
 }
 
@@ -80,12 +101,13 @@ Key compute_object_key(const ObjectKeyInputs& in, bool keep_trace) {
   h.field("cache_format", std::to_string(kCacheFormatVersion));
   h.field("tool_version", tool_version_or_default(in.tool_version));
   h.field("language", in.language);
-  hash_compiler(h, in.compiler);
+  const BaseDir none;  // objects are local only: every path as it is
+  hash_compiler(h, in.compiler, none);
   h.list("flags", in.flags);
-  hash_source(h, in.source);
+  hash_source(h, in.source, none);
   h.list("include_paths", in.include_paths);
-  hash_environment(h, in.environment);
-  hash_extra(h, in.extra);
+  hash_environment(h, in.environment, none);
+  hash_extra(h, in.extra, none);
   Key k;
   k.trace = h.trace();
   k.hex = h.hex_digest();

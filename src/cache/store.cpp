@@ -216,6 +216,14 @@ PublishResult Store::publish(Staging& staging, const std::string& entry_dir, Ent
     record.artifacts.push_back(std::move(a));
   }
   util::write_file(util::join_path(staging.entry_dir(), kEntryFileName), entry_file_text(record));
+  return commit(staging, entry_dir, std::move(record));
+}
+
+PublishResult Store::publish_prepared(Staging& staging, const std::string& entry_dir, EntryRecord record) const {
+  return commit(staging, entry_dir, std::move(record));
+}
+
+PublishResult Store::commit(Staging& staging, const std::string& entry_dir, EntryRecord record) const {
   util::make_directories(util::parent_path(entry_dir), 0700);
 
   // A few rounds: each either publishes, finds a valid winner, or clears a

@@ -18,6 +18,8 @@
 #include "build_outputs.h"
 #include "tvmffi_jit/compile/batch.h"
 #include "output.h"
+#include "tvmffi_jit/cache/remote.h"
+#include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/compile/cached_build.h"
 #include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/compile/launch.h"
@@ -52,6 +54,10 @@ struct BuildArgs {
   bool force = false;
   bool verify = false;  // --verify: re-hash the cached artifact on a hit whatever its size
   bool no_cache = false;
+  std::string base_dir;                  // --base-dir
+  std::vector<std::string> remote_urls;  // --remote (repeatable)
+  bool remote_read_only = false;         // --remote-read-only
+  std::string remote_namespace;          // --remote-namespace
   std::string tvm_ffi_root;
   int jobs = 0;
   std::string mem_per_job;  // --mem-per-job SIZE (a CUDA unit's reservation in the job gate)
@@ -62,6 +68,27 @@ struct BuildArgs {
 };
 
 bool uses_cache(const BuildArgs& args) { return args.build_dir.empty() && !args.no_cache; }
+
+// The directory paths are made relative to in portable keys (docs/remote.md):
+// --base-dir, else $TVMFFI_JIT_BASE_DIR, else the manifest's directory, else
+// the current directory.
+std::string key_base_dir(const BuildArgs& args, const compile::Manifest& m) {
+  if (!args.base_dir.empty()) return util::absolute_path(args.base_dir);
+  if (const char* v = std::getenv("TVMFFI_JIT_BASE_DIR"); v && *v) return util::absolute_path(v);
+  return m.manifest_path.empty() ? util::current_directory() : util::parent_path(m.manifest_path);
+}
+
+cache::RemoteOptions remote_options(const BuildArgs& args) {
+  cache::RemoteOptions cl;
+  cl.urls = args.remote_urls;
+  if (!args.remote_namespace.empty()) cl.key_namespace = args.remote_namespace;
+  cache::RemoteOptions o = cache::remote_options_from_environment(cl, args.remote_read_only);
+  cache::check_remote_urls(o.urls);
+  if (!o.key_namespace.empty() && !cache::is_valid_entry_name(o.key_namespace))
+    throw usage_error("remote namespace '" + o.key_namespace +
+                      "': use letters, digits, '.', '_' and '-' (it becomes part of a URL path and a Redis key)");
+  return o;
+}
 
 // Finds what this build needs and no more: a CUDA-free module does not look
 // for nvcc, a cubin does not need tvm-ffi. What is absent is recorded and
@@ -151,6 +178,7 @@ nlohmann::json cached_result_json(const compile::BuildPlan& plan, const compile:
   j["key"] = cr.key;
   j["entry_dir"] = cr.entry_dir.empty() ? nlohmann::json() : nlohmann::json(cr.entry_dir);
   if (cr.cache == "miss") j["miss_reason"] = cr.miss_reason;
+  if (cr.cache == "remote-hit") j["remote"] = cr.remote_source;
   j["objects_reused"] = cr.objects_reused;
   j["objects_compiled"] = cr.objects_compiled;
   return j;
@@ -186,6 +214,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     manifest = std::move(expanded.modules.at(0).manifest);
   }
   compile::apply_command_line(manifest, args.inputs);
+  const cache::RemoteOptions remote = uses_cache(args) ? remote_options(args) : cache::RemoteOptions{};
 
   // 2. With what, and how: toolchain (exit 4 when missing) and the plan.
   toolchain::Toolchain tc = find_toolchain(manifest, args);
@@ -206,6 +235,8 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     co.keep_key_trace = ctx.global.verbosity >= 2;  // -vv: what every key was hashed from
     co.verify = args.verify;
     co.exec = exec;
+    co.base_dir = key_base_dir(args, manifest);
+    co.remote = remote;
     compile::CachedBuildResult cr = compile::cached_build(plan, manifest, tc, co);
     nlohmann::json validation;
     int validated = args.validate ? validate_build_output(cr.build.artifact_path, args.driver, args.require_driver,
@@ -445,6 +476,18 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                 "On a cache hit, re-hash the artifact against its recorded SHA-256 whatever its size (modules up to "
                 "4 MiB always are); a mismatch rebuilds");
   sub->add_flag("--no-cache", args->no_cache, "Build in a new temp directory without the cache");
+  sub->add_option("--remote", args->remote_urls,
+                  "Remote cache (http://, https:// or redis:// URL), tried in order after a local miss;\n"
+                  "repeatable (default: $TVMFFI_JIT_REMOTE, URLs separated by spaces; docs/remote.md)")
+      ->allow_extra_args(false);
+  sub->add_flag("--remote-read-only", args->remote_read_only,
+                "Fetch from the remote caches but never upload (also $TVMFFI_JIT_REMOTE_READ_ONLY=1)");
+  sub->add_option("--remote-namespace", args->remote_namespace,
+                  "Key prefix on the remote servers (default: $TVMFFI_JIT_REMOTE_NAMESPACE, else tvmffi-jit)");
+  sub->add_option("--base-dir", args->base_dir,
+                  "Project root for path-independent keys: paths under it are hashed relative to it, so a\n"
+                  "checkout elsewhere hits the remote cache (default: $TVMFFI_JIT_BASE_DIR, else the manifest's\n"
+                  "directory, else the current directory)");
   sub->add_option("--tvm-ffi-root", args->tvm_ffi_root,
                   "tvm-ffi installation (default: $TVM_FFI_ROOT, tvm-ffi-config, python3 -c 'import tvm_ffi')");
   sub->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: one per core)")->check(CLI::NonNegativeNumber);

@@ -1,5 +1,6 @@
 // tvmffi-jit cache path | list | show NAME_OR_KEY | verify [--remove] |
-//                  clean [--older-than DURATION] | gc --max-size SIZE | stats [--zero]
+//                  clean [--older-than DURATION] | gc --max-size SIZE | stats [--zero] |
+//                  export FILE [ENTRY...] | import FILE
 //
 // Every subcommand takes --cache-dir and --json. Exit codes: 0 ok; 3 `verify`
 // found bad entries (even when it removed them); 2 usage (no entry matches
@@ -20,9 +21,11 @@
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/store.h"
+#include "tvmffi_jit/cache/transfer.h"
 #include "tvmffi_jit/cli/commands.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/json.h"
+#include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cli {
@@ -37,6 +40,8 @@ struct CacheArgs {
   std::string older_than;
   std::string max_size;
   bool zero = false;
+  std::string transfer_file;                 // export/import FILE
+  std::vector<std::string> export_entries;   // export: names, entry dirs or key prefixes
 };
 
 void out(const std::string& s) { print_result(s); }
@@ -216,6 +221,17 @@ void run_gc(const CacheArgs& a) {
   print_clean(a, *store, cache::gc_cache(*store, *max));
 }
 
+void print_remote_stats(const cache::StatsCounters& s) {
+  out("remote hits      " + std::to_string(s.remote_hits) + "\n" +
+      "remote misses    " + std::to_string(s.remote_misses) + "\n" +
+      "remote errors    " + std::to_string(s.remote_errors) + "\n" +
+      "remote corrupt   " + std::to_string(s.remote_corrupt) + "\n" +
+      "remote uploads   " + std::to_string(s.remote_stores) + "\n" +
+      "remote received  " + util::format_bytes(s.remote_bytes_received) + "\n" +
+      "remote sent      " + util::format_bytes(s.remote_bytes_sent) + "\n" +
+      "imported hits    " + std::to_string(s.imported_hits) + "\n");
+}
+
 void run_stats(const CacheArgs& a) {
   if (a.zero) {
     std::optional<cache::Store> marked = open_store_to_delete(a);
@@ -239,8 +255,9 @@ void run_stats(const CacheArgs& a) {
     out_json(j);
     return;
   }
-  uint64_t lookups = s.hits + s.misses;
-  std::string rate = lookups ? std::to_string(static_cast<int>(100.0 * s.hits / lookups + 0.5)) + "%" : "-";
+  const uint64_t answered = s.hits + s.remote_hits + s.imported_hits;
+  uint64_t lookups = answered + s.misses;
+  std::string rate = lookups ? std::to_string(static_cast<int>(100.0 * answered / lookups + 0.5)) + "%" : "-";
   out("cache root       " + store.root() + "\n" +
       "module hits      " + std::to_string(s.hits) + "\n" +
       "module misses    " + std::to_string(s.misses) + "\n" +
@@ -253,6 +270,48 @@ void run_stats(const CacheArgs& a) {
       "launch fallbacks " + std::to_string(s.launcher_fallbacks) + "\n" +
       "modules          " + std::to_string(modules) + " (" + util::format_bytes(module_bytes) + ")\n" +
       "objects          " + std::to_string(objects) + " (" + util::format_bytes(object_bytes) + ")\n");
+  print_remote_stats(s);
+}
+
+// ---- export / import (docs/remote.md) --------------------------------------
+
+void run_export(const CacheArgs& a) {
+  cache::Store store = open_store(a);
+  std::vector<std::string> dirs;
+  if (a.export_entries.empty()) {
+    for (const auto& e : cache::list_entries(store.root(), false))
+      if (e.entry) dirs.push_back(e.dir);
+  } else {
+    for (const auto& what : a.export_entries) {
+      auto found = cache::find_entries(store.root(), what);
+      size_t before = dirs.size();
+      for (const auto& e : found)
+        if (e.entry && !e.is_object) dirs.push_back(e.dir);
+      if (dirs.size() == before)
+        throw usage_error("no module entry matches '" + what + "' in " + store.root() +
+                          " (give a module name, an entry directory name or at least 4 hex digits of a key)");
+    }
+  }
+  cache::ExportReport r = cache::export_entries(dirs, a.transfer_file);
+  for (const auto& s : r.skipped) spdlog::warn("not exported: {}", s);
+  if (a.json) {
+    out_json({{"file", a.transfer_file}, {"exported", r.exported}, {"skipped", r.skipped}, {"bytes", r.bytes}});
+  } else {
+    out("exported " + std::to_string(r.exported) + " entries (" + util::format_bytes(r.bytes) + ") to " +
+        a.transfer_file + "\n");
+  }
+}
+
+void run_import(const CacheArgs& a) {
+  cache::Store store(cache::open_root(cache::resolve_root_path(a.cache_dir), true));
+  if (!store.writable()) throw io_error("cannot import into " + store.root() + ": " + store.unwritable_why());
+  cache::ImportReport r = cache::import_entries(store, a.transfer_file);
+  if (a.json) {
+    out_json({{"file", a.transfer_file}, {"imported", r.imported}, {"replaced", r.replaced}, {"entries", r.entries}});
+  } else {
+    out("imported " + std::to_string(r.imported) + " entries from " + a.transfer_file +
+        (r.replaced ? " (" + std::to_string(r.replaced) + " replaced earlier imports)" : "") + "\n");
+  }
 }
 
 }  // namespace
@@ -300,6 +359,17 @@ void register_cache_command(CLI::App& app, CommandContext& ctx) {
   common(stats);
   stats->add_flag("--zero", args->zero, "Reset the counters before printing them");
   stats->callback([args, &ctx] { run_stats(*args); ctx.exit_code = 0; });
+
+  CLI::App* exp = cache->add_subcommand("export", "Write module entries (default: all) to one file, for `cache import`");
+  common(exp);
+  exp->add_option("file", args->transfer_file, "The file to write (a zstd-compressed tar; docs/remote.md)")->required();
+  exp->add_option("entries", args->export_entries, "Module names, <name>_<key16> or >= 4 hex digits of a key");
+  exp->callback([args, &ctx] { run_export(*args); ctx.exit_code = 0; });
+
+  CLI::App* imp = cache->add_subcommand("import", "Verify and keep the entries of a `cache export` file; builds adopt them");
+  common(imp);
+  imp->add_option("file", args->transfer_file, "A file written by `tvmffi-jit cache export`")->required();
+  imp->callback([args, &ctx] { run_import(*args); ctx.exit_code = 0; });
 }
 
 }  // namespace tvmffi_jit::cli

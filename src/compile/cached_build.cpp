@@ -568,6 +568,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   const int64_t key_start = now_ns();  // sources are read for the key from here on
 
   cache::ModuleKeyInputs key_inputs = key_inputs_with(plan, manifest, tc, ids);
+  key_inputs.base_dir = options.base_dir;
   cache::Key key = cache::compute_module_key(key_inputs, options.keep_key_trace);
   if (options.keep_key_trace) spdlog::debug("cache: module key of {}: {}, hashed from:\n{}", plan.name, key.hex, key.trace);
   const std::string entry_dir = store.module_entry_dir(plan.name, key.hex);
@@ -614,6 +615,21 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
       if (r.hit) return answer_hit(r);
     }
   }
+
+  // ---- remote tier (cache/remote.h): an imported or remote entry instead of a build.
+  cache::RemoteTier remote(options.remote, store, &stats);
+  if (!cannot_store && !options.force) {
+    if (std::optional<cache::RemoteHit> hit = remote.fetch(plan.name, key, options.base_dir, entry_dir)) {
+      result.cache = "remote-hit";
+      result.remote_source = hit->source;
+      result.entry_dir = hit->lookup.entry_dir;
+      result.build.build_dir = hit->lookup.entry_dir;
+      result.build.artifact_path = util::join_path(hit->lookup.entry_dir, plan.artifact_name);
+      store.count(stats);
+      return result;
+    }
+  }
+  // ---- end of the remote lookup
 
   stats.misses += 1;
   if (cannot_store) {
@@ -685,6 +701,8 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   record.kind = "module";
   record.name = plan.name;
   record.key = key.hex;
+  record.portable_key = key.portable_hex;
+  record.base_dir = options.base_dir;
   record.headers = headers;
   record.objects = units.objects();
   record.inputs = inputs_summary(key_inputs);
@@ -701,6 +719,9 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   } catch (const Error& e) {
     return serve_unstored("could not store " + plan.name + ": " + e.what());
   }
+  // ---- remote tier: upload what this process built (a missing libcurl is
+  // exit 4; a server that fails costs a warning, counted in the stats).
+  if (result.stored) remote.put(result.entry_dir, key);
   store.count(stats);
   return result;
 }

@@ -8,3 +8,11 @@ target_link_libraries(fuzz_replay_devcode PRIVATE tvmffi_jit tvmffi_jit_settings
 add_test(NAME fuzz.devcode
   COMMAND fuzz_replay_devcode ${CMAKE_CURRENT_LIST_DIR}/corpus/devcode)
 set_tests_properties(fuzz.devcode PROPERTIES LABELS fuzz TIMEOUT 300)
+
+add_executable(fuzz_replay_blob
+  ${CMAKE_CURRENT_LIST_DIR}/replay_main.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/blob_fuzz.cpp)
+target_link_libraries(fuzz_replay_blob PRIVATE tvmffi_jit tvmffi_jit_settings)
+add_test(NAME fuzz.blob
+  COMMAND fuzz_replay_blob ${CMAKE_CURRENT_LIST_DIR}/corpus/blob)
+set_tests_properties(fuzz.blob PROPERTIES LABELS fuzz TIMEOUT 300)

@@ -211,3 +211,28 @@ TEST_CASE("relevant environment distinguishes unset from empty", "[cache][key]")
     }
   CHECK(found);
 }
+
+TEST_CASE("the portable key ignores where the project is; the local key does not", "[cache][key][portable]") {
+  auto at = [](const std::string& root) {
+    ModuleKeyInputs in = base_inputs();
+    in.base_dir = root;
+    in.sources = {{"a.cc", root + "/src", "int a();\n"},
+                  {"main.cpp", "", "#include \"" + root + "/src/a.cc\"\nint b();\n"}};
+    in.flags = {{"compile " + root + "/src/a.cc (c++ -> object)", {"-I" + root + "/include", "-O2", root + "/src/a.cc"}}};
+    in.include_paths = {root + "/include", "/opt/tvm_ffi/include"};
+    return in;
+  };
+  Key a = compute_module_key(at("/home/ci/one/proj"));
+  Key b = compute_module_key(at("/tmp/other/checkout"));
+  CHECK(a.portable_hex == b.portable_hex);
+  CHECK(a.hex != b.hex);
+  CHECK(a.hex == compute_module_key(at("/home/ci/one/proj")).hex);
+  // Paths outside the base still count.
+  ModuleKeyInputs moved = at("/tmp/other/checkout");
+  moved.include_paths[1] = "/opt/other_tvm_ffi/include";
+  CHECK(compute_module_key(moved).portable_hex != a.portable_hex);
+  // A source that differs in content still differs.
+  ModuleKeyInputs edited = at("/tmp/other/checkout");
+  edited.sources[0].content = "int a2();\n";
+  CHECK(compute_module_key(edited).portable_hex != a.portable_hex);
+}

@@ -6,6 +6,8 @@
 //     "kind": "module" | "object",
 //     "name": "<module name>",                 // objects: the source file name
 //     "key": "<64 hex>",                       // the full key; the directory has 16
+//     "portable_key": "<64 hex>",              // modules: the path-independent key (cache/portable.h)
+//     "base_dir": "/abs/project",              // modules: the base directory the local key binds
 //     "tool_version": "0.1.0",
 //     "created": <unix seconds>,
 //     "artifacts": [{"file": "<name>", "size": <bytes>, "sha256": "<hex>"}],
@@ -65,6 +67,8 @@ struct EntryRecord {
   std::string kind;  // "module" | "object"
   std::string name;
   std::string key;
+  std::string portable_key;  // modules built by this version; empty for objects
+  std::string base_dir;      // with portable_key
   std::string tool_version;
   int64_t created = 0;
   std::vector<ArtifactRecord> artifacts;

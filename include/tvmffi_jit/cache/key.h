@@ -8,14 +8,21 @@
 //
 // Include resolution depends on where a source lives (`#include "h.h"` is
 // searched first in the including file's directory), so a file source enters
-// with its absolute directory, and include paths enter absolute. Two copies
-// of one project in two folders therefore get two keys; see docs/cache.md.
+// with its directory, and include paths enter too. A module key has two
+// forms (cache/portable.h): the portable key hashes every path under the
+// base directory as "<base>/relative" (what the remote tier and
+// `cache export` use, so a checkout at another path finds it), and the local
+// key binds it to the base directory (hash(portable, base)), so two copies
+// of one project in two folders on one machine still get two entries; see
+// docs/cache.md and docs/remote.md.
 //
 // Version history (kCacheFormatVersion covers this field layout and the
 // entry.json grammar in cache/entry.h; bump it on any change to either):
 //   1: initial layout.
 //   2: entry.json records the objects a module was linked from ("objects")
 //      and header paths that are not UTF-8 as "path_hex".
+//      Also portable module keys (paths under the base directory relative), the
+//      local key derived from it; entry.json gains portable_key and base_dir.
 #pragma once
 
 #include <string>
@@ -45,6 +52,9 @@ struct FlagGroup {
 };
 
 struct ModuleKeyInputs {
+  // Absolute; paths under it enter the portable key relative to it
+  // (cache/portable.h). Empty: every path enters as it is.
+  std::string base_dir;
   std::string tool_version;  // defaults to TVMFFI_JIT_VERSION when empty
   std::string emit_kind;     // "module", "object", "cubin", "fatbin", "ptx"
   std::string name;
@@ -84,7 +94,8 @@ struct ObjectKeyInputs {
 };
 
 struct Key {
-  std::string hex;    // 64 hex chars
+  std::string hex;           // 64 hex chars: the local key (entry directory, entry.json "key")
+  std::string portable_hex;  // module keys: the path-independent key (remote tier, export); else empty
   std::string trace;  // readable copy of every hashed field (when asked for)
   std::string short_hex() const { return hex.substr(0, 16); }
 };

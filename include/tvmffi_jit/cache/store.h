@@ -132,6 +132,11 @@ class Store {
   PublishResult publish(Staging& staging, const std::string& entry_dir, EntryRecord record,
                         const std::vector<std::pair<std::string, std::string>>& files) const;
 
+  // Publishes a staging entry dir that already holds its files and a
+  // complete entry.json (a verified remote or imported entry): the same
+  // rename protocol as publish(). `record` is that entry.json, parsed.
+  PublishResult publish_prepared(Staging& staging, const std::string& entry_dir, EntryRecord record) const;
+
   // Makes an entry disappear atomically (rename into tmp/), then deletes it.
   // Never follows symlinks. Returns false if there was nothing to remove.
   bool remove_entry(const std::string& entry_dir) const;
@@ -139,6 +144,7 @@ class Store {
   void count(const StatsCounters& delta) const;
 
  private:
+  PublishResult commit(Staging& staging, const std::string& entry_dir, EntryRecord record) const;
   CacheRoot root_;
 };
 

@@ -13,6 +13,9 @@
 //   cannot write = warn, build in a temp dir outside the root, still succeed
 //   cannot store = (a source changed during the build, publish failed) the
 //                  artifact moves to a temp dir outside the root (the caller's)
+//   remote tier  = after a local miss, an imported or remote entry (verified,
+//                  published locally) answers instead of a build; after a
+//                  build, the entry is uploaded (cache/remote.h)
 //
 // Docs: docs/cache.md.
 #pragma once
@@ -27,6 +30,7 @@
 #include "tvmffi_jit/compile/manifest.h"
 #include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/cache/key.h"
+#include "tvmffi_jit/cache/remote.h"
 #include "tvmffi_jit/toolchain/toolchain.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
 
@@ -71,13 +75,18 @@ struct CachedBuildOptions {
   bool verify = false;    // --verify: re-hash the module artifact on a hit whatever its size
   double lock_timeout_seconds = 600;
   bool keep_key_trace = false;  // fill CachedBuildResult::key_trace and log every key's trace (debug, -vv)
+  // Paths under it enter the portable key relative to it (cache/portable.h);
+  // absolute. Empty: none (every path absolute, nothing shared across paths).
+  std::string base_dir;
+  cache::RemoteOptions remote;
   ExecuteOptions exec;
   InFlightUnits* in_flight = nullptr;  // shared by the modules of a batch; null: no other builder in this process
 };
 
 struct CachedBuildResult {
   BuildResult build;        // commands that ran (none on a hit); artifact_path is the published file
-  std::string cache;        // "hit" | "miss"
+  std::string cache;        // "hit" | "remote-hit" | "miss"
+  std::string remote_source;  // remote hits: the server (redacted URL) or "imported"
   std::string key;          // 64 hex
   std::string key_trace;    // every hashed field, when asked for
   std::string entry_dir;    // the entry holding the artifact; empty when it could not be stored

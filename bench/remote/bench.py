@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Remote cache tier benchmark for docs/benchmarks.md and docs/remote.md.
+
+The README example module (share/tvmffi-jit/examples/cuda_add_one; a
+two-source C++ module when nvcc is not on PATH) is copied to checkout A and
+checkout B at different paths. Measured as whole processes, in one run:
+
+  cold build      checkout A, empty root (every compile and the link)   anchor
+  local hit       checkout A, its own root
+  remote hit      checkout B, --remote redis://... / http://... (GET, verify every
+                  SHA-256, re-hash the headers, publish), into a new empty root per run
+                  (which first identifies the toolchain: compilers' --version, tvm-ffi)
+                  and into a warm root (toolchain memos present, the entry absent)
+  unreachable     a server whose connect never completes: the warning's own
+                  measurement of what it cost the build
+
+Usage: bench.py TOOL [--runs N] [--cold-runs N] [--work DIR]
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+import remote_servers  # noqa: E402
+
+
+def timed(argv, cwd=None, env=None):
+    t = time.perf_counter()
+    p = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+    dt = time.perf_counter() - t
+    if p.returncode != 0:
+        sys.exit(f"failed ({p.returncode}): {' '.join(map(str, argv))}\n{p.stderr}")
+    return dt, p
+
+
+def ms(x):
+    return f"{x * 1000:.1f} ms"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tool")
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--cold-runs", type=int, default=2)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    tool = str(Path(a.tool).resolve())
+    work = Path(a.work)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    env = dict(os.environ)
+    for v in ("TVMFFI_JIT_CACHE_DIR", "TVMFFI_JIT_REMOTE", "TVMFFI_JIT_REMOTE_READ_ONLY", "TVMFFI_JIT_BASE_DIR"):
+        env.pop(v, None)
+
+    example = REPO / "share" / "tvmffi-jit" / "examples" / "cuda_add_one"
+    if shutil.which("nvcc"):
+        what = "README example (cuda_add_one)"
+        ckA = work / "alice" / "proj"
+        shutil.copytree(example, ckA)
+    else:
+        what = "2-source C++ module (no nvcc)"
+        ckA = work / "alice" / "proj"
+        ckA.mkdir(parents=True)
+        (ckA / "a.cc").write_text('#include <tvm/ffi/function.h>\nint64_t f(int64_t x) { return x + 1; }\n'
+                                  "TVM_FFI_DLL_EXPORT_TYPED_FUNC(f, f);\n")
+        (ckA / "b.cc").write_text("int g() { return 2; }\n")
+        (ckA / "manifest.json").write_text(json.dumps({"name": "bench_mod", "sources": ["a.cc", "b.cc"]}))
+    ckB = work / "ci" / "runner-3" / "checkout"
+    shutil.copytree(ckA, ckB)
+    mA, mB = ckA / "manifest.json", ckB / "manifest.json"
+
+    def build(manifest, root, *extra):
+        return [tool, "build", "-m", str(manifest), "--cache-dir", str(root), *map(str, extra)]
+
+    rows = []
+    with remote_servers.server("redis", work / "redis") as redis, remote_servers.server("http", work / "nginx") as nginx:
+        # Cold builds (each into an empty root; uploads to both servers on the first).
+        cold = []
+        for i in range(a.cold_runs):
+            extra = ["--remote", redis.url, "--remote", nginx.url] if i == 0 else []
+            cold.append(timed(build(mA, work / f"cold{i}", *extra), cwd=ckA, env=env)[0])
+        cold_m = statistics.median(cold)
+        rootA = work / "cold0"
+        for _ in range(3):
+            timed(build(mA, rootA), cwd=ckA, env=env)
+        local = [timed(build(mA, rootA), cwd=ckA, env=env)[0] for _ in range(a.runs)]
+        local_m = statistics.median(local)
+        size = None
+        remote = {}
+        for name, srv in (("redis", redis), ("nginx (WebDAV)", nginx)):
+            # A warm second root: a runner's node-local cache that has identified
+            # the compilers and tvm-ffi before, but not this entry.
+            template = work / f"tpl-{name[:5]}"
+            timed(build(mB, template, "--remote", srv.url), cwd=ckB, env=env)
+            for d in template.iterdir():
+                if re.fullmatch(r".+_[0-9a-f]{16}", d.name) or d.name.startswith("stats"):
+                    shutil.rmtree(d) if d.is_dir() else d.unlink()
+            for kind in ("empty", "warm"):
+                times = []
+                for i in range(a.runs):
+                    root = work / f"b-{name[:5]}-{kind}-{i}"
+                    if kind == "warm":
+                        shutil.copytree(template, root, symlinks=True)
+                    dt, p = timed(build(mB, root, "--remote", srv.url, "--json"), cwd=ckB, env=env)
+                    j = json.loads(p.stdout)
+                    assert j["cache"] == "remote-hit" and j["commands"] == [], j
+                    size = size or json.loads(timed([tool, "cache", "stats", "--json", "--cache-dir", str(root)],
+                                                    env=env)[1].stdout)["remote_bytes_received"]
+                    times.append(dt)
+                    shutil.rmtree(root)
+                remote[(name, kind)] = statistics.median(times)
+        with remote_servers.unresponsive_port() as port:
+            _, p = timed(build(mA, work / "down", "--remote", f"redis://127.0.0.1:{port}"), cwd=ckA, env=env)
+            down_ms = [float(x) for x in re.findall(r"after (\d+) ms", p.stderr)]
+
+    print(f"module: {what}; blob {size} bytes; median of {a.runs} processes (cold: {a.cold_runs})\n")
+    print("| measurement | time | anchor (cold build) | ratio |")
+    print("|---|---|---|---|")
+    print(f"| cold build, empty root | {ms(cold_m)} | {ms(cold_m)} | 1 |")
+    print(f"| local hit | {ms(local_m)} | {ms(cold_m)} | {local_m / cold_m:.4f} |")
+    for (name, kind), t in remote.items():
+        where = ("new empty root (first use: identifies nvcc, the host compiler and tvm-ffi)" if kind == "empty"
+                 else "warm root (toolchain known, entry absent)")
+        print(f"| remote hit, {name} on 127.0.0.1, second checkout, {where} | {ms(t)} | {ms(cold_m)} | "
+              f"{t / cold_m:.4f} ({t / local_m:.1f}x the local hit) |")
+    print(f"| unreachable server (connect never completes): cost reported by the warning | "
+          f"{', '.join(f'{x:.0f} ms' for x in down_ms) or '?'} | | |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+// The remote tier: whole module entries on existing servers (docs/remote.md).
+//
+//   build: local hit -> imported entry -> remote hit (verified, published
+//          locally) -> build -> publish locally -> PUT (unless read-only)
+//
+// Backends: HTTP(S) GET/PUT (nginx WebDAV, bazel-remote /ac/, S3 gateways)
+// through libcurl, opened with dlopen() only when an http(s) remote is used;
+// Redis GETRANGE/SET through hiredis (linked statically). Objects are named
+// by the portable key (cache/portable.h), so checkouts at other paths and
+// other machines find them:
+//   http://host/path  ->  http://host/path/<namespace>/<portable key>
+//   redis://host:port ->  key "<namespace>:<portable key>"
+// A blob (cache/blob.h) is verified completely (every file's SHA-256, the
+// entry's own claims, its recorded headers re-hashed here) before the one
+// rename that publishes it; anything wrong is a miss that rebuilds. A server
+// that cannot be reached is given up for the rest of the process after one
+// attempt bounded by the connect timeout (a warning; stats count it).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tvmffi_jit/cache/blob.h"
+#include "tvmffi_jit/cache/key.h"
+#include "tvmffi_jit/cache/stats.h"
+#include "tvmffi_jit/cache/store.h"
+
+namespace tvmffi_jit::cache {
+
+struct RemoteOptions {
+  std::vector<std::string> urls;  // tried in order
+  bool read_only = false;         // never PUT
+  std::string key_namespace = "tvmffi-jit";
+  int connect_timeout_ms = 100;
+  int transfer_timeout_ms = 60000;
+  uint64_t max_blob_bytes = 1ull << 30;  // compressed, as received
+  bool enabled() const { return !urls.empty(); }
+};
+
+// $TVMFFI_JIT_REMOTE (URLs separated by spaces), $TVMFFI_JIT_REMOTE_READ_ONLY
+// (1/true/yes) and $TVMFFI_JIT_REMOTE_NAMESPACE under the command line's
+// values: urls given on the command line replace the variable's.
+RemoteOptions remote_options_from_environment(RemoteOptions command_line, bool command_line_read_only);
+
+// Checks every URL's syntax (scheme http, https or redis; host; Redis db
+// number). Throws usage_error (exit 2) naming the URL.
+void check_remote_urls(const std::vector<std::string>& urls);
+
+// "redis://:secret@h:1/0" -> "redis://***@h:1/0": URLs as logs show them.
+std::string redact_url(const std::string& url);
+
+// One server. get() returns nullopt when the object is absent; both throw
+// Error(kIo) when the server cannot be reached or answers wrongly, and
+// Error(kMissingTool) when the client library is missing.
+class RemoteBackend {
+ public:
+  virtual ~RemoteBackend() = default;
+  virtual std::optional<std::string> get(const std::string& object, uint64_t max_bytes) = 0;
+  virtual void put(const std::string& object, const std::string& blob) = 0;
+};
+
+std::unique_ptr<RemoteBackend> make_http_backend(const std::string& url, const RemoteOptions& options);
+std::unique_ptr<RemoteBackend> make_redis_backend(const std::string& url, const RemoteOptions& options);
+
+// `cache import` keeps entries here, in portable form, until a build in some
+// base directory adopts them: <root>/imported/<name>_<portable key16>/.
+std::string imported_dir(const Store& store);
+
+struct RemoteHit {
+  LookupResult lookup;  // the local entry it became
+  std::string source;   // redacted URL, or "imported"
+};
+
+// Verifies a portable entry staged in `staging`'s entry dir (entry.json in
+// portable form and its files), binds it to `base_dir`, re-hashes its
+// headers and publishes it as `entry_dir`. Throws Error(kIo) saying what is
+// wrong; stale headers throw with a message starting "stale:".
+LookupResult adopt_portable_entry(const Store& store, Staging& staging, const std::string& name,
+                                  const std::string& portable_key, const std::string& base_dir,
+                                  const std::string& entry_dir);
+
+// A module entry (local form, on disk) as a one-entry blob in portable form.
+std::string pack_portable_entry(const std::string& entry_dir);
+// The pack list of that entry (for multi-entry exports).
+BlobPackEntry portable_pack_entry(const std::string& entry_dir);
+
+class RemoteTier {
+ public:
+  RemoteTier(RemoteOptions options, const Store& store, StatsCounters* stats);
+  ~RemoteTier();
+  // After a local miss. nullopt: build.
+  std::optional<RemoteHit> fetch(const std::string& name, const Key& key, const std::string& base_dir,
+                                 const std::string& entry_dir);
+  // After this process published `entry_dir`.
+  void put(const std::string& entry_dir, const Key& key);
+
+ private:
+  struct Server;
+  Server* server(size_t i);
+  void give_up(size_t i, const std::string& what, double elapsed_ms);
+  std::string object_name(const std::string& portable_key) const;
+  RemoteOptions options_;
+  const Store& store_;
+  StatsCounters* stats_;
+  std::vector<std::unique_ptr<Server>> servers_;
+};
+
+}  // namespace tvmffi_jit::cache

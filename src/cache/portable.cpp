@@ -1,0 +1,157 @@
+#include "tvmffi_jit/cache/portable.h"
+
+#include <cctype>
+#include <cstdlib>
+
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::cache {
+
+namespace {
+
+// "<prefix>/rest" or exactly "<prefix>" -> the rest ("" or "/rest").
+bool strip_dir_prefix(const std::string& s, const std::string& prefix, std::string* rest) {
+  if (prefix.empty() || !util::starts_with(s, prefix)) return false;
+  if (s.size() == prefix.size()) {
+    *rest = "";
+    return true;
+  }
+  if (s[prefix.size()] != '/') return false;
+  *rest = s.substr(prefix.size());
+  return true;
+}
+
+}  // namespace
+
+BaseDir::BaseDir(const std::string& base) {
+  if (base.empty()) return;
+  base_ = util::absolute_path(base);
+  while (base_.size() > 1 && base_.back() == '/') base_.pop_back();
+  if (base_ == "/") {  // everything would be "under" it: rewriting "/" means nothing
+    base_.clear();
+    return;
+  }
+  char* real = ::realpath(base_.c_str(), nullptr);
+  if (real) {
+    if (base_ != real) canonical_ = real;
+    std::free(real);
+  }
+}
+
+std::string BaseDir::portable_path(const std::string& path) const {
+  std::string rest;
+  if (strip_dir_prefix(path, base_, &rest) || strip_dir_prefix(path, canonical_, &rest)) return kBaseMarker + rest;
+  return path;
+}
+
+std::string BaseDir::portable_arg(const std::string& arg) const {
+  if (base_.empty() || arg.empty()) return arg;
+  if (arg[0] == '/') return portable_path(arg);
+  if (arg[0] != '-') return arg;
+  // "-I/base/x", "-isystem/base/x", "--include-path=/base/x": letters (and
+  // dashes) of an option name, an optional '=', then the path.
+  size_t i = 1;
+  while (i < arg.size() && (std::isalpha(static_cast<unsigned char>(arg[i])) || arg[i] == '-' || arg[i] == '_')) ++i;
+  if (i < arg.size() && arg[i] == '=' && util::starts_with(arg, "--")) ++i;
+  if (i >= arg.size() || arg[i] != '/') return arg;
+  return arg.substr(0, i) + portable_path(arg.substr(i));
+}
+
+std::string BaseDir::portable_text(const std::string& text) const {
+  if (base_.empty()) return text;
+  std::string out;
+  out.reserve(text.size());
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    size_t end = eol == std::string::npos ? text.size() : eol + 1;
+    std::string line = text.substr(pos, end - pos);
+    const std::string directive = "#include \"";
+    if (util::starts_with(line, directive) && line.size() > directive.size() && line[directive.size()] == '/') {
+      size_t close = line.find('"', directive.size());
+      if (close != std::string::npos) {
+        std::string path = line.substr(directive.size(), close - directive.size());
+        line = directive + portable_path(path) + line.substr(close);
+      }
+    }
+    out += line;
+    pos = end;
+  }
+  return out;
+}
+
+std::string BaseDir::portable_label(const std::string& label) const {
+  std::string out = label;
+  for (const std::string* prefix : {&base_, &canonical_}) {
+    if (prefix->empty()) continue;
+    size_t pos = 0;
+    while ((pos = out.find(*prefix, pos)) != std::string::npos) {
+      size_t end = pos + prefix->size();
+      if (end == out.size() || out[end] == '/' || out[end] == ' ') {
+        out.replace(pos, prefix->size(), kBaseMarker);
+        pos += std::char_traits<char>::length(kBaseMarker);
+      } else {
+        pos = end;
+      }
+    }
+  }
+  return out;
+}
+
+std::string BaseDir::relative_header(const std::string& absolute) const {
+  std::string rest;
+  if ((strip_dir_prefix(absolute, base_, &rest) || strip_dir_prefix(absolute, canonical_, &rest)) && rest.size() > 1)
+    return rest.substr(1);
+  return absolute;
+}
+
+std::string BaseDir::absolute_header(const std::string& recorded) const {
+  if (!recorded.empty() && recorded[0] == '/') return recorded;
+  return util::join_path(base_.empty() ? "/" : base_, recorded);
+}
+
+std::string local_key_hex(const std::string& portable_hex, const std::string& base_dir) {
+  util::KeyHasher h;
+  h.field("kind", "local");
+  h.field("portable_key", portable_hex);
+  h.field("base_dir", base_dir);
+  return h.hex_digest();
+}
+
+nlohmann::json entry_to_portable(const nlohmann::json& local_entry) {
+  if (!local_entry.is_object() || !local_entry.contains("portable_key") || !local_entry["portable_key"].is_string())
+    throw io_error("the entry has no portable key (made by an older tvmffi-jit, or an object entry): rebuild it");
+  nlohmann::json p = local_entry;
+  BaseDir base(local_entry.value("base_dir", std::string()));
+  p["key"] = local_entry["portable_key"];
+  p.erase("base_dir");
+  if (p.contains("headers") && p["headers"].is_array()) {
+    for (auto& h : p["headers"]) {
+      if (!h.is_object() || !h.contains("path") || !h["path"].is_string()) throw io_error("malformed header record");
+      h["path"] = base.relative_header(h["path"].get<std::string>());
+    }
+  }
+  return p;
+}
+
+nlohmann::json entry_from_portable(const nlohmann::json& portable_entry, const BaseDir& base) {
+  if (!portable_entry.is_object() || !portable_entry.contains("portable_key") ||
+      !portable_entry["portable_key"].is_string())
+    throw io_error("the entry has no portable key");
+  nlohmann::json l = portable_entry;
+  std::string portable = portable_entry["portable_key"].get<std::string>();
+  l["key"] = local_key_hex(portable, base.path());
+  l["base_dir"] = base.path();
+  if (l.contains("headers") && l["headers"].is_array()) {
+    for (auto& h : l["headers"]) {
+      if (!h.is_object() || !h.contains("path") || !h["path"].is_string()) throw io_error("malformed header record");
+      h["path"] = base.absolute_header(h["path"].get<std::string>());
+    }
+  }
+  return l;
+}
+
+}  // namespace tvmffi_jit::cache

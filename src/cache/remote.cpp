@@ -1,0 +1,344 @@
+#include "tvmffi_jit/cache/remote.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "tvmffi_jit/cache/entry.h"
+#include "tvmffi_jit/cache/headers.h"
+#include "tvmffi_jit/cache/portable.h"
+#include "tvmffi_jit/cache/root.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::cache {
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool truthy(const char* v) {
+  if (!v) return false;
+  std::string s = v;
+  return s == "1" || s == "true" || s == "yes" || s == "on";
+}
+
+std::string scheme_of(const std::string& url) {
+  size_t p = url.find("://");
+  return p == std::string::npos ? "" : url.substr(0, p);
+}
+
+// Writes the files of one blob entry into a directory, as they arrive.
+class DirReceiver : public BlobReceiver {
+ public:
+  explicit DirReceiver(std::string dir) : dir_(std::move(dir)) {}
+  ~DirReceiver() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void open(const BlobEntry&, const BlobFile& f) override {
+    std::string path = util::join_path(dir_, f.name);
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                 f.name == kEntryFileName ? 0644 : 0755);
+    if (fd_ < 0) throw io_error(errno_message("cannot write " + path, errno));
+    path_ = path;
+  }
+  void write(const char* data, size_t size) override {
+    while (size > 0) {
+      ssize_t n = ::write(fd_, data, size);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw io_error(errno_message("cannot write " + path_, errno));
+      }
+      data += n;
+      size -= static_cast<size_t>(n);
+    }
+  }
+  void close() override {
+    if (::close(fd_) != 0) {
+      fd_ = -1;
+      throw io_error(errno_message("cannot write " + path_, errno));
+    }
+    fd_ = -1;
+  }
+
+ private:
+  std::string dir_;
+  std::string path_;
+  int fd_ = -1;
+};
+
+std::vector<std::string> regular_files(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) throw io_error(errno_message("cannot list " + dir, errno));
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    struct stat st;
+    if (::lstat(util::join_path(dir, n).c_str(), &st) == 0 && S_ISREG(st.st_mode)) out.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void link_or_copy(const std::string& from, const std::string& to) {
+  if (::link(from.c_str(), to.c_str()) == 0) return;
+  util::write_file(to, util::read_file(from));
+}
+
+}  // namespace
+
+RemoteOptions remote_options_from_environment(RemoteOptions o, bool command_line_read_only) {
+  if (o.urls.empty()) {
+    if (const char* v = std::getenv("TVMFFI_JIT_REMOTE")) {
+      for (const auto& part : util::split_any(v, " \t\n"))
+        if (!part.empty()) o.urls.push_back(part);
+    }
+  }
+  o.read_only = command_line_read_only || truthy(std::getenv("TVMFFI_JIT_REMOTE_READ_ONLY"));
+  if (const char* ns = std::getenv("TVMFFI_JIT_REMOTE_NAMESPACE"); ns && o.key_namespace == "tvmffi-jit")
+    o.key_namespace = ns;
+  return o;
+}
+
+void check_remote_urls(const std::vector<std::string>& urls) {
+  for (const auto& url : urls) {
+    std::string scheme = scheme_of(url);
+    if (scheme != "http" && scheme != "https" && scheme != "redis")
+      throw usage_error("remote " + redact_url(url) +
+                        ": the URL must start with http://, https:// or redis:// (docs/remote.md)");
+    std::string rest = url.substr(scheme.size() + 3);
+    size_t at = rest.rfind('@', rest.find('/'));
+    std::string hostport = rest.substr(at == std::string::npos ? 0 : at + 1);
+    hostport = hostport.substr(0, hostport.find('/'));
+    if (hostport.empty() || hostport[0] == ':')
+      throw usage_error("remote " + redact_url(url) + ": the URL names no host");
+    if (scheme == "redis") {
+      size_t slash = rest.find('/');
+      if (slash != std::string::npos && slash + 1 < rest.size()) {
+        std::string db = rest.substr(slash + 1);
+        if (db.find_first_not_of("0123456789") != std::string::npos || db.size() > 4)
+          throw usage_error("remote " + redact_url(url) + ": the path of a redis:// URL is a database number (redis://host:6379/0)");
+      }
+    }
+  }
+}
+
+std::string redact_url(const std::string& url) {
+  size_t p = url.find("://");
+  if (p == std::string::npos) return url;
+  size_t slash = url.find('/', p + 3);
+  size_t at = url.rfind('@', slash == std::string::npos ? std::string::npos : slash);
+  if (at == std::string::npos || at < p) return url;
+  return url.substr(0, p + 3) + "***" + url.substr(at);
+}
+
+std::string imported_dir(const Store& store) { return util::join_path(store.root(), "imported"); }
+
+LookupResult adopt_portable_entry(const Store& store, Staging& staging, const std::string& name,
+                                  const std::string& portable_key, const std::string& base_dir,
+                                  const std::string& entry_dir) {
+  const std::string json_path = util::join_path(staging.entry_dir(), kEntryFileName);
+  auto text = util::try_read_file(json_path);
+  if (!text || text->size() > (16u << 20)) throw io_error("entry.json is missing or too large");
+  auto portable = nlohmann::json::parse(*text, nullptr, false);
+  if (portable.is_discarded() || !portable.is_object()) throw io_error("entry.json is not a JSON object");
+  if (portable.value("key", "") != portable_key || portable.value("portable_key", "") != portable_key)
+    throw io_error("entry.json is for another key");
+  if (portable.value("name", "") != name || portable.value("kind", "") != "module")
+    throw io_error("entry.json describes another module");
+  nlohmann::json local = entry_from_portable(portable, BaseDir(base_dir));
+  std::string why;
+  std::optional<EntryRecord> record = entry_from_json(local, &why);
+  if (!record) throw io_error(why);
+  // The entry's own claims, re-checked against the files (the blob's manifest
+  // vouched for the bytes, entry.json for what they are).
+  for (const auto& a : record->artifacts) {
+    std::string p = util::join_path(staging.entry_dir(), a.file);
+    auto stamp = util::file_stamp(p);
+    if (!stamp || stamp->size != a.size) throw io_error("artifact " + a.file + " is missing or has the wrong size");
+    if (util::sha256_file_hex(p) != a.sha256) throw io_error("artifact " + a.file + " does not match entry.json");
+  }
+  if (auto changed = check_headers(record->headers)) throw io_error("stale: header " + *changed);
+  util::write_file(json_path, local.dump(2) + "\n");
+  // Checked above (headers re-hashed once: on a CUDA module they are most of a hit's time).
+  PublishResult p = store.publish_prepared(staging, entry_dir, *record);
+  LookupResult r;
+  r.hit = true;
+  r.entry_dir = p.entry_dir;
+  r.entry = std::move(p.entry);
+  return r;
+}
+
+BlobPackEntry portable_pack_entry(const std::string& entry_dir) {
+  auto text = util::try_read_file(util::join_path(entry_dir, kEntryFileName));
+  if (!text) throw io_error("no entry.json in " + entry_dir);
+  auto local = nlohmann::json::parse(*text, nullptr, false);
+  if (local.is_discarded()) throw io_error(entry_dir + "/entry.json is not valid JSON");
+  nlohmann::json portable = entry_to_portable(local);
+  std::string key = portable.value("key", "");
+  std::string name = portable.value("name", "");
+  BlobPackEntry e;
+  e.dir = name + "_" + key.substr(0, 16);
+  e.key = key;
+  e.files.push_back({kEntryFileName, "", portable.dump(2) + "\n"});
+  for (const auto& f : regular_files(entry_dir))
+    if (f != kEntryFileName) e.files.push_back({f, util::join_path(entry_dir, f), std::nullopt});
+  return e;
+}
+
+std::string pack_portable_entry(const std::string& entry_dir) {
+  return write_blob_to_string({portable_pack_entry(entry_dir)});
+}
+
+// ---- the tier ----------------------------------------------------------------
+
+struct RemoteTier::Server {
+  std::string url;
+  std::string shown;  // redacted
+  std::unique_ptr<RemoteBackend> backend;
+  bool down = false;
+};
+
+RemoteTier::RemoteTier(RemoteOptions options, const Store& store, StatsCounters* stats)
+    : options_(std::move(options)), store_(store), stats_(stats) {
+  for (const auto& url : options_.urls) {
+    auto s = std::make_unique<Server>();
+    s->url = url;
+    s->shown = redact_url(url);
+    servers_.push_back(std::move(s));
+  }
+}
+
+RemoteTier::~RemoteTier() = default;
+
+RemoteTier::Server* RemoteTier::server(size_t i) {
+  Server* s = servers_[i].get();
+  if (!s->backend) {
+    // Opened on first use: a local hit never loads a client library.
+    s->backend = scheme_of(s->url) == "redis" ? make_redis_backend(s->url, options_)
+                                              : make_http_backend(s->url, options_);
+  }
+  return s;
+}
+
+void RemoteTier::give_up(size_t i, const std::string& what, double elapsed_ms) {
+  Server* s = servers_[i].get();
+  s->down = true;
+  s->backend.reset();
+  stats_->remote_errors += 1;
+  spdlog::warn("remote cache {}: {} (after {:.0f} ms); not using it again in this build", s->shown, what, elapsed_ms);
+}
+
+std::string RemoteTier::object_name(const std::string& portable_key) const {
+  return options_.key_namespace.empty() ? portable_key : options_.key_namespace + "/" + portable_key;
+}
+
+std::optional<RemoteHit> RemoteTier::fetch(const std::string& name, const Key& key, const std::string& base_dir,
+                                           const std::string& entry_dir) {
+  const std::string portable_dir_name = name + "_" + key.portable_hex.substr(0, 16);
+  // Entries brought in by `cache import`.
+  std::string imported = util::join_path(imported_dir(store_), portable_dir_name);
+  struct stat st;
+  if (::lstat(imported.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    try {
+      Staging staging = store_.stage();
+      for (const auto& f : regular_files(imported))
+        link_or_copy(util::join_path(imported, f), util::join_path(staging.entry_dir(), f));
+      LookupResult r = adopt_portable_entry(store_, staging, name, key.portable_hex, base_dir, entry_dir);
+      stats_->imported_hits += 1;
+      return RemoteHit{r, "imported"};
+    } catch (const Error& e) {
+      spdlog::info("imported entry {} is not usable here: {}", imported, e.what());
+    }
+  }
+  if (!options_.enabled()) return std::nullopt;
+
+  bool asked = false;
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    if (servers_[i]->down) continue;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::optional<std::string> blob;
+    Server* s = nullptr;
+    try {
+      s = server(i);
+      blob = s->backend->get(object_name(key.portable_hex), options_.max_blob_bytes);
+    } catch (const Error& e) {
+      if (e.code() == ExitCode::kMissingTool) throw;
+      give_up(i, e.what(), ms_since(t0));
+      continue;
+    }
+    asked = true;
+    if (!blob) continue;
+    stats_->remote_bytes_received += blob->size();
+    try {
+      Staging staging = store_.stage();
+      DirReceiver rx(staging.entry_dir());
+      BlobLimits limits;
+      BlobManifest m = read_blob(blob_source(*blob), rx, limits);
+      if (m.entries.front().key != key.portable_hex || m.entries.front().dir != portable_dir_name)
+        throw io_error("the blob holds " + m.entries.front().dir + ", not " + portable_dir_name);
+      LookupResult r = adopt_portable_entry(store_, staging, name, key.portable_hex, base_dir, entry_dir);
+      stats_->remote_hits += 1;
+      return RemoteHit{r, s->shown};
+    } catch (const Error& e) {
+      std::string what = e.what();
+      if (util::starts_with(what, "stale: ")) {
+        spdlog::info("remote cache {}: the entry for {} was built against other headers ({}); building",
+                     s->shown, name, what.substr(7));
+      } else {
+        stats_->remote_corrupt += 1;
+        spdlog::warn("remote cache {}: the blob for {} is unusable ({}); building", s->shown, name, what);
+      }
+    }
+  }
+  if (asked) stats_->remote_misses += 1;
+  return std::nullopt;
+}
+
+void RemoteTier::put(const std::string& entry_dir, const Key& key) {
+  if (!options_.enabled() || options_.read_only) return;
+  std::string blob;
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    if (servers_[i]->down) continue;
+    if (blob.empty()) {
+      try {
+        blob = pack_portable_entry(entry_dir);
+      } catch (const Error& e) {
+        spdlog::warn("cannot pack {} for the remote cache: {}", entry_dir, e.what());
+        return;
+      }
+      if (blob.size() > options_.max_blob_bytes) {
+        spdlog::warn("not uploading {}: its blob has {} bytes, above the {} byte limit", entry_dir, blob.size(),
+                     options_.max_blob_bytes);
+        return;
+      }
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      server(i)->backend->put(object_name(key.portable_hex), blob);
+      stats_->remote_stores += 1;
+      stats_->remote_bytes_sent += blob.size();
+    } catch (const Error& e) {
+      if (e.code() == ExitCode::kMissingTool) throw;
+      give_up(i, e.what(), ms_since(t0));
+    }
+  }
+}
+
+}  // namespace tvmffi_jit::cache

@@ -1,0 +1,156 @@
+#include "tvmffi_jit/cache/transfer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "tvmffi_jit/cache/blob.h"
+#include "tvmffi_jit/cache/entry.h"
+#include "tvmffi_jit/cache/portable.h"
+#include "tvmffi_jit/cache/remote.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/log.h"
+
+namespace tvmffi_jit::cache {
+
+namespace {
+
+// Each entry's files into <dir>/<entry dir name>/.
+class TreeReceiver : public BlobReceiver {
+ public:
+  explicit TreeReceiver(std::string dir) : dir_(std::move(dir)) {}
+  ~TreeReceiver() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void open(const BlobEntry& e, const BlobFile& f) override {
+    std::string d = util::join_path(dir_, e.dir);
+    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) throw io_error(errno_message("cannot create " + d, errno));
+    path_ = util::join_path(d, f.name);
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, f.name == kEntryFileName ? 0644 : 0755);
+    if (fd_ < 0) throw io_error(errno_message("cannot write " + path_, errno));
+  }
+  void write(const char* data, size_t size) override {
+    while (size > 0) {
+      ssize_t n = ::write(fd_, data, size);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw io_error(errno_message("cannot write " + path_, errno));
+      }
+      data += n;
+      size -= static_cast<size_t>(n);
+    }
+  }
+  void close() override {
+    int rc = ::close(fd_);
+    fd_ = -1;
+    if (rc != 0) throw io_error(errno_message("cannot write " + path_, errno));
+  }
+
+ private:
+  std::string dir_, path_;
+  int fd_ = -1;
+};
+
+// A portable entry.json that matches its blob entry and its files.
+void check_portable_entry(const std::string& dir, const BlobEntry& e) {
+  auto text = util::try_read_file(util::join_path(dir, kEntryFileName));
+  auto j = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+  if (!text || j.is_discarded() || !j.is_object()) throw io_error(e.dir + ": entry.json is not a JSON object");
+  if (j.value("key", "") != e.key || j.value("portable_key", "") != e.key)
+    throw io_error(e.dir + ": entry.json is for another key");
+  if (j.value("kind", "") != "module" || j.value("name", "") + "_" + e.key.substr(0, 16) != e.dir)
+    throw io_error(e.dir + ": entry.json describes another module");
+  std::string why;
+  auto record = entry_from_json(entry_from_portable(j, BaseDir()), &why);
+  if (!record) throw io_error(e.dir + ": " + why);
+  for (const auto& a : record->artifacts) {
+    std::string p = util::join_path(dir, a.file);
+    auto stamp = util::file_stamp(p);
+    if (!stamp || stamp->size != a.size || util::sha256_file_hex(p) != a.sha256)
+      throw io_error(e.dir + ": artifact " + a.file + " does not match entry.json");
+  }
+}
+
+}  // namespace
+
+ExportReport export_entries(const std::vector<std::string>& entry_dirs, const std::string& file) {
+  ExportReport report;
+  std::vector<BlobPackEntry> pack;
+  for (const auto& dir : entry_dirs) {
+    try {
+      pack.push_back(portable_pack_entry(dir));
+    } catch (const Error& e) {
+      report.skipped.push_back(util::file_name(dir) + ": " + e.what());
+    }
+  }
+  if (pack.empty()) throw usage_error("nothing to export: no module entry with a portable key was selected");
+  std::string tmp = file + ".tmp." + std::to_string(::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw io_error(errno_message("cannot write " + tmp, errno));
+  try {
+    write_blob(pack, [&](const char* d, size_t n) {
+      if (std::fwrite(d, 1, n, f) != n) throw io_error(errno_message("cannot write " + tmp, errno));
+      report.bytes += n;
+    });
+    if (std::fflush(f) != 0 || ::fsync(fileno(f)) != 0) throw io_error(errno_message("cannot write " + tmp, errno));
+  } catch (...) {
+    std::fclose(f);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  std::fclose(f);
+  if (::rename(tmp.c_str(), file.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    throw io_error(errno_message("cannot write " + file, e));
+  }
+  report.exported = pack.size();
+  return report;
+}
+
+ImportReport import_entries(const Store& store, const std::string& file) {
+  struct stat st;
+  if (::stat(file.c_str(), &st) != 0) throw io_error(errno_message("cannot read " + file, errno));
+  if (!S_ISREG(st.st_mode)) throw io_error(file + " is not a regular file");
+  std::FILE* f = std::fopen(file.c_str(), "rb");
+  if (!f) throw io_error(errno_message("cannot read " + file, errno));
+  Staging staging = store.stage();
+  BlobManifest m;
+  try {
+    TreeReceiver rx(staging.build_dir());
+    BlobLimits limits;
+    limits.max_entries = 1000000;
+    limits.max_manifest_bytes = 256u << 20;
+    limits.max_total_bytes = 1ull << 40;  // the disk is the real bound
+    m = read_blob([&](char* buf, size_t n) { return std::fread(buf, 1, n, f); }, rx, limits);
+    if (std::ferror(f)) throw io_error(errno_message("cannot read " + file, errno));
+  } catch (const Error& e) {
+    std::fclose(f);
+    throw io_error(file + ": " + e.what());
+  }
+  std::fclose(f);
+  for (const auto& e : m.entries) check_portable_entry(util::join_path(staging.build_dir(), e.dir), e);
+
+  ImportReport report;
+  const std::string into = imported_dir(store);
+  util::make_directories(into, 0700);
+  for (const auto& e : m.entries) {
+    std::string target = util::join_path(into, e.dir);
+    if (store.remove_entry(target)) ++report.replaced;
+    std::string from = util::join_path(staging.build_dir(), e.dir);
+    if (::rename(from.c_str(), target.c_str()) != 0)
+      throw io_error(errno_message("cannot move an imported entry to " + target, errno));
+    ++report.imported;
+    report.entries.push_back(e.dir);
+  }
+  return report;
+}
+
+}  // namespace tvmffi_jit::cache

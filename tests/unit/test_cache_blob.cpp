@@ -1,0 +1,210 @@
+#include <catch2/catch.hpp>
+
+#include <zstd.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tvmffi_jit/cache/blob.h"
+#include "tvmffi_jit/cache/portable.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/hash.h"
+
+using namespace tvmffi_jit;
+using namespace tvmffi_jit::cache;
+
+namespace {
+
+const std::string kKey(64, 'c');
+
+// Collects every received file in memory.
+struct MemoryReceiver : BlobReceiver {
+  std::map<std::string, std::string> files;
+  std::string current;
+  void open(const BlobEntry& e, const BlobFile& f) override { current = e.dir + "/" + f.name; files[current]; }
+  void write(const char* d, size_t n) override { files[current].append(d, n); }
+  void close() override {}
+};
+
+std::string entry_json() { return "{\"format_version\": 2, \"name\": \"m\"}\n"; }
+
+std::string sample_blob(const std::string& artifact, int level = 3) {
+  BlobPackEntry e{"m_" + kKey.substr(0, 16), kKey, {}};
+  e.files.push_back({"entry.json", "", entry_json()});
+  e.files.push_back({"m.so", "", artifact});
+  return write_blob_to_string({e}, level);
+}
+
+std::string decompress(const std::string& z) {
+  unsigned long long known = ZSTD_getFrameContentSize(z.data(), z.size());
+  // Streamed frames do not record their size.
+  std::string out(known == ZSTD_CONTENTSIZE_UNKNOWN || known == ZSTD_CONTENTSIZE_ERROR ? 16u << 20 : known, '\0');
+  size_t n = ZSTD_decompress(out.data(), out.size(), z.data(), z.size());
+  REQUIRE(!ZSTD_isError(n));
+  out.resize(n);
+  return out;
+}
+
+std::string compress(const std::string& raw) {
+  std::string out(ZSTD_compressBound(raw.size()), '\0');
+  size_t n = ZSTD_compress(out.data(), out.size(), raw.data(), raw.size(), 1);
+  REQUIRE(!ZSTD_isError(n));
+  out.resize(n);
+  return out;
+}
+
+std::string read_error(const std::string& blob, BlobLimits limits = {}) {
+  MemoryReceiver rx;
+  try {
+    read_blob(blob_source(blob), rx, limits);
+  } catch (const Error& e) {
+    CHECK(e.code() == ExitCode::kIo);
+    return e.what();
+  }
+  return "";
+}
+
+// Rewrites a tar's octal field in place and fixes the header checksum.
+void set_octal(std::string& tar, size_t header, size_t field, size_t width, uint64_t v) {
+  for (size_t i = width - 1; i-- > 0;) {
+    tar[header + field + i] = static_cast<char>('0' + (v & 7));
+    v >>= 3;
+  }
+  unsigned sum = 0;
+  for (size_t i = 0; i < 512; ++i) sum += (i >= 148 && i < 156) ? ' ' : static_cast<unsigned char>(tar[header + i]);
+  for (size_t i = 6; i-- > 0;) {
+    tar[header + 148 + i] = static_cast<char>('0' + (sum & 7));
+    sum >>= 3;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a blob round-trips every file with its name and bytes", "[cache][blob]") {
+  std::string artifact(300000, '\0');
+  for (size_t i = 0; i < artifact.size(); ++i) artifact[i] = static_cast<char>(i * 7919 % 251);
+  std::string blob = sample_blob(artifact);
+  MemoryReceiver rx;
+  BlobManifest m = read_blob(blob_source(blob), rx, {});
+  REQUIRE(m.entries.size() == 1);
+  CHECK(m.entries[0].key == kKey);
+  CHECK(m.entries[0].files[1].sha256 == util::sha256_hex(artifact));
+  CHECK(rx.files.at("m_cccccccccccccccc/m.so") == artifact);
+  CHECK(rx.files.at("m_cccccccccccccccc/entry.json") == entry_json());
+}
+
+TEST_CASE("a blob is a plain ustar archive that tar can list", "[cache][blob]") {
+  std::string tar = decompress(sample_blob("abc"));
+  CHECK(tar.size() % 10240 == 0);
+  CHECK(tar.compare(0, std::string(kBlobManifestName).size(), kBlobManifestName) == 0);
+  CHECK(tar.compare(257, 5, "ustar") == 0);
+}
+
+TEST_CASE("a truncated blob is refused at every length", "[cache][blob]") {
+  std::string blob = sample_blob(std::string(5000, 'x'));
+  for (size_t n = 0; n < blob.size(); n += std::max<size_t>(1, blob.size() / 97)) {
+    INFO("length " << n);
+    CHECK(read_error(blob.substr(0, n)) != "");
+  }
+}
+
+TEST_CASE("one flipped byte anywhere in the archive is refused", "[cache][blob]") {
+  std::string tar = decompress(sample_blob(std::string(3000, 'y')));
+  // Skip the trailing zero padding: a flip there is data after the end, refused too, but slowly to show.
+  for (size_t at : {size_t(0), size_t(100), size_t(150), size_t(600), size_t(1100), size_t(2100), size_t(3000)}) {
+    std::string bad = tar;
+    bad[at] ^= 0x20;
+    INFO("byte " << at);
+    CHECK(read_error(compress(bad)) != "");
+  }
+  std::string last = tar;
+  last[last.size() - 1] = 1;  // in the record padding after the end blocks
+  CHECK(read_error(compress(last)).find("after the end") != std::string::npos);
+}
+
+TEST_CASE("a file that does not match its SHA-256 is refused", "[cache][blob]") {
+  std::string tar = decompress(sample_blob("0123456789"));
+  size_t at = tar.find("0123456789");
+  REQUIRE(at != std::string::npos);
+  tar[at] = 'X';
+  CHECK(read_error(compress(tar)).find("does not match its SHA-256") != std::string::npos);
+}
+
+TEST_CASE("oversized claims are refused before any data is read", "[cache][blob]") {
+  BlobLimits small;
+  small.max_total_bytes = 1000;
+  CHECK(read_error(sample_blob(std::string(2000, 'z')), small).find("claim more than") != std::string::npos);
+  small = {};
+  small.max_manifest_bytes = 64;
+  CHECK(read_error(sample_blob("q"), small).find("manifest") != std::string::npos);
+  // A tar size field larger than the manifest's claim.
+  std::string tar = decompress(sample_blob("abc"));
+  size_t manifest_size = std::stoul(tar.substr(124, 11), nullptr, 8);
+  size_t second = 512 + (manifest_size + 511) / 512 * 512;
+  set_octal(tar, second, 124, 12, 077777777777ull);
+  CHECK(read_error(compress(tar)).find("the manifest says") != std::string::npos);
+}
+
+TEST_CASE("manifests naming unsafe or duplicate files are refused", "[cache][blob]") {
+  auto manifest = [](const std::string& dir, const std::string& file) {
+    return std::string("{\"format\":\"tvmffi-jit-blob\",\"version\":1,\"entries\":[{\"dir\":\"") + dir +
+           "\",\"key\":\"" + std::string(64, 'a') + "\",\"files\":[{\"name\":\"entry.json\",\"size\":1,\"sha256\":\"" +
+           std::string(64, 'b') + "\"},{\"name\":\"" + file + "\",\"size\":1,\"sha256\":\"" + std::string(64, 'b') +
+           "\"}]}]}";
+  };
+  CHECK_NOTHROW(parse_blob_manifest(manifest("m_aaaaaaaaaaaaaaaa", "m.so"), {}));
+  CHECK_THROWS_AS(parse_blob_manifest(manifest("../x", "m.so"), {}), Error);
+  CHECK_THROWS_AS(parse_blob_manifest(manifest("m_a", "../../etc/passwd"), {}), Error);
+  CHECK_THROWS_AS(parse_blob_manifest(manifest("m_a", ".hidden"), {}), Error);
+  CHECK_THROWS_AS(parse_blob_manifest(manifest("m_a", "entry.json"), {}), Error);  // twice
+  CHECK_THROWS_AS(parse_blob_manifest("[1,2]", {}), Error);
+  CHECK_THROWS_AS(parse_blob_manifest("{\"format\":\"tvmffi-jit-blob\",\"version\":2,\"entries\":[]}", {}), Error);
+}
+
+TEST_CASE("bytes after the compressed frame are refused", "[cache][blob]") {
+  std::string blob = sample_blob("abc");
+  CHECK(read_error(blob + blob).find("after the compressed frame") != std::string::npos);
+  CHECK(read_error("not zstd at all").find("zstd") != std::string::npos);
+}
+
+TEST_CASE("portable paths: under the base relative, elsewhere unchanged", "[cache][portable]") {
+  BaseDir base("/work/ci-7/proj");
+  CHECK(base.portable_path("/work/ci-7/proj/src/a.cc") == "<base>/src/a.cc");
+  CHECK(base.portable_path("/work/ci-7/proj") == "<base>");
+  CHECK(base.portable_path("/work/ci-7/project/a.cc") == "/work/ci-7/project/a.cc");
+  CHECK(base.portable_arg("-I/work/ci-7/proj/include") == "-I<base>/include");
+  CHECK(base.portable_arg("-isystem/work/ci-7/proj/x") == "-isystem<base>/x");
+  CHECK(base.portable_arg("--include-path=/work/ci-7/proj/x") == "--include-path=<base>/x");
+  CHECK(base.portable_arg("-DROOT=/work/ci-7/proj") == "-DROOT=/work/ci-7/proj");  // may reach the artifact
+  CHECK(base.portable_text("#include \"/work/ci-7/proj/k.cc\"\nint x;\n") == "#include \"<base>/k.cc\"\nint x;\n");
+  CHECK(base.portable_text("const char* p = \"/work/ci-7/proj/k.cc\";\n") ==
+        "const char* p = \"/work/ci-7/proj/k.cc\";\n");
+  CHECK(base.relative_header("/work/ci-7/proj/include/h.h") == "include/h.h");
+  CHECK(base.relative_header("/usr/include/stdio.h") == "/usr/include/stdio.h");
+  CHECK(BaseDir("/elsewhere/p").absolute_header("include/h.h") == "/elsewhere/p/include/h.h");
+  CHECK(BaseDir("/").portable_path("/usr/x") == "/usr/x");  // "/" as a base would make everything relative
+}
+
+TEST_CASE("entry.json converts to the portable form and back, keeping unknown fields", "[cache][portable]") {
+  nlohmann::json local = {{"key", std::string(64, '1')},
+                          {"portable_key", std::string(64, '2')},
+                          {"base_dir", "/a/proj"},
+                          {"headers", {{{"path", "/a/proj/h.h"}}, {{"path", "/usr/include/x.h"}}}},
+                          {"future_field", {{"digest", "abc"}}}};
+  nlohmann::json p = entry_to_portable(local);
+  CHECK(p["key"] == std::string(64, '2'));
+  CHECK(!p.contains("base_dir"));
+  CHECK(p["headers"][0]["path"] == "h.h");
+  CHECK(p["headers"][1]["path"] == "/usr/include/x.h");
+  CHECK(p["future_field"]["digest"] == "abc");
+  nlohmann::json back = entry_from_portable(p, BaseDir("/b/checkout"));
+  CHECK(back["key"] == local_key_hex(std::string(64, '2'), "/b/checkout"));
+  CHECK(back["headers"][0]["path"] == "/b/checkout/h.h");
+  CHECK(back["base_dir"] == "/b/checkout");
+  CHECK(entry_from_portable(p, BaseDir("/a/proj"))["key"] != back["key"]);
+  nlohmann::json old = local;
+  old.erase("portable_key");
+  CHECK_THROWS_AS(entry_to_portable(old), Error);
+}
