@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""tvmffi_jit.load_inline against tvm_ffi.cpp.load_inline, in fresh Python
+processes (docs/benchmarks.md, section "python").
+
+Each measurement is the wall time of a whole `python3 SCRIPT` process that
+imports the package and calls the function once, as a program or a test that
+JIT-builds its kernels at start does: Python start-up and imports included.
+
+1. hit: the module is already built (tvm_ffi: its build directory exists and
+   ninja is up to date; tvmffi_jit: a cache hit). load_inline and build_inline.
+   Target: tvmffi_jit >= 50x faster. Anchors measured in the same run: the
+   start-up floors `python3 -c pass`, `import tvmffi_jit` and `import tvm_ffi`
+   (load_inline needs tvm_ffi to load the module, whoever built it).
+2. cold: an empty cache root for each run, the same source compiled and linked.
+
+Usage: bench.py TOOL [--runs N] [--cold-runs N] [--work DIR]
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SOURCE_DIR = Path(__file__).resolve().parents[2]
+
+# tvm_ffi.cpp's documented example (the load_inline docstring).
+SOURCE = r'''
+void add_one_cpu(tvm::ffi::TensorView x, tvm::ffi::TensorView y) {
+  TVM_FFI_ICHECK(x.ndim() == 1) << "x must be a 1D tensor";
+  DLDataType f32_dtype{kDLFloat, 32, 1};
+  TVM_FFI_ICHECK(x.dtype() == f32_dtype) << "x must be a float tensor";
+  TVM_FFI_ICHECK(y.ndim() == 1) << "y must be a 1D tensor";
+  TVM_FFI_ICHECK(y.dtype() == f32_dtype) << "y must be a float tensor";
+  TVM_FFI_ICHECK(x.size(0) == y.size(0)) << "x and y must have the same shape";
+  for (int i = 0; i < x.size(0); ++i) {
+    static_cast<float*>(y.data_ptr())[i] = static_cast<float*>(x.data_ptr())[i] + 1;
+  }
+}
+'''
+
+SCRIPT = """import {module} as jit
+r = jit.{function}("bench_add_one", cpp_sources={source!r}, functions=["add_one_cpu"])
+{check}
+"""
+CHECKS = {
+    "load_inline": "assert r.get_function('add_one_cpu') is not None",
+    "build_inline": "assert r.endswith('bench_add_one.so')",
+}
+MODULES = {"tvmffi_jit": "tvmffi_jit", "tvm_ffi.cpp": "tvm_ffi.cpp"}
+
+
+def wall(argv, env):
+    t = time.perf_counter()
+    p = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    dt = time.perf_counter() - t
+    if p.returncode != 0:
+        sys.exit(f"failed ({p.returncode}): {' '.join(argv)}\n{p.stderr}")
+    return dt
+
+
+def median_ms(argv, env, runs):
+    wall(argv, env)  # warm the page cache; not counted
+    return statistics.median(wall(argv, env) for _ in range(runs)) * 1000
+
+
+def script(work, package, function):
+    path = work / f"{package.replace('.', '_')}_{function}.py"
+    path.write_text(SCRIPT.format(module=MODULES[package], function=function, source=SOURCE,
+                                  check=CHECKS[function]))
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tool")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--cold-runs", type=int, default=3)
+    ap.add_argument("--work", type=Path, default=None)
+    args = ap.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="tvmffi-jit-bench-python-"))
+    work.mkdir(parents=True, exist_ok=True)
+    py = sys.executable  # the interpreter itself, not a pyenv shim script
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(SOURCE_DIR / "python"), env.get("PYTHONPATH", "")])
+    env["TVMFFI_JIT_BIN"] = str(Path(args.tool).resolve())
+    env["TVMFFI_JIT_CACHE_DIR"] = str(work / "jit-cache")
+    env["TVM_FFI_CACHE_DIR"] = str(work / "tvm-ffi-cache")
+
+    rows = []
+    floor = {
+        "python3 -c pass": median_ms([py, "-c", "pass"], env, args.runs),
+        "python3 -c 'import tvmffi_jit'": median_ms([py, "-c", "import tvmffi_jit"], env, args.runs),
+        "python3 -c 'import tvm_ffi'": median_ms([py, "-c", "import tvm_ffi"], env, args.runs),
+        "python3 -c 'import tvm_ffi.cpp'": median_ms([py, "-c", "import tvm_ffi.cpp"], env, args.runs),
+    }
+    hits = {}
+    for function in ("load_inline", "build_inline"):
+        for package in MODULES:
+            s = script(work, package, function)
+            wall([py, str(s)], env)  # builds it (both share nothing: separate caches)
+            hits[(package, function)] = median_ms([py, str(s)], env, args.runs)
+    colds = {}
+    for package in MODULES:
+        s = script(work, package, "load_inline")
+        times = []
+        for i in range(args.cold_runs):
+            cold_env = dict(env)
+            cold_env["TVMFFI_JIT_CACHE_DIR"] = str(work / f"cold-jit-{i}")
+            cold_env["TVM_FFI_CACHE_DIR"] = str(work / f"cold-tvm-ffi-{i}")
+            times.append(wall([py, str(s)], cold_env))
+            shutil.rmtree(work / f"cold-jit-{i}", ignore_errors=True)
+            shutil.rmtree(work / f"cold-tvm-ffi-{i}", ignore_errors=True)
+        colds[package] = statistics.median(times) * 1000
+
+    print(f"load average {os.getloadavg()[0]:.1f}; {args.runs} runs per hit figure (median), "
+          f"{args.cold_runs} per cold figure; {py}")
+    print()
+    print("| start-up floor (fresh process, median) | ms |")
+    print("|---|---|")
+    for k, v in floor.items():
+        print(f"| `{k}` | {v:.1f} |")
+    print()
+    print("| fresh process, whole run (median) | tvmffi_jit | tvm_ffi.cpp | ratio |")
+    print("|---|---|---|---|")
+    for function in ("load_inline", "build_inline"):
+        ours, theirs = hits[("tvmffi_jit", function)], hits[("tvm_ffi.cpp", function)]
+        print(f"| hit, `{function}` | {ours:.1f} ms | {theirs:.1f} ms | {theirs / ours:.1f}x |")
+    ours, theirs = colds["tvmffi_jit"], colds["tvm_ffi.cpp"]
+    print(f"| cold (empty cache), `load_inline` | {ours:.0f} ms | {theirs:.0f} ms | {theirs / ours:.2f}x |")
+    print()
+    base = floor["python3 -c 'import tvm_ffi'"]
+    ours, theirs = hits[("tvmffi_jit", "load_inline")], hits[("tvm_ffi.cpp", "load_inline")]
+    print(f"load_inline hit above the `import tvm_ffi` floor ({base:.1f} ms, paid by both to load the "
+          f"module): tvmffi_jit {ours - base:.1f} ms, tvm_ffi.cpp {theirs - base:.1f} ms "
+          f"({(theirs - base) / max(ours - base, 0.1):.0f}x)")
+    base = floor["python3 -c pass"]
+    ours, theirs = hits[("tvmffi_jit", "build_inline")], hits[("tvm_ffi.cpp", "build_inline")]
+    print(f"build_inline hit above `python3 -c pass` ({base:.1f} ms): tvmffi_jit {ours - base:.1f} ms, "
+          f"tvm_ffi.cpp {theirs - base:.1f} ms ({(theirs - base) / max(ours - base, 0.1):.0f}x)")
+
+
+if __name__ == "__main__":
+    main()
