@@ -4,14 +4,16 @@
 #   Debian packages: compilers, CMake, CLI11, nlohmann-json, spdlog/fmt, Catch2,
 #                    OpenSSL, liblz4, libzstd, libelf, clang (fuzzing), groff.
 #   PyPI:            apache-tvm-ffi (headers, libtvm_ffi.so, loader), numpy,
-#                    pytest, jsonschema (tests only).
+#                    pytest, jsonschema (tests only), scikit-build-core (the pip
+#                    wheel; its test builds with --no-build-isolation), and the
+#                    apache-tvm-ffi sdist (tvm_ffi's own tests, run patched).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake ninja-build pkg-config git
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev catch2
   libssl-dev liblz4-dev libzstd-dev libelf-dev
-  clang libclang-rt-14-dev groff man-db bash-completion zsh)
+  clang libclang-rt-14-dev groff man-db bash-completion zsh python3-venv)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -26,9 +28,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PY=${PYTHON:-python3}
-if ! "$PY" -c 'import tvm_ffi, numpy, pytest, jsonschema' 2>/dev/null; then
-  echo "setup: installing Python packages (apache-tvm-ffi, numpy, pytest, jsonschema)" >&2
-  "$PY" -m pip install -q apache-tvm-ffi numpy pytest jsonschema >&2
+if ! "$PY" -c 'import tvm_ffi, numpy, pytest, jsonschema, scikit_build_core' 2>/dev/null; then
+  echo "setup: installing Python packages (apache-tvm-ffi, numpy, pytest, jsonschema, scikit-build-core)" >&2
+  "$PY" -m pip install -q apache-tvm-ffi numpy pytest jsonschema scikit-build-core >&2
 fi
 # pyenv shims need a rehash to expose tvm-ffi-config on PATH.
 command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
@@ -42,3 +44,7 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CMAKE_ARGS:-} >&2
 fi
 cmake --build "$BUILD_DIR" -j "$JOBS" >&2
+
+# tvm_ffi's own tests of tvm_ffi.cpp (tests/integration/test_python_tvm_ffi_suite.py
+# runs them with tvmffi_jit.patch()): from the sdist of the installed version, once.
+"$PY" tests/python/fetch_tvm_ffi_tests.py "$BUILD_DIR/tvm-ffi-sdist" >&2
