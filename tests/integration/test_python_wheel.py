@@ -47,8 +47,11 @@ def run(argv, **kw):
 def wheel():
     dist = BINARY_DIR / "wheel-dist"
     shutil.rmtree(dist, ignore_errors=True)
+    # scikit-build-core would take CXX from Python's sysconfig (g++); c++/cc are
+    # what CMake picks for the developer build, so ccache serves its objects.
+    env = clean_env(CXX=os.environ.get("CXX", "c++"), CC=os.environ.get("CC", "cc"))
     run([sys.executable, "-m", "pip", "wheel", SOURCE_DIR, "--no-build-isolation", "--no-deps", "-q", "-w", dist],
-        env=clean_env(), cwd=SOURCE_DIR)
+        env=env, cwd=SOURCE_DIR)
     [whl] = dist.glob("*.whl")
     return whl
 
