@@ -43,9 +43,12 @@ def __getattr__(name: str) -> str:
         except ImportError:
             from . import _binary  # noqa: PLC0415
 
-            proc = _binary.run(["--version"])
-            first = proc.stdout.split("\n", 1)[0].split()
-            version = first[1] if proc.returncode == 0 and len(first) > 1 else "unknown"
+            try:
+                proc = _binary.run(["--version"])
+                first = proc.stdout.split("\n", 1)[0].split()
+                version = first[1] if proc.returncode == 0 and len(first) > 1 else "unknown"
+            except _binary.BinaryNotFoundError:
+                version = "unknown"
         globals()["__version__"] = version
         return version
     raise AttributeError(f"module 'tvmffi_jit' has no attribute {name!r}")

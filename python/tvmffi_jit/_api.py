@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -129,7 +130,7 @@ def _tvm_ffi_root() -> str | None:
     that will load it (the tool on its own asks ``python3`` on PATH, which may
     be another environment). Found without importing tvm_ffi (~100 ms).
     """
-    module = __import__("sys").modules.get("tvm_ffi")
+    module = sys.modules.get("tvm_ffi")
     if module is not None and getattr(module, "__file__", None):
         return os.path.dirname(os.path.abspath(module.__file__))
     import importlib.util  # noqa: PLC0415
@@ -198,8 +199,6 @@ def _run_build(manifest: dict[str, Any], build_directory: str | None, output_nam
     # TVM_FFI_CPP_EXTENSION_LOG_BUILD is set). A cache hit runs no command.
     printed = "".join(c.get("output") or "" for c in result.get("commands", []))
     if printed:
-        import sys  # noqa: PLC0415
-
         sys.stderr.write(printed)
     return result.get("output") or result["path"]
 

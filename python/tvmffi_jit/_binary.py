@@ -1,6 +1,6 @@
 """Finding the ``tvmffi-jit`` binary and running it.
 
-Only ``os`` and ``subprocess`` are imported here: ``import tvmffi_jit`` must
+Only ``os``, ``sys`` and ``subprocess`` are imported here: ``import tvmffi_jit`` must
 stay cheap, because a cache hit costs the tool about 2 ms and everything else
 a fresh process spends is Python's own start-up and imports.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 BINARY_NAME = "tvmffi-jit"
 BINARY_ENV = "TVMFFI_JIT_BIN"
@@ -36,8 +37,6 @@ def _candidates() -> list[str]:
     out.append(os.path.join(prefix, "bin", BINARY_NAME))
     # The interpreter's own scripts directory (a venv whose site-packages
     # layout differs from the one above).
-    import sys  # noqa: PLC0415 - already imported by the interpreter, free
-
     out.append(os.path.join(os.path.dirname(sys.executable), BINARY_NAME))
     # A source checkout: python/tvmffi_jit next to the CMake build folder.
     out.append(os.path.join(os.path.dirname(site_dir), "build", BINARY_NAME))
