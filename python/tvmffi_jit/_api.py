@@ -13,11 +13,13 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
 
 from . import _binary
 
-if TYPE_CHECKING:  # pragma: no cover - typing only; tvm_ffi is imported lazily
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (import cost)
+if TYPE_CHECKING:  # pragma: no cover - annotations only; tvm_ffi is imported lazily
+    from typing import Any
+
     from tvm_ffi.module import Module
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from . import _api
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any
 
 # The names patched, in tvm_ffi.cpp (the package users call) and in
 # tvm_ffi.cpp.extension (where load/load_inline look build/build_inline up).
