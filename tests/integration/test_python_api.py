@@ -14,6 +14,7 @@ import ctypes
 import inspect as pyinspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,9 @@ sys.path.insert(0, str(PYTHON_DIR))
 
 import tvmffi_jit  # noqa: E402
 
-TOOL = os.environ.get("TVMFFI_JIT_BIN", "tvmffi-jit")
+# ctest sets TVMFFI_JIT_BIN to the build's binary; run by hand, the one on PATH.
+TOOL = os.environ.get("TVMFFI_JIT_BIN") or shutil.which("tvmffi-jit") or "tvmffi-jit"
+os.environ["TVMFFI_JIT_BIN"] = TOOL
 EXAMPLES = SOURCE_DIR / "share" / "tvmffi-jit" / "examples"
 CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
 HAVE_NVCC = (CUDA_HOME / "bin" / "nvcc").exists()

@@ -12,6 +12,7 @@ every other case must pass.
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -22,7 +23,7 @@ import tvm_ffi
 
 SOURCE_DIR = Path(os.environ.get("TVMFFI_JIT_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 BINARY_DIR = Path(os.environ.get("TVMFFI_JIT_BINARY_DIR", SOURCE_DIR / "build"))
-TOOL = os.environ.get("TVMFFI_JIT_BIN", "tvmffi-jit")
+TOOL = os.environ.get("TVMFFI_JIT_BIN") or shutil.which("tvmffi-jit") or "tvmffi-jit"
 VERSION = tvm_ffi.__version__
 
 # Every upstream test file that calls one of the four functions.
