@@ -57,18 +57,28 @@ BUILD_DIR_CASE = "load_inline, build_directory"
 MODULES = {"tvmffi_jit": "tvmffi_jit", "tvm_ffi.cpp": "tvm_ffi.cpp"}
 
 
-def wall(argv, env):
+def timed(argv, env):
+    """(wall seconds, CPU seconds: user+sys of the process and the children it waited for)."""
     t = time.perf_counter()
-    p = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, status, ru = os.wait4(p.pid, 0)
     dt = time.perf_counter() - t
-    if p.returncode != 0:
-        sys.exit(f"failed ({p.returncode}): {' '.join(argv)}\n{p.stderr}")
-    return dt
+    err = p.stderr.read()
+    p.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"failed: {' '.join(argv)}\n{err}")
+    return dt, ru.ru_utime + ru.ru_stime
+
+
+def wall(argv, env):
+    return timed(argv, env)[0]
 
 
 def median_ms(argv, env, runs):
-    wall(argv, env)  # warm the page cache; not counted
-    return statistics.median(wall(argv, env) for _ in range(runs)) * 1000
+    """(median wall ms, median CPU ms) over `runs` processes, after one uncounted warm-up."""
+    timed(argv, env)
+    samples = [timed(argv, env) for _ in range(runs)]
+    return (statistics.median(s[0] for s in samples) * 1000, statistics.median(s[1] for s in samples) * 1000)
 
 
 def script(work, package, function, build_directory=None):
@@ -121,40 +131,38 @@ def main():
             cold_env = dict(env)
             cold_env["TVMFFI_JIT_CACHE_DIR"] = str(work / f"cold-jit-{i}")
             cold_env["TVM_FFI_CACHE_DIR"] = str(work / f"cold-tvm-ffi-{i}")
-            times.append(wall([py, str(s)], cold_env))
+            times.append(timed([py, str(s)], cold_env))
             shutil.rmtree(work / f"cold-jit-{i}", ignore_errors=True)
             shutil.rmtree(work / f"cold-tvm-ffi-{i}", ignore_errors=True)
-        colds[package] = statistics.median(times) * 1000
+        colds[package] = (statistics.median(t[0] for t in times) * 1000, statistics.median(t[1] for t in times) * 1000)
 
     print(f"load average {os.getloadavg()[0]:.1f}; {args.runs} runs per hit figure (median), "
           f"{args.cold_runs} per cold figure; {py}")
     print()
-    print("| start-up floor (fresh process, median) | ms |")
-    print("|---|---|")
-    for k, v in floor.items():
-        print(f"| `{k}` | {v:.1f} |")
+    print("| start-up floor (fresh process, median) | wall ms | CPU ms |")
+    print("|---|---|---|")
+    for k, (w, c) in floor.items():
+        print(f"| `{k}` | {w:.1f} | {c:.1f} |")
     print()
-    print("| fresh process, whole run (median) | tvmffi_jit | tvm_ffi.cpp | ratio |")
+    print("| fresh process, whole run (median) | tvmffi_jit wall / CPU | tvm_ffi.cpp wall / CPU | ratio wall / CPU |")
     print("|---|---|---|---|")
-    for function in ("load_inline", "build_inline"):
-        ours, theirs = hits[("tvmffi_jit", function)], hits[("tvm_ffi.cpp", function)]
-        print(f"| hit, `{function}` | {ours:.1f} ms | {theirs:.1f} ms | {theirs / ours:.1f}x |")
-    ours, theirs = hits[("tvmffi_jit", BUILD_DIR_CASE)], hits[("tvm_ffi.cpp", BUILD_DIR_CASE)]
-    print(f"| repeated call, `load_inline` with `build_directory` | {ours:.1f} ms | {theirs:.1f} ms "
-          f"| {theirs / ours:.2f}x |")
-    ours, theirs = colds["tvmffi_jit"], colds["tvm_ffi.cpp"]
-    print(f"| cold (empty cache), `load_inline` | {ours:.0f} ms | {theirs:.0f} ms | {theirs / ours:.2f}x |")
-    print()
-    base = floor["python3 -c 'import tvm_ffi'"]
-    ours, theirs = hits[("tvmffi_jit", "load_inline")], hits[("tvm_ffi.cpp", "load_inline")]
-    print(f"load_inline hit above the `import tvm_ffi` floor ({base:.1f} ms, paid by both to load the "
-          f"module): tvmffi_jit {ours - base:.1f} ms, tvm_ffi.cpp {theirs - base:.1f} ms "
-          f"({(theirs - base) / max(ours - base, 0.1):.0f}x)")
-    base = floor["python3 -c pass"]
-    ours, theirs = hits[("tvmffi_jit", "build_inline")], hits[("tvm_ffi.cpp", "build_inline")]
-    print(f"build_inline hit above `python3 -c pass` ({base:.1f} ms): tvmffi_jit {ours - base:.1f} ms, "
-          f"tvm_ffi.cpp {theirs - base:.1f} ms ({(theirs - base) / max(ours - base, 0.1):.0f}x)")
 
+    def row(label, ours, theirs, digits=1):
+        print(f"| {label} | {ours[0]:.{digits}f} / {ours[1]:.{digits}f} ms | {theirs[0]:.{digits}f} / {theirs[1]:.{digits}f} ms "
+              f"| {theirs[0] / ours[0]:.2f}x / {theirs[1] / ours[1]:.2f}x |")
+
+    for function in ("build_inline", "load_inline"):
+        row(f"hit, `{function}`", hits[("tvmffi_jit", function)], hits[("tvm_ffi.cpp", function)])
+    row("repeated call, `load_inline` with `build_directory`", hits[("tvmffi_jit", BUILD_DIR_CASE)],
+        hits[("tvm_ffi.cpp", BUILD_DIR_CASE)], 0)
+    row("cold (empty cache), `load_inline`", colds["tvmffi_jit"], colds["tvm_ffi.cpp"], 0)
+    print()
+    for function, floor_name in (("build_inline", "python3 -c pass"), ("load_inline", "python3 -c 'import tvm_ffi'")):
+        base = floor[floor_name]
+        ours, theirs = hits[("tvmffi_jit", function)], hits[("tvm_ffi.cpp", function)]
+        print(f"{function} hit above `{floor_name}` ({base[0]:.1f} ms wall, {base[1]:.1f} ms CPU): "
+              f"tvmffi_jit {ours[0] - base[0]:.1f} / {ours[1] - base[1]:.1f} ms, "
+              f"tvm_ffi.cpp {theirs[0] - base[0]:.1f} / {theirs[1] - base[1]:.1f} ms (wall / CPU)")
 
 if __name__ == "__main__":
     main()
