@@ -11,7 +11,12 @@ JIT-builds its kernels at start does: Python start-up and imports included.
    Target: tvmffi_jit >= 50x faster. Anchors measured in the same run: the
    start-up floors `python3 -c pass`, `import tvmffi_jit` and `import tvm_ffi`
    (load_inline needs tvm_ffi to load the module, whoever built it).
+   Also a CUDA-only module (load_inline hit), when nvcc is there (--no-cuda skips).
 2. cold: an empty cache root for each run, the same source compiled and linked.
+3. the repeated call of a program that passes build_directory.
+
+Wall time is what a user waits; CPU time (user+sys of the process and its
+children) is what stays comparable when other work shares the machine.
 
 Usage: bench.py TOOL [--runs N] [--cold-runs N] [--work DIR]
 """
@@ -43,13 +48,27 @@ void add_one_cpu(tvm::ffi::TensorView x, tvm::ffi::TensorView y) {
 }
 '''
 
+# A CUDA-only module (tvm_ffi's test_load_inline_cuda, shortened): the kernel
+# and its launcher in one .cu unit.
+CUDA_SOURCE = r'''
+__global__ void AddOneKernel(float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] + 1;
+}
+void add_one_cuda(tvm::ffi::TensorView x, tvm::ffi::TensorView y) {
+  int64_t n = x.size(0);
+  cudaStream_t stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(x.device().device_type, x.device().device_id));
+  AddOneKernel<<<(n + 255) / 256, 256, 0, stream>>>(static_cast<float*>(x.data_ptr()), static_cast<float*>(y.data_ptr()), n);
+}
+'''
+
 SCRIPT = """import {module} as jit
-r = jit.{function}("bench_add_one", cpp_sources={source!r}, functions=["add_one_cpu"]{extra})
+r = jit.{function}("{name}", {kind}={source!r}, functions=["{exported}"]{extra})
 {check}
 """
 CHECKS = {
-    "load_inline": "assert r.get_function('add_one_cpu') is not None",
-    "build_inline": "assert r.endswith('bench_add_one.so')",
+    "load_inline": "assert r.get_function('{exported}') is not None",
+    "build_inline": "assert r.endswith('{name}.so')",
 }
 # The repeated call of a program that passes build_directory: tvm_ffi's ninja
 # finds the directory up to date; tvmffi-jit's --build-dir rebuilds (no cache).
@@ -81,12 +100,15 @@ def median_ms(argv, env, runs):
     return (statistics.median(s[0] for s in samples) * 1000, statistics.median(s[1] for s in samples) * 1000)
 
 
-def script(work, package, function, build_directory=None):
-    tag = "_build_dir" if build_directory else ""
+def script(work, package, function, build_directory=None, cuda=False):
+    tag = ("_build_dir" if build_directory else "") + ("_cuda" if cuda else "")
     path = work / f"{package.replace('.', '_')}_{function}{tag}.py"
     extra = f", build_directory={str(build_directory)!r}" if build_directory else ""
-    path.write_text(SCRIPT.format(module=MODULES[package], function=function, source=SOURCE, extra=extra,
-                                  check=CHECKS[function]))
+    name, exported = ("bench_cuda", "add_one_cuda") if cuda else ("bench_add_one", "add_one_cpu")
+    path.write_text(SCRIPT.format(module=MODULES[package], function=function, name=name,
+                                  kind="cuda_sources" if cuda else "cpp_sources",
+                                  source=CUDA_SOURCE if cuda else SOURCE, exported=exported, extra=extra,
+                                  check=CHECKS[function].format(name=name, exported=exported)))
     return path
 
 
@@ -96,6 +118,7 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--cold-runs", type=int, default=3)
     ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--no-cuda", action="store_true", help="skip the CUDA module case")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="tvmffi-jit-bench-python-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -123,6 +146,18 @@ def main():
         s = script(work, package, "load_inline", work / f"build-dir-{package}")
         wall([py, str(s)], env)
         hits[(package, BUILD_DIR_CASE)] = median_ms([py, str(s)], env, max(3, args.runs // 4))
+    cuda_home = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    cuda_env = dict(env)
+    if (cuda_home / "bin" / "nvcc").exists() and not args.no_cuda:
+        # The module needs libcudart at load (no rpath, as tvm_ffi builds it); without
+        # nvidia-smi (no GPU) tvm_ffi needs the arch list, and then both get it.
+        cuda_env["LD_LIBRARY_PATH"] = os.pathsep.join([str(cuda_home / "lib64"), env.get("LD_LIBRARY_PATH", "")])
+        if shutil.which("nvidia-smi") is None:
+            cuda_env.setdefault("TVM_FFI_CUDA_ARCH_LIST", "9.0")
+        for package in MODULES:
+            s = script(work, package, "load_inline", cuda=True)
+            wall([py, str(s)], cuda_env)
+            hits[(package, "cuda")] = median_ms([py, str(s)], cuda_env, max(3, args.runs // 2))
     colds = {}
     for package in MODULES:
         s = script(work, package, "load_inline")
@@ -153,6 +188,8 @@ def main():
 
     for function in ("build_inline", "load_inline"):
         row(f"hit, `{function}`", hits[("tvmffi_jit", function)], hits[("tvm_ffi.cpp", function)])
+    if ("tvmffi_jit", "cuda") in hits:
+        row("hit, `load_inline`, CUDA source", hits[("tvmffi_jit", "cuda")], hits[("tvm_ffi.cpp", "cuda")])
     row("repeated call, `load_inline` with `build_directory`", hits[("tvmffi_jit", BUILD_DIR_CASE)],
         hits[("tvm_ffi.cpp", BUILD_DIR_CASE)], 0)
     row("cold (empty cache), `load_inline`", colds["tvmffi_jit"], colds["tvm_ffi.cpp"], 0)
