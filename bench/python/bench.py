@@ -62,6 +62,36 @@ void add_one_cuda(tvm::ffi::TensorView x, tvm::ffi::TensorView y) {
 }
 '''
 
+# Repeated calls inside one process (a long-running program): per-call wall
+# and CPU (the process's and its children's), median over the calls.
+IN_PROCESS = """import resource, statistics, sys, time
+import {module} as jit
+def cpu():
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+jit.build_inline("bench_add_one", cpp_sources={source!r}, functions=["add_one_cpu"])
+walls, cpus = [], []
+for _ in range({runs}):
+    w, c = time.perf_counter(), cpu()
+    jit.build_inline("bench_add_one", cpp_sources={source!r}, functions=["add_one_cpu"])
+    walls.append(time.perf_counter() - w)
+    cpus.append(cpu() - c)
+print(statistics.median(walls) * 1000, statistics.median(cpus) * 1000)
+"""
+
+# A generated source file, written (same content) before each build, as code
+# generators and `pip install -e` refreshes do: tvm_ffi's ninja goes by mtime,
+# tvmffi-jit's cache by content.
+GENERATED_FILE = """import pathlib
+import {module} as jit
+src = pathlib.Path({path!r})
+src.write_text({source!r})
+r = jit.build("bench_generated", sources=[str(src)])
+assert r.endswith("bench_generated.so")
+"""
+FILE_SOURCE = ("#include <tvm/ffi/function.h>\n#include <tvm/ffi/container/tensor.h>\n" + SOURCE
+               + "TVM_FFI_DLL_EXPORT_TYPED_FUNC(add_one_cpu, add_one_cpu);\n")
+
 SCRIPT = """import {module} as jit
 r = jit.{function}("{name}", {kind}={source!r}, functions=["{exported}"]{extra})
 {check}
@@ -146,6 +176,18 @@ def main():
         s = script(work, package, "load_inline", work / f"build-dir-{package}")
         wall([py, str(s)], env)
         hits[(package, BUILD_DIR_CASE)] = median_ms([py, str(s)], env, max(3, args.runs // 4))
+    for package in MODULES:
+        s = work / f"{package.replace('.', '_')}_generated.py"
+        (work / f"gen-{package}").mkdir(exist_ok=True)
+        s.write_text(GENERATED_FILE.format(module=MODULES[package], source=FILE_SOURCE,
+                                           path=str(work / f"gen-{package}" / "generated.cc")))
+        wall([py, str(s)], env)
+        hits[(package, "generated")] = median_ms([py, str(s)], env, max(3, args.runs // 4))
+    for package in MODULES:
+        s = work / f"{package.replace('.', '_')}_in_process.py"
+        s.write_text(IN_PROCESS.format(module=MODULES[package], source=SOURCE, runs=args.runs))
+        out = subprocess.run([py, str(s)], env=env, capture_output=True, text=True, check=True).stdout.split()
+        hits[(package, "in-process")] = (float(out[0]), float(out[1]))
     cuda_home = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
     cuda_env = dict(env)
     if (cuda_home / "bin" / "nvcc").exists() and not args.no_cuda:
@@ -188,6 +230,10 @@ def main():
 
     for function in ("build_inline", "load_inline"):
         row(f"hit, `{function}`", hits[("tvmffi_jit", function)], hits[("tvm_ffi.cpp", function)])
+    row("hit, `build` of a generated file rewritten before each run", hits[("tvmffi_jit", "generated")],
+        hits[("tvm_ffi.cpp", "generated")])
+    row("hit, `build_inline`, repeated call in one process (per call)", hits[("tvmffi_jit", "in-process")],
+        hits[("tvm_ffi.cpp", "in-process")], 2)
     if ("tvmffi_jit", "cuda") in hits:
         row("hit, `load_inline`, CUDA source", hits[("tvmffi_jit", "cuda")], hits[("tvm_ffi.cpp", "cuda")])
     row("repeated call, `load_inline` with `build_directory`", hits[("tvmffi_jit", BUILD_DIR_CASE)],
