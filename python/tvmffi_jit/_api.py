@@ -161,10 +161,8 @@ def _write_manifest(manifest: dict[str, Any]) -> str:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             continue
-        try:
-            os.write(fd, text)
-        finally:
-            os.close(fd)
+        with os.fdopen(fd, "wb") as f:  # a full write (os.write may stop short)
+            f.write(text)
         return path
 
 
