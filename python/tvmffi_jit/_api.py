@@ -161,8 +161,12 @@ def _write_manifest(manifest: dict[str, Any]) -> str:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             continue
-        with os.fdopen(fd, "wb") as f:  # a full write (os.write may stop short)
-            f.write(text)
+        try:
+            with os.fdopen(fd, "wb") as f:  # a full write (os.write may stop short)
+                f.write(text)
+        except BaseException:
+            os.unlink(path)
+            raise
         return path
 
 
