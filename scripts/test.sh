@@ -5,6 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 
+# ccache (installed by setup.sh) under every build here: the pip-wheel test
+# builds the CLI again in build-wheel/ with the same flags, and hits. Paths
+# are made relative to the checkout so both build trees share entries.
+export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
+export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=1
+
 bash scripts/setup.sh
 
 # Tests never touch the user's real cache.

@@ -6,12 +6,15 @@
 // manifest (exit 2) or a missing toolchain (exit 4) writes nothing.
 #include <chrono>
 #include <cstdio>
+#include <climits>
 #include <cstdlib>
 #include <memory>
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "cli/driver_load.h"
 #include "batch_report.h"
@@ -71,11 +74,14 @@ bool uses_cache(const BuildArgs& args) { return args.build_dir.empty() && !args.
 
 // The directory paths are made relative to in portable keys (docs/remote.md):
 // --base-dir, else $TVMFFI_JIT_BASE_DIR, else the manifest's directory, else
-// the current directory.
+// the current directory; none (every path absolute) when the current
+// directory is gone (a build with absolute paths still works there).
 std::string key_base_dir(const BuildArgs& args, const compile::Manifest& m) {
   if (!args.base_dir.empty()) return util::absolute_path(args.base_dir);
   if (const char* v = std::getenv("TVMFFI_JIT_BASE_DIR"); v && *v) return util::absolute_path(v);
-  return m.manifest_path.empty() ? util::current_directory() : util::parent_path(m.manifest_path);
+  if (!m.manifest_path.empty()) return util::parent_path(m.manifest_path);
+  char buf[PATH_MAX];
+  return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string();
 }
 
 cache::RemoteOptions remote_options(const BuildArgs& args) {
