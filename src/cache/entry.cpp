@@ -39,6 +39,7 @@ std::optional<std::string> hex_decode(const std::string& hex) {
 // not UTF-8 goes in as hex instead of being replaced.
 nlohmann::json header_to_json(const HeaderRecord& h) {
   nlohmann::json j = {{"size", h.size}, {"sha256", h.sha256}};
+  if (!h.stat.empty()) j["stat"] = h.stat;
   if (util::is_valid_utf8(h.path)) j["path"] = h.path;
   else j["path_hex"] = util::hex_encode(reinterpret_cast<const uint8_t*>(h.path.data()), h.path.size());
   return j;
@@ -120,6 +121,7 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
       }
       r.size = h.at("size").get<uint64_t>();
       r.sha256 = h.at("sha256").get<std::string>();
+      if (h.contains("stat")) r.stat = h.at("stat").get<std::string>();
       if (r.path.empty() || r.path[0] != '/') return fail("header path '" + r.path + "' is not absolute");
       e.headers.push_back(std::move(r));
     }

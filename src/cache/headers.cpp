@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <unordered_set>
 
 #include "tvmffi_jit/util/error.h"
@@ -22,14 +24,35 @@ bool is_under(const std::string& path, const std::string& dir) {
   return util::starts_with(path, d);
 }
 
-// Hashes one file through a single open (size from the same fstat), so the
-// size and the hash describe the same file even if it is replaced meanwhile.
-bool hash_one(const std::string& path, uint64_t* size, std::string* hex) {
+int64_t ns(const struct timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec; }
+
+std::string stat_text(const struct stat& st) {
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(ns(st.st_mtim)) + ":" +
+         std::to_string(ns(st.st_ctim));
+}
+
+// The stat worth recording for a file: empty when it changed too recently to
+// rule out a same-tick write after the hash.
+std::string trusted_stat(const struct stat& st) {
+  struct timespec now;
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  const int64_t newest = std::max(ns(st.st_mtim), ns(st.st_ctim));
+  if (ns(now) - newest < kTrustedStatAgeSeconds * 1000000000LL) return "";
+  return stat_text(st);
+}
+
+// Hashes one file through a single open (size and stat from the same fstat),
+// so they and the hash describe the same file even if it is replaced meanwhile.
+bool hash_one(const std::string& path, uint64_t* size, std::string* hex, std::string* stat = nullptr) {
   int fd;
   try {
     fd = util::open_for_reading(path);  // a header replaced by a FIFO must not block the lookup
   } catch (const Error&) {
     return false;
+  }
+  if (stat) {
+    struct stat st;
+    *stat = ::fstat(fd, &st) == 0 ? trusted_stat(st) : "";
   }
   util::Sha256 sha;
   char buf[1 << 16];
@@ -115,7 +138,7 @@ std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, co
     if (skip) continue;
     HeaderRecord r;
     r.path = abs;
-    if (!hash_one(abs, &r.size, &r.sha256))
+    if (!hash_one(abs, &r.size, &r.sha256, &r.stat))
       throw io_error("cannot read " + abs + ", which the compiler reported reading (was it removed during the build?)");
     out.push_back(std::move(r));
   }
@@ -130,6 +153,7 @@ std::optional<std::string> check_headers(const std::vector<HeaderRecord>& header
     if (!S_ISREG(st.st_mode)) return h.path + " is not a regular file";
     // A size difference is decisive on its own; equal sizes still re-hash.
     if (static_cast<uint64_t>(st.st_size) != h.size) return h.path + " changed (size)";
+    if (!h.stat.empty() && h.stat == stat_text(st)) continue;  // the very file that was hashed
     uint64_t size = 0;
     std::string hex;
     if (!hash_one(h.path, &size, &hex)) return h.path + " cannot be read";

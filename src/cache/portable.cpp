@@ -132,6 +132,7 @@ nlohmann::json entry_to_portable(const nlohmann::json& local_entry) {
     for (auto& h : p["headers"]) {
       if (!h.is_object() || !h.contains("path") || !h["path"].is_string()) throw io_error("malformed header record");
       h["path"] = base.relative_header(h["path"].get<std::string>());
+      h.erase("stat");  // device and inode numbers mean nothing on another machine
     }
   }
   return p;

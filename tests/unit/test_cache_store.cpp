@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -220,6 +221,41 @@ TEST_CASE("hash_headers skips generated files and the translation unit", "[cache
   CHECK(recs[0].path == util::join_path(tmp.path(), "h.h"));
   CHECK(recs[0].sha256 == util::sha256_hex("h"));
   CHECK_THROWS_AS(hash_headers({"/nonexistent/x.h"}, "/", {}, {}), Error);
+}
+
+TEST_CASE("a header's stat shortcut is recorded only for old files and never hides a rewrite",
+          "[cache][headers]") {
+  util::TempDir tmp;
+  const std::string h = util::join_path(tmp.path(), "h.h");
+  util::write_file(h, "int a = 1;\n");
+  // Just written: too new to trust its stat; a lookup re-hashes it.
+  auto fresh = hash_headers({h}, "/", {}, {});
+  REQUIRE(fresh.size() == 1);
+  CHECK(fresh[0].stat.empty());
+  CHECK_FALSE(check_headers(fresh));
+
+  ::usleep(static_cast<useconds_t>(kTrustedStatAgeSeconds * 1000000 + 200000));
+  auto old = hash_headers({h}, "/", {}, {});
+  REQUIRE(old.size() == 1);
+  CHECK_FALSE(old[0].stat.empty());
+  CHECK_FALSE(check_headers(old));  // same file, same stat: a hit without re-hashing
+
+  // Same size, mtime set back to the recorded one: ctime still moves, so the
+  // stat differs and the re-hash finds the change.
+  struct stat before;
+  REQUIRE(::stat(h.c_str(), &before) == 0);
+  util::write_file(h, "int a = 2;\n");
+  struct timespec times[2] = {before.st_atim, before.st_mtim};
+  REQUIRE(::utimensat(AT_FDCWD, h.c_str(), times, 0) == 0);
+  auto why = check_headers(old);
+  REQUIRE(why);
+  CHECK(why->find("changed") != std::string::npos);
+
+  // A recorded stat that no longer matches is not trusted either: the hash decides.
+  auto forged = old;
+  forged[0].stat = "0:0:0:0";
+  forged[0].sha256 = util::sha256_hex("int a = 2;\n");
+  CHECK_FALSE(check_headers(forged));
 }
 
 TEST_CASE("parse_depfile reads gcc and nvcc depfiles", "[cache][headers]") {

@@ -1,5 +1,5 @@
 // Command construction: the argv of every compile and link step, compared
-// with what tvm_ffi's build.ninja runs (shared/reference/tvm-ffi.md §6).
+// with what tvm_ffi's build.ninja runs (apache-tvm-ffi 0.1.15, docs/build.md).
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>

@@ -1,7 +1,7 @@
 // The wrapper must be byte-identical to tvm_ffi.cpp.extension._decorate_with_tvm_ffi.
 // Expected texts below were printed by apache-tvm-ffi 0.1.15.post2
 // (python3 -c 'from tvm_ffi.cpp.extension import _decorate_with_tvm_ffi as d; print(repr(d(src, fns)))')
-// and agree with shared/reference/tvm-ffi.md §4/§7; the integration test
+// (its `functions` as a list and as a dict with docstrings); the integration test
 // tests/integration/test_build_wrapper_parity.py re-checks against the installed package.
 #include <catch2/catch.hpp>
 

@@ -52,6 +52,10 @@ struct HeaderRecord {
   std::string path;  // absolute, as the compiler's depfile named it
   uint64_t size = 0;
   std::string sha256;
+  // "dev:ino:mtime_ns:ctime_ns" of the file hashed, when it was old enough to
+  // trust (cache/headers.h): a lookup that finds the same stat skips the
+  // re-hash. Empty: always re-hash. Machine-local (never exported).
+  std::string stat;
 };
 
 // A cached object a module was linked from (docs/cache.md, "What the cache

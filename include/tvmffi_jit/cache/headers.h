@@ -1,6 +1,12 @@
 // The headers a compile read, recorded after a build and re-checked on every
-// lookup (ccache's "direct mode" without its mtime shortcut): each recorded
-// header is re-hashed, and a missing or changed one makes the entry a miss.
+// lookup (ccache's "direct mode"): a missing or changed one makes the entry a
+// miss. A header is re-hashed unless its stat -- device, inode, mtime and
+// ctime in nanoseconds -- equals the one recorded with its hash; the stat is
+// recorded only for a file whose mtime and ctime were at least
+// kTrustedStatAgeSeconds old when it was hashed, so a later write (which
+// moves ctime, and which no one can set back) cannot hide inside the
+// timestamp granularity. Skipping the re-hash of the ~360 toolkit headers a
+// CUDA unit reads is what keeps a CUDA hit within a few milliseconds.
 #pragma once
 
 #include <optional>
@@ -31,6 +37,8 @@ std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, co
 // Re-hashes recorded headers; nullopt when all match, else the first
 // mismatch ("/abs/h.h changed", "/abs/h.h is gone").
 std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers);
+
+constexpr int64_t kTrustedStatAgeSeconds = 2;
 
 // Merges header lists, keeping the first record of each path.
 void merge_headers(std::vector<HeaderRecord>& into, const std::vector<HeaderRecord>& more);

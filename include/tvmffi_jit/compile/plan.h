@@ -89,7 +89,7 @@ struct LinkStep {
   enum class Kind {
     kSharedLibrary,  // c++ <inputs> <flags> -o <output>
     kMergeObjects,   // ld -r -o <output> <inputs>
-    kCopyObject,     // one object: copied (ld -r of a single object breaks ORC JITLink, tvm-ffi.md §6.4)
+    kCopyObject,     // one object: copied (ld -r of a single object breaks ORC JITLink; tvm_ffi.cpp copies it too)
   };
   Kind kind = Kind::kSharedLibrary;
   std::string program;              // c++ or ld; empty for kCopyObject
@@ -126,7 +126,7 @@ struct PlanOptions {
   std::optional<std::string> env_cuda_launcher;
 };
 
-// The default flags, as tvm_ffi.cpp (tvm-ffi.md §6.1); user flags come after.
+// The default flags, as tvm_ffi.cpp (docs/build.md); user flags come after.
 std::vector<std::string> default_cxx_flags();   // -std=c++17 -fPIC -O2
 std::vector<std::string> default_c_flags();     // -fPIC -O2
 std::vector<std::string> default_cuda_flags();  // -Xcompiler -fPIC -std=c++17 -O2

@@ -1,5 +1,5 @@
 // The export wrapper, byte-identical to tvm_ffi.cpp.extension._decorate_with_tvm_ffi
-// (shared/reference/tvm-ffi.md §7), so sources written for load_inline build
+// (apache-tvm-ffi 0.1.15; docs/build.md), so sources written for load_inline build
 // unchanged and produce the same translation units.
 #pragma once
 

@@ -34,7 +34,7 @@ struct TerminalStyle {
   bool color = false;  // ANSI colour escapes wanted
 };
 
-// ninja's rules (reference/peers.md §5.1): smart = tty && TERM set and != "dumb";
+// ninja's rules: smart = tty && TERM set and != "dumb";
 // colour defaults to `smart`; NO_COLOR (set, non-empty, != "0") disables it;
 // CLICOLOR_FORCE (set, != "0") forces it unless NO_COLOR; FORCE_COLOR (set, != "0")
 // forces it even over NO_COLOR. Null pointers mean "variable unset".
