@@ -194,6 +194,7 @@ def test_damaged_build_log_rebuilds_everything(project):
     (project.dir / ".tvmffi-jit.buildlog.json").write_text('{"format_version": 1, "steps": {"cpp_0.o": 7}}')
     info = project.build()
     assert compiled(info) == ["compiling src/a.cc", "compiling src/b.cc", "linking inc.so"]
+    assert project.build()["commands"] == []  # and the log written anew
 
 
 def test_python_build_directory_is_incremental(tmp_path):
