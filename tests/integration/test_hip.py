@@ -10,9 +10,11 @@ Needs hipcc (Debian 12: `apt-get install hipcc`, which scripts/setup.sh
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -61,12 +63,14 @@ def call(module, fn, *args):
 
 
 def offload_targets(module):
-    """The gfx targets of the HIP code objects bundled into the module."""
-    section = subprocess.run(["objcopy", "--dump-section", f".hip_fatbin={module}.fatbin", str(module), "/dev/null"],
-                             capture_output=True, text=True)
-    assert section.returncode == 0, section.stderr
-    data = Path(f"{module}.fatbin").read_bytes()
-    return sorted({t.decode() for t in __import__("re").findall(rb"amdgcn-amd-amdhsa--(gfx[0-9a-f]+)", data)})
+    """The gfx targets of the HIP code objects bundled into the module (its .hip_fatbin section)."""
+    with tempfile.TemporaryDirectory() as d:
+        dump = Path(d) / "hip_fatbin"
+        section = subprocess.run(["objcopy", "--dump-section", f".hip_fatbin={dump}", str(module), str(Path(d) / "copy")],
+                                 capture_output=True, text=True)
+        assert section.returncode == 0, section.stderr
+        data = dump.read_bytes()
+    return sorted({t.decode() for t in re.findall(rb"amdgcn-amd-amdhsa--(gfx[0-9a-f]+)", data)})
 
 
 def test_cpp_only_module_with_backend_hip_builds_as_tvm_ffi_does(tmp_path, env):
