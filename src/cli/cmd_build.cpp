@@ -158,6 +158,7 @@ nlohmann::json result_json(const compile::BuildPlan& plan, const compile::BuildR
   j["functions"] = plan.functions;
   j["archs"] = nlohmann::json::array();
   for (const auto& a : plan.archs) j["archs"].push_back(a.text());
+  for (const auto& a : plan.rocm_archs) j["archs"].push_back(a);
   if (!plan.arch_source.empty()) j["arch_source"] = plan.arch_source;
   j["build_dir"] = r.build_dir;
   j["commands"] = nlohmann::json::array();

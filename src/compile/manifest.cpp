@@ -559,7 +559,8 @@ void check_combination(const Manifest& m, const CommandLineInputs* cli) {
   const bool cli_arch = cli && !cli->arch.empty();
   size_t hip_files = 0;
   for (const auto& s : m.sources) hip_files += util::extension(s) == ".hip" ? 1 : 0;
-  if (m.backend == GpuBackend::kHip) {
+  // A .hip source implies backend hip when none is given (make_plan's rule).
+  if (m.backend == GpuBackend::kHip || (!m.backend && hip_files)) {
     if (device_emit)
       r.fail("backend", "--backend", cli_backend,
              "emit " + emit + " is a CUDA format; backend hip builds modules and objects (hipcc embeds the code objects)");
