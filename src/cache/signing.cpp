@@ -1,6 +1,7 @@
 #include "tvmffi_jit/cache/signing.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>

@@ -130,8 +130,9 @@ exec {REAL_CXX} "$@"
     keys.mkdir()
     attacker_keys = tmp_path / "attacker"
     attacker_keys.mkdir()
-    run("cache", "keygen", "ci", "--out", keys, check=0)
-    run("cache", "keygen", "ci", "--out", attacker_keys, check=0)  # same name, another key
+    # Not checked here: the tests of the blob rules need no key (and run against older binaries).
+    run("cache", "keygen", "ci", "--out", keys)
+    run("cache", "keygen", "ci", "--out", attacker_keys)  # same name, another key
 
     class W:
         pass
@@ -375,7 +376,6 @@ def test_a_local_entry_recording_a_dotdot_header_path_is_a_miss(world):
     e["headers"].append({"path": f"{world.a.dir}/include/../x.h", "size": 2,
                          "sha256": hashlib.sha256(b"x\n").hexdigest()})
     ej.write_text(json.dumps(e))
-    before = compiles(world.log)
     again = world.a.build()
-    assert again["cache"] == "miss" and compiles(world.log) > before
+    assert again["cache"] == "miss" and "not a normal absolute path" in again["miss_reason"], again
     assert world.a.stats()["corrupt_entries"] == 1
