@@ -239,6 +239,16 @@ BlobSignature sign_blob_entry(const SecretKey& key, const BlobEntry& entry) {
   return BlobSignature{key.name, sig};
 }
 
+void prepare_signature_check() {
+  init_crypto();
+  // Any valid point will do: creating a key fetches the key manager, the
+  // verify init the signature methods, and OpenSSL caches both.
+  std::string pub = public_from_seed(std::string(kEd25519SeedBytes, '\1'));
+  Pkey k(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, bytes(pub), pub.size()));
+  MdCtx ctx(EVP_MD_CTX_new());
+  if (k && ctx) EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, k.get());
+}
+
 std::optional<std::string> trusted_signer(const std::vector<PublicKey>& trusted, const BlobEntry& entry) {
   if (entry.signatures.empty() || trusted.empty()) return std::nullopt;
   init_crypto();
