@@ -338,7 +338,7 @@ void run_import(const CacheArgs& a) {
 void run_keygen(const CacheArgs& a) {
   cache::KeyPairFiles f = cache::generate_key_pair(a.key_name, a.key_out_dir);
   if (a.json) {
-    out_json({{"name", a.key_name}, {"secret_key", f.secret_file}, {"public_key", f.public_file}});
+    out_json("keygen", {{"name", a.key_name}, {"secret_key", f.secret_file}, {"public_key", f.public_file}});
   } else {
     out(f.secret_file + "\n" + f.public_file + "\n");
   }

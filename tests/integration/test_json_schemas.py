@@ -115,6 +115,7 @@ def test_cache_json_of_every_command_matches_the_schema(tmp_path, env):
     docs["export"] = json.loads(run("cache", "export", tmp_path / "x.tar.zst", "--json", env=env).stdout)
     other = dict(env, TVMFFI_JIT_CACHE_DIR=str(tmp_path / "other"))
     docs["import"] = json.loads(run("cache", "import", tmp_path / "x.tar.zst", "--json", env=other).stdout)
+    docs["keygen"] = json.loads(run("cache", "keygen", "ci_key", "--out", tmp_path, "--json", env=env).stdout)
     docs["gc"] = json.loads(run("cache", "gc", "--max-size", "1G", "--json", env=env).stdout)
     docs["clean"] = json.loads(run("cache", "clean", "--json", env=env).stdout)
     docs["clean-missing"] = json.loads(run("cache", "clean", "--json", env=dict(env, TVMFFI_JIT_CACHE_DIR=str(tmp_path / "none"))).stdout)
