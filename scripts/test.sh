@@ -12,7 +12,7 @@ export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
 export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=1
 
-bash scripts/setup.sh
+bash scripts/setup.sh --with-test-deps  # + hipcc, for the backend-hip tests
 
 # Tests never touch the user's real cache.
 export TVMFFI_JIT_CACHE_DIR="${TVMFFI_JIT_CACHE_DIR:-$(mktemp -d)/tvmffi-jit-cache}"

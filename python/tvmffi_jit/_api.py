@@ -103,13 +103,43 @@ def _resolve(path: str | os.PathLike[str]) -> str:
 
 
 def _check_backend(backend: str | None) -> None:
-    if backend is None or backend == "cuda":
+    if backend is None or backend in ("cuda", "hip"):
         return
-    if backend == "hip":
-        raise NotImplementedError(
-            "backend='hip': tvmffi-jit builds CUDA only (nvcc/NVRTC); build ROCm modules with tvm_ffi.cpp"
-        )
     raise ValueError(f"Invalid backend: {backend}. Supported backends are 'cuda' and 'hip'.")
+
+
+def _resolve_backend(manifest: dict[str, Any], backend: str | None, has_gpu_sources: bool) -> None:
+    """Set the manifest's ``backend`` as tvm_ffi.cpp would choose it.
+
+    A given backend is passed on. Without one, tvm_ffi looks (for GPU sources
+    only) at ``TVM_FFI_GPU_BACKEND``, then at torch's build, then at which
+    compiler is installed; the tool does the first and the last itself, and
+    torch is asked here, only if the program already imported it (importing
+    torch costs seconds).
+    """
+    if backend is not None:
+        manifest["backend"] = backend
+        return
+    if not has_gpu_sources or os.environ.get("TVM_FFI_GPU_BACKEND", "").lower() in ("cuda", "hip"):
+        return
+    version = getattr(sys.modules.get("torch"), "version", None)
+    if getattr(version, "hip", None):
+        manifest["backend"] = "hip"
+    elif getattr(version, "cuda", None):
+        manifest["backend"] = "cuda"
+
+
+def _write_if_changed(path: str, data: bytes) -> None:
+    # An unchanged file keeps its mtime, so an incremental build_directory
+    # does not see a new input (tvm_ffi's _maybe_write does the same).
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(data) + 1) == data:
+                return
+    except OSError:
+        pass
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 def _output_kind(output: str | None) -> tuple[str, str | None]:
@@ -279,6 +309,7 @@ def build_inline(  # noqa: PLR0913
     function_map = _function_map(functions)
     if function_map:
         manifest["functions"] = function_map
+    _resolve_backend(manifest, backend, bool(cuda_list))
     if not embed_cubin:
         return _run_build(manifest, build_directory, output_name)
     # The tool embeds files; the bytes go to files named after their key, in
@@ -297,8 +328,7 @@ def build_inline(  # noqa: PLR0913
         manifest["embed_cubin"] = {}
         for cubin_name, data in embed_cubin.items():
             path = os.path.join(folder, f"{cubin_name}.cubin")
-            with open(path, "wb") as f:
-                f.write(bytes(data))
+            _write_if_changed(path, bytes(data))
             manifest["embed_cubin"][cubin_name] = path
         return _run_build(manifest, build_directory, output_name)
     finally:
@@ -371,6 +401,8 @@ def build(  # noqa: PLR0913
     # tvm_ffi compiles the files in sorted order of their resolved paths
     # (which decides the object numbering); the tool keeps the given order.
     manifest["sources"] = sorted(_resolve(p) for p in merged)
+    gpu_files = any(os.path.splitext(p)[1].lower() in (".cu", ".hip") for p in manifest["sources"])
+    _resolve_backend(manifest, backend, gpu_files)
     return _run_build(manifest, build_directory, output_name)
 
 

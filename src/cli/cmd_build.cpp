@@ -4,6 +4,7 @@
 // into a directory -> print the artifact path. Every check that can fail
 // without a compiler happens before the build directory is created, so a bad
 // manifest (exit 2) or a missing toolchain (exit 4) writes nothing.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <climits>
@@ -46,6 +47,9 @@
 namespace tvmffi_jit::cli {
 
 namespace {
+
+// `build --json` output (one object, or one line per module of a batch).
+constexpr int kBuildJsonSchemaVersion = 1;
 
 struct BuildArgs {
   std::vector<std::string> manifests;  // -m, repeatable: more than one (or a directory, glob, modules manifest) is a batch
@@ -113,6 +117,9 @@ toolchain::Toolchain find_toolchain(const compile::Manifest& m, const BuildArgs&
     tc.host = toolchain::find_host_compilers(env, need_c).value_or_throw(missing_tool_error);
   }
   if (m.needs_cuda()) tc.cuda = toolchain::find_cuda_toolkit(env);
+  // ROCm: for backend hip, and to resolve an unset backend of GPU sources.
+  if (m.backend == compile::GpuBackend::kHip || (!m.backend && m.has_gpu_sources()))
+    tc.rocm = toolchain::find_rocm_toolkit(env);
   // Kernel-only builds use tvm-ffi's include directories when it is there;
   // make_plan() says when a build needs it and it is missing.
   toolchain::TvmFfiSearch search;
@@ -130,15 +137,32 @@ toolchain::DetectedGpus detect_gpus() {
   return gpus;
 }
 
+// The device-code compiler the plan runs: "nvcc", "nvrtc", "hipcc", or null
+// for a module of C/C++ sources only (no device compiler involved).
+nlohmann::json device_compiler_json(const compile::BuildPlan& plan) {
+  if (plan.nvrtc) return "nvrtc";
+  for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
+    for (const auto& s : *steps) {
+      if (s.language == compile::Language::kCuda) return "nvcc";
+      if (s.language == compile::Language::kHip) return "hipcc";
+    }
+  return nullptr;
+}
+
+// The fields of share/tvmffi-jit/build.schema.json; a new field is added
+// there and in docs/build.md in the same change.
 nlohmann::json result_json(const compile::BuildPlan& plan, const compile::BuildResult& r) {
   nlohmann::json j;
+  j["schema_version"] = kBuildJsonSchemaVersion;
   j["path"] = r.artifact_path;
   j["name"] = plan.name;
   j["emit"] = compile::emit_kind_name(plan.emit);
-  j["compiler"] = compile::device_compiler_name(plan.compiler);
+  j["compiler"] = device_compiler_json(plan);
+  j["backend"] = compile::gpu_backend_name(plan.backend);
   j["functions"] = plan.functions;
   j["archs"] = nlohmann::json::array();
   for (const auto& a : plan.archs) j["archs"].push_back(a.text());
+  for (const auto& a : plan.rocm_archs) j["archs"].push_back(a);
   if (!plan.arch_source.empty()) j["arch_source"] = plan.arch_source;
   j["build_dir"] = r.build_dir;
   j["commands"] = nlohmann::json::array();
@@ -154,6 +178,7 @@ nlohmann::json result_json(const compile::BuildPlan& plan, const compile::BuildR
     j["lowered_names"] = nlohmann::json::object();
     for (const auto& [expr, mangled] : r.lowered_names) j["lowered_names"][expr] = mangled;
   }
+  j["up_to_date"] = r.up_to_date;
   j["launcher_fallbacks"] = compile::count_launcher_fallbacks(r.commands);
   j["seconds"] = r.seconds;
   return j;
@@ -204,6 +229,8 @@ compile::PlanOptions plan_options_from_environment() {
   if (const char* v = std::getenv("TVM_FFI_CUDA_ARCH_LIST")) plan_options.env_arch_list = std::string(v);
   if (const char* v = std::getenv("TVMFFI_JIT_CXX_LAUNCHER")) plan_options.env_cxx_launcher = std::string(v);
   if (const char* v = std::getenv("TVMFFI_JIT_CUDA_LAUNCHER")) plan_options.env_cuda_launcher = std::string(v);
+  if (const char* v = std::getenv("TVM_FFI_GPU_BACKEND")) plan_options.env_gpu_backend = std::string(v);
+  if (const char* v = std::getenv("TVM_FFI_ROCM_ARCH_LIST")) plan_options.env_rocm_arch_list = std::string(v);
   plan_options.detect_gpus = detect_gpus;
   return plan_options;
 }
@@ -271,6 +298,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   compile::BuildResult result;
   if (!args.build_dir.empty()) {
     if (exec.verbose) spdlog::info("building {} in {}", plan.name, args.build_dir);
+    exec.incremental = true;  // a kept directory: only what changed runs again
     result = compile::execute_plan(plan, args.build_dir, exec);
   } else {
     result = compile::build_without_cache(plan, exec);
@@ -383,9 +411,15 @@ int run_batch_build(const BuildArgs& args, CommandContext& ctx, std::vector<comp
           temp.keep();
           dir = temp.path();
         }
-        compile::BuildResult r = compile::execute_plan(p.plan, dir, exec);
+        compile::ExecuteOptions module_exec = exec;
+        module_exec.incremental = !args.build_dir.empty();
+        compile::BuildResult r = compile::execute_plan(p.plan, dir, module_exec);
         item.status = compile::BatchStatus::kBuilt;
         item.objects_compiled = p.plan.compile_steps.size() + p.plan.device_steps.size();
+        for (const auto* steps : {&p.plan.compile_steps, &p.plan.device_steps})
+          for (const auto& step : *steps)
+            if (std::find(r.up_to_date.begin(), r.up_to_date.end(), step.object_name) != r.up_to_date.end())
+              --item.objects_compiled;
         paths[i] = r.artifact_path;
         if (args.json) {
           lines[i] = result_json(p.plan, r);
@@ -420,6 +454,7 @@ int run_batch_build(const BuildArgs& args, CommandContext& ctx, std::vector<comp
       nlohmann::json& j = lines[i];
       if (!ok) {
         j = nlohmann::json::object();
+        j["schema_version"] = kBuildJsonSchemaVersion;
         j["name"] = planned[i].plan.name;
         if (item.status == compile::BatchStatus::kFailed) {
           j["exit_code"] = item.exit_code;
@@ -472,6 +507,10 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                   "Default: the manifest's cuda_arch, else $TVM_FFI_CUDA_ARCH_LIST, else the visible GPUs")
       ->allow_extra_args(false);
   sub->add_option("--emit", in.emit, "module (default: .so), object (.o), cubin, fatbin or ptx");
+  sub->add_option("--backend", in.backend,
+                  "GPU sources (.cu, .hip, inline CUDA) compile for: cuda (nvcc) or hip (hipcc). Default: the\n"
+                  "manifest's backend, else hip for .hip sources, else $TVM_FFI_GPU_BACKEND, else hip when only hipcc\n"
+                  "is installed, else cuda");
   sub->add_option("--compiler", in.compiler, "Device compiler for --emit cubin/ptx: nvcc (default) or nvrtc");
   sub->add_option("--kernel-name", in.kernel_names, "NVRTC name expression to lower (e.g. 'add<float>'); repeatable")
       ->allow_extra_args(false);

@@ -52,7 +52,15 @@ struct CacheArgs {
 
 void out(const std::string& s) { print_result(s); }
 
-void out_json(const nlohmann::json& j) { out(util::dump_json(j, 2) + "\n"); }
+// Every --json object: share/tvmffi-jit/cache.schema.json, whose version this
+// is; `command` says which of its shapes the object has.
+constexpr int kCacheJsonSchemaVersion = 1;
+
+void out_json(const char* command, nlohmann::json j) {
+  j["schema_version"] = kCacheJsonSchemaVersion;
+  j["command"] = command;
+  out(util::dump_json(j, 2) + "\n");
+}
 
 // Maintenance never creates a root; a missing one is simply empty.
 cache::Store open_store(const CacheArgs& a) {
@@ -103,7 +111,7 @@ nlohmann::json info_json(const cache::EntryInfo& e, bool full) {
 
 void run_path(const CacheArgs& a) {
   std::string root = cache::resolve_root_path(a.cache_dir);
-  if (a.json) out_json({{"path", root}});
+  if (a.json) out_json("path", {{"path", root}});
   else out(root + "\n");
 }
 
@@ -113,7 +121,7 @@ void run_list(const CacheArgs& a) {
   if (a.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& e : entries) arr.push_back(info_json(e, false));
-    out_json({{"root", store.root()}, {"entries", arr}});
+    out_json("list", {{"root", store.root()}, {"entries", arr}});
     return;
   }
   for (const auto& e : entries) {
@@ -134,7 +142,7 @@ void run_show(const CacheArgs& a) {
   if (a.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& e : found) arr.push_back(info_json(e, true));
-    out_json({{"root", store.root()}, {"entries", arr}});
+    out_json("show", {{"root", store.root()}, {"entries", arr}});
     return;
   }
   for (const auto& e : found) {
@@ -166,7 +174,7 @@ int run_verify(const CacheArgs& a) {
       bad.push_back({{"dir", p.dir}, {"problem", p.problem}, {"removed", p.removed}});
       if (!p.kept_why.empty()) bad.back()["kept"] = p.kept_why;
     }
-    out_json({{"root", store.root()}, {"checked", report.checked}, {"bad", bad}});
+    out_json("verify", {{"root", store.root()}, {"checked", report.checked}, {"bad", bad}});
   } else {
     for (const auto& p : report.problems)
       out("bad: " + p.dir + ": " + p.problem + (p.removed ? " (removed)" : "") +
@@ -176,9 +184,9 @@ int run_verify(const CacheArgs& a) {
   return report.problems.empty() ? 0 : static_cast<int>(ExitCode::kInvalid);
 }
 
-void print_clean(const CacheArgs& a, const cache::Store& store, const cache::CleanReport& r) {
+void print_clean(const char* command, const CacheArgs& a, const cache::Store& store, const cache::CleanReport& r) {
   if (a.json) {
-    out_json({{"root", store.root()},
+    out_json(command, {{"root", store.root()},
               {"entries_removed", r.entries_removed},
               {"bytes_removed", r.bytes_removed},
               {"temporaries_removed", r.temporaries_removed},
@@ -190,10 +198,10 @@ void print_clean(const CacheArgs& a, const cache::Store& store, const cache::Cle
   }
 }
 
-void print_nothing_to_clean(const CacheArgs& a) {
+void print_nothing_to_clean(const char* command, const CacheArgs& a) {
   std::string root = cache::resolve_root_path(a.cache_dir);
   if (a.json)
-    out_json({{"root", root}, {"entries_removed", 0}, {"bytes_removed", 0}, {"temporaries_removed", 0}, {"bytes_kept", 0}});
+    out_json(command, {{"root", root}, {"entries_removed", 0}, {"bytes_removed", 0}, {"temporaries_removed", 0}, {"bytes_kept", 0}});
   else
     out("nothing to remove: " + root + " does not exist\n");
 }
@@ -210,8 +218,8 @@ void run_clean(const CacheArgs& a) {
     if (!older) throw usage_error("--older-than: cannot parse '" + a.older_than + "' (examples: 30s, 15m, 12h, 7d, 2w)");
   }
   std::optional<cache::Store> store = open_store_to_delete(a);
-  if (!store) return print_nothing_to_clean(a);
-  print_clean(a, *store, cache::clean_cache(*store, older));
+  if (!store) return print_nothing_to_clean("clean", a);
+  print_clean("clean", a, *store, cache::clean_cache(*store, older));
 }
 
 void run_gc(const CacheArgs& a) {
@@ -223,8 +231,8 @@ void run_gc(const CacheArgs& a) {
   auto max = util::parse_size(a.max_size);
   if (!max) throw usage_error("--max-size: cannot parse '" + a.max_size + "' (examples: 500M, 2G, 10GiB, 4096B)");
   std::optional<cache::Store> store = open_store_to_delete(a);
-  if (!store) return print_nothing_to_clean(a);
-  print_clean(a, *store, cache::gc_cache(*store, *max));
+  if (!store) return print_nothing_to_clean("gc", a);
+  print_clean("gc", a, *store, cache::gc_cache(*store, *max));
 }
 
 void print_remote_stats(const cache::StatsCounters& s) {
@@ -259,7 +267,7 @@ void run_stats(const CacheArgs& a) {
     j["module_bytes"] = module_bytes;
     j["object_bytes"] = object_bytes;
     j["total_bytes"] = module_bytes + object_bytes;
-    out_json(j);
+    out_json("stats", j);
     return;
   }
   const uint64_t answered = s.hits + s.remote_hits + s.imported_hits;
@@ -308,7 +316,7 @@ void run_export(const CacheArgs& a) {
       cache::export_entries(dirs, a.transfer_file, keys.sign_key ? &*keys.sign_key : nullptr);
   for (const auto& s : r.skipped) spdlog::warn("not exported: {}", s);
   if (a.json) {
-    out_json({{"file", a.transfer_file}, {"exported", r.exported}, {"skipped", r.skipped}, {"bytes", r.bytes}});
+    out_json("export", {{"file", a.transfer_file}, {"exported", r.exported}, {"skipped", r.skipped}, {"bytes", r.bytes}});
   } else {
     out("exported " + std::to_string(r.exported) + " entries (" + util::format_bytes(r.bytes) + ") to " +
         a.transfer_file + "\n");
@@ -320,7 +328,7 @@ void run_import(const CacheArgs& a) {
   if (!store.writable()) throw io_error("cannot import into " + store.root() + ": " + store.unwritable_why());
   cache::ImportReport r = cache::import_entries(store, a.transfer_file);
   if (a.json) {
-    out_json({{"file", a.transfer_file}, {"imported", r.imported}, {"replaced", r.replaced}, {"entries", r.entries}});
+    out_json("import", {{"file", a.transfer_file}, {"imported", r.imported}, {"replaced", r.replaced}, {"entries", r.entries}});
   } else {
     out("imported " + std::to_string(r.imported) + " entries from " + a.transfer_file +
         (r.replaced ? " (" + std::to_string(r.replaced) + " replaced earlier imports)" : "") + "\n");
@@ -330,7 +338,7 @@ void run_import(const CacheArgs& a) {
 void run_keygen(const CacheArgs& a) {
   cache::KeyPairFiles f = cache::generate_key_pair(a.key_name, a.key_out_dir);
   if (a.json) {
-    out_json({{"name", a.key_name}, {"secret_key", f.secret_file}, {"public_key", f.public_file}});
+    out_json("keygen", {{"name", a.key_name}, {"secret_key", f.secret_file}, {"public_key", f.public_file}});
   } else {
     out(f.secret_file + "\n" + f.public_file + "\n");
   }

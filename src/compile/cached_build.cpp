@@ -563,6 +563,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
                                const CachedBuildOptions& options) {
   // Writability is probed on a miss only: a hit stores nothing but counters
   // and compiler identity memos, and those writes may fail quietly.
+  const int64_t call_start = now_ns();  // a hit reports its own time, not the original build's
   cache::Store store(cache::open_root(cache::resolve_root_path(options.cache_dir), true, false));
   CompilerIdentities ids(store.compilers_dir(), true);
   const int64_t key_start = now_ns();  // sources are read for the key from here on
@@ -591,6 +592,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     if (r.entry) replay_output(r.entry->compiler_output, options.exec);
     stats.hits += 1;
     store.count(stats);
+    result.build.seconds = static_cast<double>(now_ns() - call_start) * 1e-9;
     return result;
   };
 
@@ -627,6 +629,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
       result.build.build_dir = hit->lookup.entry_dir;
       result.build.artifact_path = hit->lookup.artifact_path(plan.artifact_name);
       store.count(stats);
+      result.build.seconds = static_cast<double>(now_ns() - call_start) * 1e-9;
       return result;
     }
   }

@@ -1,14 +1,21 @@
 #include "tvmffi_jit/compile/executor.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <optional>
 
 #include "compile/backends.h"
+#include "tvmffi_jit/compile/build_log.h"
 #include "tvmffi_jit/compile/launch.h"
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/lock.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/parallel.h"
 #include "tvmffi_jit/util/process.h"
@@ -112,6 +119,127 @@ CommandRecord compile_unit(const CompileStep& step, const std::string& dir, cons
   return rec;
 }
 
+// ---- incremental builds (ExecuteOptions::incremental, compile/build_log.h)
+
+// What decides a unit's output besides its inputs' content: the argv as
+// argv() gives it (no launcher, no --threads: neither changes the output)
+// and, for a generated source, its text.
+std::string unit_command(const CompileStep& step) {
+  std::vector<std::pair<std::string, std::string>> extras;
+  if (step.generated_text) extras.emplace_back("generated " + step.generated_name, util::sha256_hex(*step.generated_text));
+  return BuildLog::fingerprint(step.argv(), extras);
+}
+
+// A unit's inputs: the compiler, the source (a generated one is in the
+// command instead) and every file its depfile names.
+std::vector<BuildLog::Input> unit_inputs(const CompileStep& step, const CompiledUnit& unit) {
+  std::vector<BuildLog::Input> in = {{step.compiler}};
+  if (!step.generated_text) in.push_back({step.input_path});
+  for (const auto& dep : unit.dependencies) in.push_back({dep});
+  return in;
+}
+
+std::string embed_command(const BuildPlan& plan) {
+  std::vector<std::string> argv = {plan.embed_compiler, "-fPIC", "-o", plan.embed_object_name};
+  for (const auto& e : plan.embeds) argv.push_back(e.name + "=" + (e.built_name.empty() ? e.path : e.built_name));
+  return BuildLog::fingerprint(argv);
+}
+
+std::vector<BuildLog::Input> embed_inputs(const BuildPlan& plan) {
+  std::vector<BuildLog::Input> in = {{plan.embed_compiler}};
+  for (const auto& e : plan.embeds) in.push_back(e.built_name.empty() ? BuildLog::Input{e.path} : BuildLog::Input{e.built_name, true});
+  return in;
+}
+
+std::string link_command(const LinkStep& link) {
+  std::vector<std::string> argv = link.argv();
+  if (link.kind == LinkStep::Kind::kCopyObject) argv = {"copy", link.inputs.at(0), link.output_name};
+  return BuildLog::fingerprint(argv);
+}
+
+std::vector<BuildLog::Input> link_inputs(const LinkStep& link) {
+  std::vector<BuildLog::Input> in;
+  if (!link.program.empty()) in.push_back({link.program});
+  for (const auto& i : link.inputs) in.push_back({i, i.empty() || i[0] != '/'});  // relative: an output of this plan
+  return in;
+}
+
+// Every step id the plan has, for pruning the log.
+std::vector<std::string> step_ids(const BuildPlan& plan) {
+  std::vector<std::string> ids;
+  for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
+    for (const auto& s : *steps) ids.push_back(s.object_name);
+  if (!plan.embeds.empty()) ids.push_back(plan.embed_object_name);
+  if (plan.link) ids.push_back(plan.link->output_name);
+  return ids;
+}
+
+// The incremental state of one execute_plan(): the directory lock and the
+// log, saved however the build ends, so the units that did compile before a
+// failure are not compiled again.
+class Incremental {
+ public:
+  Incremental(const std::string& dir, const BuildPlan& plan, bool verbose) : ids_(step_ids(plan)), verbose_(verbose) {
+    util::LockOptions lo;
+    lo.note = "building " + plan.name + " in " + dir;
+    lo.on_wait = [dir](const util::LockHolder& h) {
+      spdlog::warn("waiting for another build in {} ({})", dir, h.text.empty() ? "holder unknown" : h.text);
+    };
+    lock_ = util::FileLock::acquire(util::join_path(dir, BuildLog::kLockName), lo);
+    log_.emplace(dir);
+  }
+  ~Incremental() {
+    try {
+      log_->save(ids_);
+    } catch (const Error& e) {
+      spdlog::warn("could not save the build log (the next build runs every step): {}", e.what());
+    }
+  }
+  Incremental(const Incremental&) = delete;
+  Incremental& operator=(const Incremental&) = delete;
+
+  // true: skip the step. Else it is forgotten until it succeeds again.
+  bool up_to_date(const std::string& id, const std::string& command) {
+    std::optional<std::string> why = log_->why_run(id, command);
+    if (!why) return true;
+    if (verbose_) spdlog::info("{}: runs: {}", id, *why);
+    log_->forget(id);
+    return false;
+  }
+  BuildLog& log() { return *log_; }
+
+ private:
+  std::vector<std::string> ids_;
+  bool verbose_;
+  util::FileLock lock_;
+  std::optional<BuildLog> log_;
+};
+
+// Links into a new file beside the artifact and renames it over: a process
+// that has the old module loaded keeps its mapping of the old inode, and no
+// reader ever sees a half-written module.
+CommandRecord link_by_rename(const LinkStep& link, const std::string& dir, const ExecuteOptions& options) {
+  LinkStep temp = link;
+  temp.output_name = "." + link.output_name + ".tmp." + std::to_string(::getpid());
+  const std::string temp_path = util::join_path(dir, temp.output_name);
+  util::remove_all(temp_path);
+  std::vector<std::string> argv = temp.argv();
+  log_command(argv, options);
+  CommandRecord rec;
+  try {
+    rec = detail::run_checked(argv, dir, "linking " + link.output_name);
+  } catch (...) {
+    util::remove_all(temp_path);
+    throw;
+  }
+  if (::rename(temp_path.c_str(), util::join_path(dir, link.output_name).c_str()) != 0) {
+    const int err = errno;
+    util::remove_all(temp_path);
+    throw io_error(errno_message("cannot rename " + temp_path + " to " + link.output_name, err));
+  }
+  return rec;
+}
+
 }  // namespace
 
 size_t progress_steps(const BuildPlan& plan) {
@@ -138,10 +266,27 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
   for (size_t i = 0; i < plan.compile_steps.size(); ++i)
     units.push_back({units.size(), plan.compile_steps[i], result.units[i]});
 
+  std::optional<Incremental> incremental;
+  if (options.incremental) incremental.emplace(dir, plan, options.verbose);
+  std::vector<char> unit_up_to_date(units.size(), 0);
+
   std::mutex mutex;
   util::parallel_for(units.size(), options.jobs, [&](size_t i) {
     const UnitRef& u = units[i];
     const std::string label = util::file_name(u.step.compiler) + " " + u.step.display;
+    std::string command;
+    if (incremental) {
+      // The generated source is (re)written first either way: later steps
+      // and a re-run of a failed command read it from the directory.
+      if (u.step.generated_text) write_if_changed(util::join_path(dir, u.step.generated_name), *u.step.generated_text);
+      command = unit_command(u.step);
+      if (incremental->up_to_date(u.step.object_name, command)) {
+        util::Progress::global().next(label + " (up to date)");
+        u.unit = read_unit(u.step, dir);
+        unit_up_to_date[i] = 1;
+        return;
+      }
+    }
     if (hooks.before_compile) {
       if (std::optional<CommandRecord> served = hooks.before_compile(u, dir)) {
         util::Progress::global().next(label + " (cached)");
@@ -152,14 +297,22 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
       }
     }
     util::Progress::global().next(label);
+    const int64_t started_ns = BuildLog::now_ns();
     CommandRecord rec = compile_unit(u.step, dir, options);
     u.unit = read_unit(u.step, dir);
     echo_output(rec, options);
+    if (incremental)
+      incremental->log().record(u.step.object_name, command, unit_inputs(u.step, u.unit),
+                                {u.step.object_name, u.step.depfile_name}, started_ns);
     if (hooks.after_compile) hooks.after_compile(u, dir, rec);
     std::lock_guard<std::mutex> lock(mutex);
     result.commands.push_back(std::move(rec));
   });
 
+  for (size_t i = 0; i < units.size(); ++i)
+    if (unit_up_to_date[i]) result.up_to_date.push_back(units[i].step.object_name);
+
+  // NVRTC runs in-process on every build (no depfile to tell its inputs).
   if (plan.nvrtc) {
     util::Progress::global().next("nvrtc " + plan.nvrtc->request.source_name);
     if (options.verbose) spdlog::info("nvrtc {} --gpu-architecture={}", plan.nvrtc->request.source_name, plan.nvrtc->request.arch);
@@ -171,35 +324,62 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
   if (!plan.embeds.empty()) {
     std::vector<std::string> names;
     for (const auto& e : plan.embeds) names.push_back(e.name);
-    util::Progress::global().next("embed " + util::join(names, ", "));
-    CommandRecord rec = detail::compile_embed_unit(plan, dir);
-    if (options.verbose) spdlog::info("{}", util::format_command(rec.argv));
-    echo_output(rec, options);
-    result.commands.push_back(std::move(rec));
+    const std::string command = incremental ? embed_command(plan) : "";
+    if (incremental && incremental->up_to_date(plan.embed_object_name, command)) {
+      util::Progress::global().next("embed " + util::join(names, ", ") + " (up to date)");
+      result.up_to_date.push_back(plan.embed_object_name);
+    } else {
+      util::Progress::global().next("embed " + util::join(names, ", "));
+      const int64_t started_ns = BuildLog::now_ns();
+      CommandRecord rec = detail::compile_embed_unit(plan, dir);
+      if (options.verbose) spdlog::info("{}", util::format_command(rec.argv));
+      echo_output(rec, options);
+      result.commands.push_back(std::move(rec));
+      if (incremental)
+        incremental->log().record(plan.embed_object_name, command, embed_inputs(plan), {plan.embed_object_name},
+                                  started_ns);
+    }
   }
 
   if (plan.link) {
     const LinkStep& link = *plan.link;
     std::string out = util::join_path(dir, link.output_name);
-    util::remove_all(out);
-    util::Progress::global().next((link.kind == LinkStep::Kind::kCopyObject ? "copy " : "link ") + link.output_name);
-    if (link.kind == LinkStep::Kind::kCopyObject) {
-      auto copy_start = Clock::now();
-      std::string input = resolve_in(dir, link.inputs.at(0));
-      if (options.verbose) spdlog::info("cp {} {}", util::shell_quote(input), util::shell_quote(link.output_name));
-      util::write_file_atomic(out, util::read_file(input));
-      CommandRecord rec;
-      rec.description = "copy " + link.inputs[0] + " to " + link.output_name;
-      rec.seconds = std::chrono::duration<double>(Clock::now() - copy_start).count();
-      result.commands.push_back(std::move(rec));
+    const std::string step = (link.kind == LinkStep::Kind::kCopyObject ? "copy " : "link ") + link.output_name;
+    const std::string command = incremental ? link_command(link) : "";
+    const int64_t started_ns = BuildLog::now_ns();
+    if (incremental && incremental->up_to_date(link.output_name, command)) {
+      util::Progress::global().next(step + " (up to date)");
+      result.up_to_date.push_back(link.output_name);
     } else {
-      std::vector<std::string> argv = link.argv();
-      util::JobGate::Ticket ticket;
-      if (options.gate) ticket = options.gate->acquire(1, host_job_bytes(options.cuda_job_bytes));
-      log_command(argv, options);
-      CommandRecord rec = detail::run_checked(argv, dir, "linking " + link.output_name);
-      echo_output(rec, options);
-      result.commands.push_back(std::move(rec));
+      // In a kept directory the artifact may be loaded by a running process:
+      // it is replaced by rename, never removed first or rewritten in place.
+      if (!incremental) util::remove_all(out);
+      util::Progress::global().next(step);
+      if (link.kind == LinkStep::Kind::kCopyObject) {
+        auto copy_start = Clock::now();
+        std::string input = resolve_in(dir, link.inputs.at(0));
+        if (options.verbose) spdlog::info("cp {} {}", util::shell_quote(input), util::shell_quote(link.output_name));
+        util::write_file_atomic(out, util::read_file(input));
+        CommandRecord rec;
+        rec.description = "copy " + link.inputs[0] + " to " + link.output_name;
+        rec.seconds = std::chrono::duration<double>(Clock::now() - copy_start).count();
+        result.commands.push_back(std::move(rec));
+      } else {
+        util::JobGate::Ticket ticket;
+        if (options.gate) ticket = options.gate->acquire(1, host_job_bytes(options.cuda_job_bytes));
+        CommandRecord rec;
+        if (incremental) {
+          rec = link_by_rename(link, dir, options);
+        } else {
+          std::vector<std::string> argv = link.argv();
+          log_command(argv, options);
+          rec = detail::run_checked(argv, dir, "linking " + link.output_name);
+        }
+        echo_output(rec, options);
+        result.commands.push_back(std::move(rec));
+      }
+      if (incremental)
+        incremental->log().record(link.output_name, command, link_inputs(link), {link.output_name}, started_ns);
     }
   }
 

@@ -27,7 +27,8 @@ CommandRecord run_step_command(const CompileStep& step, const std::string& build
   util::JobGate::Ticket ticket;
   int nvcc_threads = 0;
   if (options && options->gate) {
-    const bool cuda = step.language == Language::kCuda;
+    // hipcc (clang with device passes) is sized like nvcc.
+    const bool cuda = step.language == Language::kCuda || step.language == Language::kHip;
     const uint64_t bytes = cuda ? options->cuda_job_bytes : host_job_bytes(options->cuda_job_bytes);
     ticket = options->gate->acquire(std::max(1, step.gencode_targets()), bytes);
     if (cuda && ticket.slots() > 1) nvcc_threads = ticket.slots();

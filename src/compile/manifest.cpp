@@ -23,7 +23,7 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-const std::vector<std::string> kSourceExtensions = {".c", ".cc", ".cpp", ".cxx", ".cu", ".o"};
+const std::vector<std::string> kSourceExtensions = {".c", ".cc", ".cpp", ".cxx", ".cu", ".hip", ".o"};
 const char* kCommandLine = "command line";
 
 // RFC 6901 escaping of one reference token.
@@ -98,7 +98,7 @@ std::string source_problem(const std::string& given, const std::string& resolved
   if (given.empty()) return "empty path";
   std::string ext = util::extension(given);
   if (std::find(kSourceExtensions.begin(), kSourceExtensions.end(), ext) == kSourceExtensions.end())
-    return "unsupported source type " + in_quotes(ext.empty() ? given : ext) + " (expected .c .cc .cpp .cxx .cu or .o)";
+    return "unsupported source type " + in_quotes(ext.empty() ? given : ext) + " (expected .c .cc .cpp .cxx .cu .hip or .o)";
   return check_readable_file(given, resolved);
 }
 
@@ -216,6 +216,19 @@ void parse_key(const Reader& r, Manifest& m, const std::string& key, const json&
       if (!toolchain::try_parse_arch_list(entries[i], &m.cuda_arch, &problem))
         r.fail(v.is_array() ? ptr + "/" + std::to_string(i) : ptr, problem);
     }
+  } else if (key == "rocm_arch") {
+    std::vector<std::string> entries = r.string_or_list(v, ptr);
+    if (entries.empty()) r.fail(ptr, "empty ROCm architecture list (leave the key out to use TVM_FFI_ROCM_ARCH_LIST)");
+    for (size_t i = 0; i < entries.size(); ++i) {
+      std::string problem;
+      if (!toolchain::try_parse_rocm_arch_list(entries[i], &m.rocm_arch, &problem))
+        r.fail(v.is_array() ? ptr + "/" + std::to_string(i) : ptr, problem);
+    }
+  } else if (key == "backend") {
+    std::string s = r.string_value(v, ptr);
+    auto b = parse_gpu_backend(s);
+    if (!b) r.fail(ptr, "unknown backend " + in_quotes(s) + " (expected cuda or hip)");
+    m.backend = *b;
   } else if (key == "emit") {
     std::string s = r.string_value(v, ptr);
     auto kind = parse_emit_kind(s);
@@ -284,6 +297,14 @@ std::optional<EmitKind> parse_emit_kind(std::string_view s) {
 
 const char* device_compiler_name(DeviceCompiler c) { return c == DeviceCompiler::kNvrtc ? "nvrtc" : "nvcc"; }
 
+const char* gpu_backend_name(GpuBackend b) { return b == GpuBackend::kHip ? "hip" : "cuda"; }
+
+std::optional<GpuBackend> parse_gpu_backend(std::string_view s) {
+  if (s == "cuda") return GpuBackend::kCuda;
+  if (s == "hip") return GpuBackend::kHip;
+  return std::nullopt;
+}
+
 std::optional<DeviceCompiler> parse_device_compiler(std::string_view s) {
   if (s == "nvcc") return DeviceCompiler::kNvcc;
   if (s == "nvrtc") return DeviceCompiler::kNvrtc;
@@ -292,8 +313,23 @@ std::optional<DeviceCompiler> parse_device_compiler(std::string_view s) {
 
 bool EmbedSpec::compile_from_cuda() const { return util::extension(path) == ".cu"; }
 
+bool Manifest::has_gpu_sources() const {
+  if (has_inline_cuda()) return true;
+  for (const auto& s : sources) {
+    std::string ext = util::extension(s);
+    if (ext == ".cu" || ext == ".hip") return true;
+  }
+  return false;
+}
+
 bool Manifest::needs_cuda() const {
-  if (has_inline_cuda() || emit == EmitKind::kCubin || emit == EmitKind::kFatbin || emit == EmitKind::kPtx) return true;
+  // Backend hip compiles the GPU sources with hipcc (a .hip source, and no
+  // backend given, means hip too); device emits are CUDA formats either way.
+  if (emit == EmitKind::kCubin || emit == EmitKind::kFatbin || emit == EmitKind::kPtx) return true;
+  if (backend == GpuBackend::kHip) return false;
+  for (const auto& s : sources)
+    if (!backend && util::extension(s) == ".hip") return false;
+  if (has_inline_cuda()) return true;
   for (const auto& s : sources)
     if (util::extension(s) == ".cu") return true;
   for (const auto& e : embed_cubin)
@@ -312,7 +348,7 @@ const std::vector<std::string>& manifest_keys() {
       "$schema",      "name",        "sources",         "cpp_sources",       "cuda_sources",
       "functions",    "extra_cflags", "extra_cuda_cflags", "extra_ldflags",     "extra_include_paths",
       "cuda_arch",    "emit",        "embed_cubin",     "compiler",          "kernel_names",
-      "cxx_launcher", "cuda_launcher"};
+      "cxx_launcher", "cuda_launcher", "backend",       "rocm_arch"};
   return keys;
 }
 
@@ -519,6 +555,35 @@ void check_combination(const Manifest& m, const CommandLineInputs* cli) {
     if (!m.functions.empty() && !m.has_inline_cpp() && !m.has_inline_cuda() && !cxx_files && !cuda_files)
       r.fail("functions", "--function", cli_functions, "exporting functions needs a C++ or CUDA source (.c files and objects cannot hold the exports)");
   }
+  const bool cli_backend = cli && cli->backend;
+  const bool cli_arch = cli && !cli->arch.empty();
+  size_t hip_files = 0;
+  for (const auto& s : m.sources) hip_files += util::extension(s) == ".hip" ? 1 : 0;
+  // A .hip source implies backend hip when none is given (make_plan's rule).
+  if (m.backend == GpuBackend::kHip || (!m.backend && hip_files)) {
+    if (device_emit)
+      r.fail("backend", "--backend", cli_backend,
+             "emit " + emit + " is a CUDA format; backend hip builds modules and objects (hipcc embeds the code objects)");
+    for (const auto& e : m.embed_cubin)
+      if (e.compile_from_cuda())
+        r.fail("embed_cubin", "--embed-cubin", cli_embed,
+               "embed_cubin \"" + e.name + "\" compiles a .cu file to a CUDA cubin, which needs backend cuda; embed a "
+               "prebuilt file instead");
+    if (!m.cuda_arch.empty() || !m.command_line_arch.empty())
+      r.fail(m.command_line_arch.empty() ? "cuda_arch" : "backend", m.command_line_arch.empty() ? "--backend" : "--arch",
+             !m.command_line_arch.empty() || cli_backend,
+             "CUDA architectures are for backend cuda; backend hip takes ROCm targets (\"rocm_arch\", --arch gfx90a or "
+             "TVM_FFI_ROCM_ARCH_LIST)");
+  } else if (m.backend == GpuBackend::kCuda) {
+    if (hip_files)
+      r.fail("backend", "--backend", cli_backend, ".hip sources are compiled by hipcc: set \"backend\": \"hip\" (--backend hip)");
+  }
+  if (m.backend != GpuBackend::kHip && (!m.rocm_arch.empty() || !m.command_line_rocm_arch.empty()) &&
+      (m.backend || !hip_files)) {
+    const bool from_cli = !m.command_line_rocm_arch.empty();
+    r.fail(from_cli ? "backend" : "rocm_arch", from_cli ? "--arch" : "--backend", from_cli || cli_backend || cli_arch,
+           "ROCm architectures (gfx...) need backend hip: set \"backend\": \"hip\" (--backend hip)");
+  }
   if (m.compiler == DeviceCompiler::kNvrtc && m.emit != EmitKind::kCubin && m.emit != EmitKind::kPtx)
     r.fail("compiler", "--compiler", cli_compiler, "nvrtc compiles only for emit cubin or ptx (emit is " + emit + "); use nvcc");
   if (!m.kernel_names.empty() && m.compiler != DeviceCompiler::kNvrtc)
@@ -568,9 +633,18 @@ void apply_command_line(Manifest& m, const CommandLineInputs& cli) {
     if (auto p = include_dir_problem(given, resolved); !p.empty()) r.fail("-I " + given, p);
     m.extra_include_paths.push_back(resolved);
   }
+  if (cli.backend) {
+    auto b = parse_gpu_backend(*cli.backend);
+    if (!b) r.fail("--backend", "unknown backend " + in_quotes(*cli.backend) + " (expected cuda or hip)");
+    m.backend = *b;
+  }
   for (const auto& text : cli.arch) {
+    // gfx... names a ROCm target (backend hip), anything else a CUDA arch.
     std::string problem;
-    if (!toolchain::try_parse_arch_list(text, &m.command_line_arch, &problem)) r.fail("--arch " + text, problem);
+    const bool rocm = util::starts_with(util::trim(text), "gfx");
+    if (rocm ? !toolchain::try_parse_rocm_arch_list(text, &m.command_line_rocm_arch, &problem)
+             : !toolchain::try_parse_arch_list(text, &m.command_line_arch, &problem))
+      r.fail("--arch " + text, problem);
   }
   if (cli.emit) {
     auto kind = parse_emit_kind(*cli.emit);

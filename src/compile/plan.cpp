@@ -33,7 +33,10 @@ void append(std::vector<std::string>& to, const std::vector<std::string>& from) 
   to.insert(to.end(), from.begin(), from.end());
 }
 
-std::vector<std::string> include_flags(const toolchain::Toolchain& tc, const Manifest& m) {
+// `backend_include`: <rocm>/include for backend hip (tvm_ffi adds it to
+// every unit's flags, C++ ones too), else empty.
+std::vector<std::string> include_flags(const toolchain::Toolchain& tc, const Manifest& m,
+                                       const std::string& backend_include = "") {
   std::vector<std::string> out;
   // tvm_ffi passes both default directories even when they are the same
   // (a wheel); kept so the command lines match.
@@ -41,6 +44,7 @@ std::vector<std::string> include_flags(const toolchain::Toolchain& tc, const Man
     out.push_back("-I" + tc.tvm_ffi->include_dir);
     out.push_back("-I" + tc.tvm_ffi->dlpack_include_dir);
   }
+  if (!backend_include.empty()) out.push_back("-I" + backend_include);
   for (const auto& p : m.extra_include_paths) out.push_back("-I" + p);
   return out;
 }
@@ -114,6 +118,7 @@ const char* language_name(Language l) {
     case Language::kC: return "c";
     case Language::kCxx: return "c++";
     case Language::kCuda: return "cuda";
+    case Language::kHip: return "hip";
   }
   return "c++";
 }
@@ -174,6 +179,23 @@ std::vector<std::string> LinkStep::argv() const {
 std::vector<std::string> default_cxx_flags() { return {"-std=c++17", "-fPIC", "-O2"}; }
 std::vector<std::string> default_c_flags() { return {"-fPIC", "-O2"}; }
 std::vector<std::string> default_cuda_flags() { return {"-Xcompiler", "-fPIC", "-std=c++17", "-O2"}; }
+std::vector<std::string> default_hip_flags() {
+  return {"-std=c++17", "-O2", "-fPIC", "-D__HIP_PLATFORM_AMD__=1", "-fno-gpu-rdc"};
+}
+
+GpuBackend resolve_backend(const Manifest& m, const toolchain::Toolchain& tc, const PlanOptions& options) {
+  if (m.backend) return *m.backend;
+  if (m.emit == EmitKind::kCubin || m.emit == EmitKind::kFatbin || m.emit == EmitKind::kPtx) return GpuBackend::kCuda;
+  for (const auto& s : m.sources)
+    if (util::extension(s) == ".hip") return GpuBackend::kHip;
+  if (!m.has_gpu_sources()) return GpuBackend::kCuda;  // nothing for a GPU: no backend flags at all
+  if (options.env_gpu_backend) {
+    std::string v = util::to_lower(std::string(util::trim(*options.env_gpu_backend)));
+    if (auto b = parse_gpu_backend(v)) return *b;
+  }
+  if (!tc.cuda && tc.rocm) return GpuBackend::kHip;
+  return GpuBackend::kCuda;
+}
 
 BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const PlanOptions& options) {
   BuildPlan plan;
@@ -181,12 +203,30 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
   plan.emit = m.emit;
   plan.compiler = m.compiler;
   for (const auto& [f, _] : m.functions) plan.functions.push_back(f);
+  plan.backend = resolve_backend(m, tc, options);
+  const bool hip = plan.backend == GpuBackend::kHip;
 
   const bool device_emit = m.emit == EmitKind::kCubin || m.emit == EmitKind::kFatbin || m.emit == EmitKind::kPtx;
   const bool use_nvrtc = m.compiler == DeviceCompiler::kNvrtc;
   if (!device_emit && !tc.tvm_ffi) throw missing_tool_error(tc.tvm_ffi.error());
 
-  if (m.needs_cuda()) {
+  // Backend hip: tvm_ffi's flags (docs/build.md "HIP"); C++ units get the
+  // ROCm include directory and the module links libamdhip64 even without
+  // HIP sources, as in tvm_ffi.
+  std::string rocm_include, rocm_lib, hipcc;
+  if (hip) {
+    if (!tc.rocm) throw missing_tool_error("backend hip needs ROCm: " + tc.rocm.error());
+    rocm_include = util::join_path(tc.rocm->home, "include");
+    rocm_lib = util::join_path(tc.rocm->home, "lib");
+    hipcc = tc.rocm->hipcc;
+    if (m.has_gpu_sources()) {
+      toolchain::RocmArchResolution r = toolchain::resolve_rocm_archs(m.command_line_rocm_arch, m.rocm_arch,
+                                                                      options.env_rocm_arch_list, m.extra_cuda_cflags);
+      plan.rocm_archs = r.archs;
+      plan.arch_source = r.source;
+    }
+  }
+  if (!hip && m.needs_cuda()) {
     if (!use_nvrtc && !tc.cuda) throw missing_tool_error(tc.cuda.error());
     toolchain::ArchResolution r =
         toolchain::resolve_archs(m.command_line_arch, m.cuda_arch, options.env_arch_list, options.detect_gpus);
@@ -197,7 +237,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
   // Resolved once (a missing launcher program is exit 4 before anything runs);
   // set on the compile steps below, never on the embed unit or the link.
   toolchain::Launcher cuda_launcher, cxx_launcher, c_launcher;
-  if (m.needs_cuda() && !use_nvrtc)
+  if ((hip ? m.has_gpu_sources() : m.needs_cuda()) && !use_nvrtc)
     cuda_launcher = pick_launcher(m.cuda_launcher, m.cuda_launcher_source, options.env_cuda_launcher,
                                   "TVMFFI_JIT_CUDA_LAUNCHER", {}, "");
   if (!device_emit) {
@@ -267,13 +307,19 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
   std::vector<std::string> cflags = default_c_flags();
   std::vector<std::string> cudaflags = default_cuda_flags();
   append(cudaflags, toolchain::gencode_flags(plan.archs));
+  std::vector<std::string> hipflags = default_hip_flags();
+  for (const auto& a : plan.rocm_archs) hipflags.push_back("--offload-arch=" + a);
   append(cxxflags, stripped(m.extra_cflags));
   append(cflags, stripped(m.extra_cflags));
   append(cudaflags, stripped(m.extra_cuda_cflags));
-  const std::vector<std::string> includes = include_flags(tc, m);
+  append(hipflags, stripped(m.extra_cuda_cflags));
+  const std::vector<std::string> includes = include_flags(tc, m, rocm_include);
   append(cxxflags, includes);
   append(cflags, includes);
   append(cudaflags, includes);
+  append(hipflags, includes);
+  // What GPU sources (.cu, .hip, inline CUDA) compile as.
+  const Language gpu = hip ? Language::kHip : Language::kCuda;
 
   // Which translation unit receives the exports: inline C++, else the first
   // C++ file, else inline CUDA, else the first CUDA file. For inline-only
@@ -284,7 +330,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
   auto first_file_with = [&](Language lang) -> std::string {
     for (const auto& s : m.sources) {
       std::string ext = util::extension(s);
-      bool cuda = ext == ".cu", c = ext == ".c", obj = ext == ".o";
+      bool cuda = ext == ".cu" || ext == ".hip", c = ext == ".c", obj = ext == ".o";
       if (lang == Language::kCuda ? cuda : (!cuda && !c && !obj)) return s;
     }
     return "";
@@ -300,10 +346,10 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
   auto add_step = [&](Language lang, CompileStep s) {
     s.language = lang;
     s.output = CompileOutput::kObject;
-    if (lang == Language::kCuda) {
-      s.compiler = tc.cuda->nvcc;
-      s.flags = cudaflags;
-      s.object_name = "cuda_" + std::to_string(cuda_count++) + ".o";
+    if (lang == Language::kCuda || lang == Language::kHip) {
+      s.compiler = lang == Language::kHip ? hipcc : tc.cuda->nvcc;
+      s.flags = lang == Language::kHip ? hipflags : cudaflags;
+      s.object_name = "cuda_" + std::to_string(cuda_count++) + ".o";  // tvm_ffi's name for hipcc objects too
       set_launcher(s, cuda_launcher);
     } else if (lang == Language::kC) {
       s.compiler = tc.host.cc;
@@ -334,7 +380,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
     s.generated_text = decorate_with_tvm_ffi(join_inline_sources(m.cuda_sources),
                                              host == Host::kInlineCuda ? m.functions : FunctionList{});
     s.display = s.generated_name;
-    add_step(Language::kCuda, std::move(s));
+    add_step(gpu, std::move(s));
   }
   std::vector<std::string> prebuilt_objects;
   for (const auto& path : m.sources) {
@@ -343,14 +389,15 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
       prebuilt_objects.push_back(path);
       continue;
     }
-    Language lang = ext == ".cu" ? Language::kCuda : ext == ".c" ? Language::kC : Language::kCxx;
+    Language lang = (ext == ".cu" || ext == ".hip") ? gpu : ext == ".c" ? Language::kC : Language::kCxx;
     CompileStep s;
     s.display = display_path(m, path);
     if ((host == Host::kCppFile || host == Host::kCudaFile) && path == host_file) {
       // Compiled in place of the file: the wrapper around #include "<file>".
-      int index = lang == Language::kCuda ? cuda_count : cpp_count;
-      s.generated_name = std::string(lang == Language::kCuda ? "cuda_" : "cpp_") + std::to_string(index) + "_" +
-                         stem(path) + (lang == Language::kCuda ? ".exports.cu" : ".exports.cpp");
+      const bool on_gpu = lang == Language::kCuda || lang == Language::kHip;
+      int index = on_gpu ? cuda_count : cpp_count;
+      s.generated_name = std::string(on_gpu ? "cuda_" : "cpp_") + std::to_string(index) + "_" + stem(path) +
+                         (!on_gpu ? ".exports.cpp" : ext == ".hip" ? ".exports.hip" : ".exports.cu");
       s.generated_text = file_export_unit(path, m.functions);
       host_file.clear();
     } else {
@@ -393,8 +440,9 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
     link.kind = LinkStep::Kind::kSharedLibrary;
     link.program = tc.host.cxx;
     link.flags = {"-shared", "-L" + tc.tvm_ffi->lib_dir, "-ltvm_ffi"};
-    bool has_cuda = m.has_inline_cuda() || cuda_count > 0;
+    bool has_cuda = !hip && (m.has_inline_cuda() || cuda_count > 0);
     if (has_cuda) append(link.flags, {"-L" + util::join_path(tc.cuda->home, "lib64"), "-lcudart"});
+    if (hip) append(link.flags, {"-L" + rocm_lib, "-lamdhip64"});
     append(link.flags, stripped(m.extra_ldflags));
     link.output_name = m.name + ".so";
   } else {

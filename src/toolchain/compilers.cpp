@@ -114,4 +114,29 @@ Expected<CudaToolkit> find_cuda_toolkit(const EnvLookup& env) {
       "does not exist (install the CUDA toolkit or set CUDA_HOME)"};
 }
 
+Expected<RocmToolkit> find_rocm_toolkit(const EnvLookup& env) {
+  auto has_hipcc = [](const std::string& home) { return util::is_regular_file(util::join_path(home, "bin/hipcc")); };
+  for (const char* var : {"ROCM_HOME", "ROCM_PATH"}) {
+    if (auto home = non_empty(env, var)) {
+      if (has_hipcc(*home)) return RocmToolkit{*home, util::join_path(*home, "bin/hipcc"), var};
+      return Unexpected{std::string(var) + "=" + *home + " has no bin/hipcc"};
+    }
+  }
+  if (auto hipcc = util::find_program("hipcc")) {
+    std::string resolved = *hipcc;
+    try {
+      resolved = util::canonical_path(*hipcc);
+    } catch (const Error&) {
+    }
+    std::string home = util::parent_path(util::parent_path(resolved));
+    if (util::file_name(home) == "hip") home = util::parent_path(home);
+    if (has_hipcc(home)) return RocmToolkit{home, util::join_path(home, "bin/hipcc"), "PATH"};
+    return RocmToolkit{util::parent_path(util::parent_path(*hipcc)), *hipcc, "PATH"};
+  }
+  if (has_hipcc("/opt/rocm")) return RocmToolkit{"/opt/rocm", "/opt/rocm/bin/hipcc", "/opt/rocm"};
+  return Unexpected{
+      "no ROCm: ROCM_HOME and ROCM_PATH are unset, hipcc is not on PATH and /opt/rocm/bin/hipcc does not exist "
+      "(install ROCm, or on Debian 12 `apt-get install hipcc`, or set ROCM_HOME)"};
+}
+
 }  // namespace tvmffi_jit::toolchain

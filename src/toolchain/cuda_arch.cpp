@@ -1,5 +1,6 @@
 #include "tvmffi_jit/toolchain/cuda_arch.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "tvmffi_jit/util/error.h"
@@ -140,6 +141,54 @@ ArchResolution resolve_archs(const std::vector<CudaArch>& command_line,
       "cannot choose a CUDA architecture (" + why +
       "): pass --arch (e.g. --arch 9.0), set \"cuda_arch\" in the manifest, or set "
       "TVM_FFI_CUDA_ARCH_LIST (e.g. TVM_FFI_CUDA_ARCH_LIST=\"8.0 9.0\")");
+}
+
+bool try_parse_rocm_arch_list(std::string_view text, std::vector<std::string>* out, std::string* problem) {
+  for (const auto& word : util::split_any(std::string(text), " \t\n,;")) {
+    if (word.empty()) continue;
+    // gfx<hex digits>, then :feature+ / :feature- items (xnack, sramecc, ...).
+    bool ok = word.size() > 3 && word.compare(0, 3, "gfx") == 0;
+    size_t i = 3;
+    for (; ok && i < word.size() && word[i] != ':'; ++i)
+      ok = std::isdigit(static_cast<unsigned char>(word[i])) || (word[i] >= 'a' && word[i] <= 'f');
+    ok = ok && i > 3;
+    while (ok && i < word.size()) {
+      size_t end = word.find(':', i + 1);
+      std::string feature = word.substr(i + 1, end == std::string::npos ? std::string::npos : end - i - 1);
+      ok = feature.size() >= 2 && (feature.back() == '+' || feature.back() == '-');
+      for (size_t k = 0; ok && k + 1 < feature.size(); ++k) ok = std::islower(static_cast<unsigned char>(feature[k]));
+      i = end == std::string::npos ? word.size() : end;
+    }
+    if (!ok) {
+      *problem = "invalid ROCm architecture " + quote_for_message(word) +
+                 " (expected gfx<id> with optional :feature+/- items, e.g. gfx90a, gfx942, gfx90a:xnack-)";
+      return false;
+    }
+    if (std::find(out->begin(), out->end(), word) == out->end()) out->push_back(word);
+  }
+  return true;
+}
+
+RocmArchResolution resolve_rocm_archs(const std::vector<std::string>& command_line,
+                                      const std::vector<std::string>& manifest,
+                                      const std::optional<std::string>& env_arch_list,
+                                      const std::vector<std::string>& extra_cuda_cflags) {
+  if (!command_line.empty()) return {command_line, "--arch"};
+  if (!manifest.empty()) return {manifest, "manifest"};
+  if (env_arch_list && !util::trim(*env_arch_list).empty()) {
+    RocmArchResolution r{{}, "TVM_FFI_ROCM_ARCH_LIST"};
+    std::string problem;
+    if (!try_parse_rocm_arch_list(*env_arch_list, &r.archs, &problem))
+      throw usage_error("TVM_FFI_ROCM_ARCH_LIST: " + problem);
+    if (!r.archs.empty()) return r;
+  }
+  for (const auto& f : extra_cuda_cflags)
+    if (util::starts_with(f, "--offload-arch")) return {{}, "extra_cuda_cflags"};
+  throw missing_tool_error(
+      "cannot choose a ROCm GPU architecture for the HIP sources (tvmffi-jit does not probe AMD GPUs): set "
+      "TVM_FFI_ROCM_ARCH_LIST (e.g. TVM_FFI_ROCM_ARCH_LIST=\"gfx90a gfx942\"; from Python too), or from Python pass "
+      "extra_cuda_cflags=[\"--offload-arch=gfx90a\"]; on the command line --arch gfx90a or \"rocm_arch\" in the "
+      "manifest");
 }
 
 }  // namespace tvmffi_jit::toolchain

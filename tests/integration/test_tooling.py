@@ -235,7 +235,7 @@ def test_schema_keys_are_the_parsers(validator):
         if (SOURCE_DIR / "docs" / "manifest.md").exists() else set()
     expected = {"$schema", "name", "sources", "cpp_sources", "cuda_sources", "functions", "extra_cflags",
                 "extra_cuda_cflags", "extra_ldflags", "extra_include_paths", "cuda_arch", "emit", "embed_cubin",
-                "compiler", "kernel_names", "cxx_launcher", "cuda_launcher"}
+                "compiler", "kernel_names", "cxx_launcher", "cuda_launcher", "backend", "rocm_arch"}
     assert set(schema["properties"]) == expected
     assert schema["additionalProperties"] is False
     if documented:

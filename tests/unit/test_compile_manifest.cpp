@@ -170,7 +170,7 @@ TEST_CASE("each kind of bad manifest names the key and the problem", "[build][ma
        false},
       {R"({"name": "m", "sources": ["a.cc", "missing.cc"]})", "/sources/1", "no such file \"missing.cc\" (...", false},
       {R"({"name": "m", "sources": ["x.h"]})", "/sources/0",
-       "unsupported source type \".h\" (expected .c .cc .cpp .cxx .cu or .o)", false},
+       "unsupported source type \".h\" (expected .c .cc .cpp .cxx .cu .hip or .o)", false},
       {R"({"name": "m", "sources": ["inc.cc"]})", "/sources/0", "no such file...", false},
       {R"({"name": "m", "sources": [""]})", "/sources/0", "empty path", false},
       {R"({"name": "m", "sources": ["a.cc", "./a.cc"]})", "/sources/1", "source \"./a.cc\" is listed twice", false},
@@ -499,7 +499,8 @@ TEST_CASE("the accepted key set is exactly the documented one", "[build][manifes
   CHECK(manifest_keys() == std::vector<std::string>{"$schema", "name", "sources", "cpp_sources", "cuda_sources",
                                                     "functions", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
                                                     "extra_include_paths", "cuda_arch", "emit", "embed_cubin",
-                                                    "compiler", "kernel_names", "cxx_launcher", "cuda_launcher"});
+                                                    "compiler", "kernel_names", "cxx_launcher", "cuda_launcher", "backend",
+                                                    "rocm_arch"});
 }
 
 TEST_CASE("a duplicate among 100,000 functions is found at its index, and names from the manifest count on the command line",

@@ -97,3 +97,32 @@ TEST_CASE("no arch anywhere is exit 4 with how to set one", "[toolchain][cuda_ar
   };
   CHECK_THROWS_AS(resolve_archs({}, {}, std::nullopt, no_gpus), Error);
 }
+
+TEST_CASE("ROCm target lists take gfx ids with feature items and nothing else", "[toolchain][rocm]") {
+  std::vector<std::string> out;
+  std::string problem;
+  CHECK(try_parse_rocm_arch_list("gfx90a, gfx942;gfx90a:xnack- gfx90a:sramecc+:xnack-", &out, &problem));
+  CHECK(out == std::vector<std::string>{"gfx90a", "gfx942", "gfx90a:xnack-", "gfx90a:sramecc+:xnack-"});
+  for (const char* bad : {"9.0", "gfx", "gfxzz", "gfx90a:xnack", "gfx90a:", "sm_90", "gfx90a;rm -rf"}) {
+    std::vector<std::string> o;
+    CHECK_FALSE(try_parse_rocm_arch_list(bad, &o, &problem));
+    CHECK(problem.find("invalid ROCm architecture") != std::string::npos);
+  }
+}
+
+TEST_CASE("ROCm targets come from --arch, the manifest, the variable, then --offload-arch flags", "[toolchain][rocm]") {
+  CHECK(resolve_rocm_archs({"gfx942"}, {"gfx90a"}, std::string("gfx1100"), {}).source == "--arch");
+  CHECK(resolve_rocm_archs({}, {"gfx90a"}, std::string("gfx1100"), {}).archs == std::vector<std::string>{"gfx90a"});
+  RocmArchResolution env = resolve_rocm_archs({}, {}, std::string(" gfx1100 gfx90a "), {});
+  CHECK((env.source == "TVM_FFI_ROCM_ARCH_LIST" && env.archs == std::vector<std::string>{"gfx1100", "gfx90a"}));
+  RocmArchResolution flag = resolve_rocm_archs({}, {}, std::nullopt, {"-O3", "--offload-arch=gfx90a"});
+  CHECK((flag.source == "extra_cuda_cflags" && flag.archs.empty()));
+  try {
+    resolve_rocm_archs({}, {}, std::string("  "), {"-O3"});
+    FAIL("no target list must be exit 4");
+  } catch (const Error& e) {
+    CHECK(e.code() == ExitCode::kMissingTool);
+    for (const char* fix : {"TVM_FFI_ROCM_ARCH_LIST", "extra_cuda_cflags", "--arch gfx90a", "rocm_arch"})
+      CHECK(std::string(e.what()).find(fix) != std::string::npos);
+  }
+}

@@ -39,6 +39,13 @@ struct ExecuteOptions {
   // or a whole batch (util/job_gate.h). Null: only `jobs` limits them.
   util::JobGate* gate = nullptr;
   uint64_t cuda_job_bytes = kDefaultCudaJobBytes;  // --mem-per-job
+  // --build-dir: the directory is the user's and kept between builds. A step
+  // whose command, inputs and outputs are unchanged since it last ran there
+  // is skipped (compile/build_log.h); the module is relinked only when an
+  // input of the link changed, into a new file renamed over the old one, so
+  // a process that has the old module loaded keeps a valid mapping. The
+  // directory is locked (flock) for the build.
+  bool incremental = false;
 };
 
 struct CommandRecord {
@@ -67,6 +74,7 @@ struct BuildResult {
   std::string artifact_path;  // absolute
   std::vector<CommandRecord> commands;   // commands that ran, in completion order
   std::vector<CommandRecord> reused;     // units CompileHooks::before_compile satisfied, in completion order
+  std::vector<std::string> up_to_date;   // incremental: outputs of the steps skipped as up to date, in plan order
   std::vector<CompiledUnit> units;       // parallel to plan.compile_steps
   std::vector<CompiledUnit> device_units;  // parallel to plan.device_steps
   std::vector<std::pair<std::string, std::string>> lowered_names;  // NVRTC: expression -> mangled

@@ -27,6 +27,12 @@ std::optional<EmitKind> parse_emit_kind(std::string_view s);
 const char* device_compiler_name(DeviceCompiler c);  // "nvcc", "nvrtc"
 std::optional<DeviceCompiler> parse_device_compiler(std::string_view s);
 
+// What GPU sources (.cu, .hip, inline CUDA) are compiled for: CUDA with nvcc,
+// or ROCm with hipcc (tvm_ffi.cpp's `backend`).
+enum class GpuBackend { kCuda, kHip };
+const char* gpu_backend_name(GpuBackend b);  // "cuda", "hip"
+std::optional<GpuBackend> parse_gpu_backend(std::string_view s);
+
 // One entry of "embed_cubin" / --embed-cubin: a device binary linked into the
 // module under TVM_FFI_EMBED_CUBIN(name). A .cu path is compiled to a cubin
 // first (nvcc, the single arch of the build).
@@ -49,6 +55,12 @@ struct Manifest {
   std::vector<std::string> extra_include_paths;  // absolute
   std::vector<toolchain::CudaArch> cuda_arch;    // "cuda_arch"; empty: not given
   std::vector<toolchain::CudaArch> command_line_arch;  // --arch; wins over cuda_arch when given
+  // "backend" / --backend. Absent: resolved by make_plan() (hip for .hip
+  // sources; else $TVM_FFI_GPU_BACKEND; else hip when only hipcc is installed;
+  // else cuda), as tvm_ffi.cpp does when it is not given.
+  std::optional<GpuBackend> backend;
+  std::vector<std::string> rocm_arch;               // "rocm_arch": gfx targets ("gfx90a", "gfx942:xnack-")
+  std::vector<std::string> command_line_rocm_arch;  // --arch gfx...; wins over rocm_arch when given
   EmitKind emit = EmitKind::kModule;
   DeviceCompiler compiler = DeviceCompiler::kNvcc;
   std::vector<std::string> kernel_names;
@@ -65,6 +77,7 @@ struct Manifest {
   bool has_inline_cpp() const { return !cpp_sources.empty(); }
   bool has_inline_cuda() const { return !cuda_sources.empty(); }
   bool needs_cuda() const;  // any .cu file, inline CUDA, a .cu embed or a device emit kind
+  bool has_gpu_sources() const;  // any .cu or .hip file, or inline CUDA (what backend hip compiles with hipcc)
 };
 
 // A manifest problem: `where` is the manifest path (or "command line"),
@@ -108,6 +121,7 @@ struct CommandLineInputs {
   std::vector<std::string> embed_cubin;  // "NAME=FILE"
   std::optional<std::string> cxx_launcher;   // whitespace-separated words; "" = none
   std::optional<std::string> cuda_launcher;
+  std::optional<std::string> backend;  // --backend cuda|hip
 };
 
 // Applies the command line onto `m` (a parsed manifest or an empty one) and

@@ -26,8 +26,9 @@
 
 namespace tvmffi_jit::compile {
 
-enum class Language { kC, kCxx, kCuda };
-const char* language_name(Language l);  // "c", "c++", "cuda"
+// kHip: a GPU source compiled by hipcc (backend hip).
+enum class Language { kC, kCxx, kCuda, kHip };
+const char* language_name(Language l);  // "c", "c++", "cuda", "hip"
 
 // What one compiler invocation produces.
 enum class CompileOutput { kObject, kCubin, kFatbin, kPtx };
@@ -56,7 +57,7 @@ struct CompileStep {
   // (relative to the build dir, which is the working directory).
   std::string compiler_input() const;
   // The complete argv, in tvm_ffi's order:
-  //   c/c++: compiler -MMD -MF <depfile> <flags> -c <input> -o <object>
+  //   c/c++/hipcc: compiler -MMD -MF <depfile> <flags> -c <input> -o <object>
   //   nvcc:  nvcc --generate-dependencies-with-compile --dependency-output <depfile> <flags> <mode> <input> -o <object>
   std::vector<std::string> argv() const;
   // What actually runs: launcher + argv(), with nvcc's depfile options in
@@ -103,9 +104,11 @@ struct BuildPlan {
   std::string name;
   EmitKind emit = EmitKind::kModule;
   DeviceCompiler compiler = DeviceCompiler::kNvcc;
+  GpuBackend backend = GpuBackend::kCuda;   // resolved (Manifest::backend, else PlanOptions)
+  std::vector<std::string> rocm_archs;      // backend hip: the --offload-arch targets
   std::vector<std::string> functions;       // exported names, in order
   std::vector<toolchain::CudaArch> archs;   // empty when nothing is compiled for a GPU
-  std::string arch_source;                  // "--arch", "manifest", "TVM_FFI_CUDA_ARCH_LIST", "driver"
+  std::string arch_source;                  // "--arch", "manifest", "TVM_FFI_CUDA_ARCH_LIST", "driver" (hip: "TVM_FFI_ROCM_ARCH_LIST", "extra_cuda_cflags")
   std::vector<CompileStep> device_steps;    // cubins for embedding; run before the embed unit is compiled
   std::vector<CompileStep> compile_steps;   // the translation units (or the one device-code compile)
   std::optional<NvrtcStep> nvrtc;
@@ -124,12 +127,23 @@ struct PlanOptions {
   // then the launcher words of CXX / CC (toolchain::HostCompilers).
   std::optional<std::string> env_cxx_launcher;
   std::optional<std::string> env_cuda_launcher;
+  // $TVM_FFI_GPU_BACKEND ("cuda"/"hip"; another value is ignored, as by
+  // tvm_ffi): the backend of GPU sources when the manifest gives none.
+  std::optional<std::string> env_gpu_backend;
+  std::optional<std::string> env_rocm_arch_list;  // $TVM_FFI_ROCM_ARCH_LIST
 };
 
 // The default flags, as tvm_ffi.cpp (docs/build.md); user flags come after.
 std::vector<std::string> default_cxx_flags();   // -std=c++17 -fPIC -O2
 std::vector<std::string> default_c_flags();     // -fPIC -O2
 std::vector<std::string> default_cuda_flags();  // -Xcompiler -fPIC -std=c++17 -O2
+std::vector<std::string> default_hip_flags();   // -std=c++17 -O2 -fPIC -D__HIP_PLATFORM_AMD__=1 -fno-gpu-rdc
+
+// The backend a plan compiles GPU sources for: the manifest's, else hip for
+// .hip sources, else (only when there are GPU sources) $TVM_FFI_GPU_BACKEND,
+// else hip when hipcc is found and nvcc is not, else cuda (tvm_ffi.cpp's
+// rule, without its look at torch, which the Python package does instead).
+GpuBackend resolve_backend(const Manifest& m, const toolchain::Toolchain& tc, const PlanOptions& options);
 
 // Turns a checked manifest into steps. Throws Error(kMissingTool) when the
 // build needs tvm-ffi, nvcc or an arch list that the toolchain lacks, and

@@ -61,4 +61,18 @@ Expected<HostCompilers> find_host_compilers(const EnvLookup& env, bool need_c);
 // must hold nvcc.
 Expected<CudaToolkit> find_cuda_toolkit(const EnvLookup& env);
 
+// ROCm, for backend hip (tvm_ffi.cpp's layout: <home>/bin/hipcc,
+// <home>/include, <home>/lib with libamdhip64).
+struct RocmToolkit {
+  std::string home;
+  std::string hipcc;     // <home>/bin/hipcc
+  std::string found_by;  // "ROCM_HOME", "ROCM_PATH", "PATH", "/opt/rocm"
+};
+
+// tvm_ffi's order: $ROCM_HOME, then $ROCM_PATH, then hipcc on PATH (symlinks
+// resolved; its home is two levels up, or three when it sits in <home>/hip/bin),
+// then /opt/rocm. The home must hold bin/hipcc. Debian's hipcc package is
+// found as /usr (/usr/bin/hipcc, /usr/include/hip).
+Expected<RocmToolkit> find_rocm_toolkit(const EnvLookup& env);
+
 }  // namespace tvmffi_jit::toolchain

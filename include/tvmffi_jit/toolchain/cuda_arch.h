@@ -64,4 +64,25 @@ ArchResolution resolve_archs(const std::vector<CudaArch>& command_line,
                              const std::optional<std::string>& env_arch_list,
                              const DetectGpus& detect);
 
+// ROCm (backend hip) targets: "gfx90a", "gfx942", with optional target
+// features ("gfx90a:xnack-", "gfx90a:sramecc+:xnack-"), as hipcc's
+// --offload-arch takes them. A list is separated by spaces, commas or
+// semicolons. Appends to `out`; false with `problem` for a bad entry.
+bool try_parse_rocm_arch_list(std::string_view text, std::vector<std::string>* out, std::string* problem);
+
+struct RocmArchResolution {
+  std::vector<std::string> archs;
+  std::string source;  // "--arch", "manifest", "TVM_FFI_ROCM_ARCH_LIST", "extra_cuda_cflags"
+};
+
+// The first that is given: --arch gfx..., the manifest's rocm_arch,
+// $TVM_FFI_ROCM_ARCH_LIST (tvm_ffi's variable). When none is, flags that
+// already carry --offload-arch (extra_cuda_cflags) choose the targets and the
+// list is empty. Else throws Error(kMissingTool) saying how to set it, for
+// command-line and Python users alike.
+RocmArchResolution resolve_rocm_archs(const std::vector<std::string>& command_line,
+                                      const std::vector<std::string>& manifest,
+                                      const std::optional<std::string>& env_arch_list,
+                                      const std::vector<std::string>& extra_cuda_cflags);
+
 }  // namespace tvmffi_jit::toolchain

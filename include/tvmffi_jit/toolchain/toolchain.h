@@ -15,6 +15,7 @@ struct Toolchain {
   // tvm-ffi fail for their absence.
   Expected<CudaToolkit> cuda = Unexpected{"the CUDA toolkit was not looked for"};
   Expected<TvmFfiLocation> tvm_ffi = Unexpected{"tvm-ffi was not looked for"};
+  Expected<RocmToolkit> rocm = Unexpected{"ROCm was not looked for"};  // backend hip
   std::string ld = "ld";  // for `emit object` with several inputs (ld -r)
 };
 

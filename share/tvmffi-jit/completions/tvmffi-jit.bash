@@ -8,7 +8,7 @@ _tvmffi_jit_cache_commands="path list show verify clean gc stats export import k
 # --cache-dir and --json belong to the commands but are accepted before them too.
 _tvmffi_jit_global_opts="-h --help --version -v --verbose -q --quiet --cache-dir --json"
 _tvmffi_jit_build_opts="-h --help -m --manifest --name --function --cflag --cuda-cflag --ldflag -I --include
-  --arch --emit --compiler --kernel-name --embed-cubin --build-dir --tvm-ffi-root -j --jobs --json
+  --arch --backend --emit --compiler --kernel-name --embed-cubin --build-dir --tvm-ffi-root -j --jobs --json
   -k --keep-going --mem-per-job --cxx-launcher --cuda-launcher
   -v --verbose -q --quiet --cache-dir --no-cache --remote --remote-read-only --remote-namespace --remote-sign-key --remote-trusted-key --base-dir -o --output --link-to --depfile --compile-commands --force --verify --validate --require-driver --device --timeout"
 _tvmffi_jit_inspect_opts="-h --help --json -j --jobs --no-demangle --no-ptx --scan-data --load --device --timeout"
@@ -98,6 +98,7 @@ _tvmffi_jit() {
     -m | --manifest) _tvmffi_jit_files "$cur" "json"; return ;;
     --emit) COMPREPLY=($(compgen -W "module object cubin fatbin ptx" -- "$cur")); return ;;
     --compiler) COMPREPLY=($(compgen -W "nvcc nvrtc" -- "$cur")); return ;;
+    --backend) COMPREPLY=($(compgen -W "cuda hip" -- "$cur")); return ;;
     --arch) _tvmffi_jit_complete_list "$cur" "$_tvmffi_jit_archs"; return ;;
     --require) _tvmffi_jit_complete_list "$cur" "$_tvmffi_jit_components"; return ;;
     -I | --include | --build-dir | --cache-dir | --tvm-ffi-root | --base-dir | --out) _tvmffi_jit_dirs "$cur"; return ;;
