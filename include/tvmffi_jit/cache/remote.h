@@ -27,6 +27,7 @@
 #include "tvmffi_jit/cache/key.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/store.h"
+#include "tvmffi_jit/toolchain/environment.h"
 
 namespace tvmffi_jit::cache {
 
@@ -37,13 +38,17 @@ struct RemoteOptions {
   int connect_timeout_ms = 100;
   int transfer_timeout_ms = 60000;
   uint64_t max_blob_bytes = 1ull << 30;  // compressed, as received
+  std::string libcurl;  // $TVMFFI_JIT_LIBCURL: the libcurl to dlopen (empty: the usual sonames)
   bool enabled() const { return !urls.empty(); }
 };
 
 // $TVMFFI_JIT_REMOTE (URLs separated by spaces), $TVMFFI_JIT_REMOTE_READ_ONLY
 // (1/true/yes) and $TVMFFI_JIT_REMOTE_NAMESPACE under the command line's
 // values: urls given on the command line replace the variable's.
-RemoteOptions remote_options_from_environment(RemoteOptions command_line, bool command_line_read_only);
+// (The caller's environment, read once by the CLI: ARCHITECTURE.md.)
+// $TVMFFI_JIT_LIBCURL names the libcurl to load for http(s) remotes.
+RemoteOptions remote_options_from_environment(RemoteOptions command_line, bool command_line_read_only,
+                                              const toolchain::EnvLookup& env);
 
 // Checks every URL's syntax (scheme http, https or redis; host; Redis db
 // number). Throws usage_error (exit 2) naming the URL.
