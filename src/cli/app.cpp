@@ -132,6 +132,14 @@ std::vector<std::string> subcommand_names(CLI::App* level) {
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
   auto near = util::nearest(word, candidates);
+  // A shortened option ("--older" for "--older-than") is too far for an edit
+  // distance; one candidate it begins is the answer.
+  if (!near && word.size() >= 4) {
+    std::vector<std::string> longer;
+    for (const auto& c : candidates)
+      if (c.size() > word.size() && util::starts_with(c, word)) longer.push_back(c);
+    if (longer.size() == 1) near = longer[0];
+  }
   return near ? ", did you mean '" + *near + "'?" : "";
 }
 

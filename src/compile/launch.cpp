@@ -40,7 +40,10 @@ CommandRecord run_step_command(const CompileStep& step, const std::string& build
       estimate = cuda ? &options->memory->cuda : &options->memory->host;
       bytes = estimate->reservation();
     }
-    ticket = options->gate->acquire(1, bytes);
+    // Heavier first (util/job_gate.h): an nvcc job weighs a device pass per
+    // target on top of its host passes; a host compile weighs one.
+    const double weight = cuda ? 2.0 + std::max(1, step.gencode_targets()) : 1.0;
+    ticket = options->gate->acquire(1, bytes, util::JobGate::Priority::kNormal, weight);
   }
   const double started_at = options && options->trace ? options->trace->now() : 0;
   auto finish = [&](CommandRecord& rec) {

@@ -35,24 +35,25 @@ JobGate::JobGate(int slots, uint64_t memory_bytes)
       memory_(memory_bytes),
       free_slots_(slots_) {}
 
-JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priority priority) {
+JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priority priority, double weight) {
   max_slots = std::max(1, max_slots);
   // A job larger than the whole budget runs alone instead of never.
   if (memory_ != 0) bytes_per_slot = std::min(bytes_per_slot, memory_);
-  const int q = priority == Priority::kFinish ? 1 : 0;
   std::unique_lock<std::mutex> lock(mutex_);
-  const uint64_t my_turn = next_ticket_[q]++;
+  const auto me = std::make_tuple(-static_cast<int>(priority), -weight, arrivals_++);
+  queue_.insert(me);
   ++waiting_;
   auto fits = [&](int n) {
     return free_slots_ >= n && (memory_ == 0 || reserved_ + bytes_per_slot * static_cast<uint64_t>(n) <= memory_);
   };
-  auto finish_queue_empty = [&] { return serving_[1] == next_ticket_[1]; };
-  changed_.wait(lock, [&] { return serving_[q] == my_turn && (q == 1 || finish_queue_empty()) && fits(1); });
+  // Only the first in serving order may start: a job that does not fit yet
+  // (memory) is not overtaken by smaller ones behind it, so it cannot starve.
+  changed_.wait(lock, [&] { return *queue_.begin() == me && fits(1); });
+  queue_.erase(me);
   --waiting_;
   int n = 1;
   if (waiting_ == 0)
     while (n < max_slots && fits(n + 1)) ++n;
-  ++serving_[q];
   free_slots_ -= n;
   reserved_ += bytes_per_slot * static_cast<uint64_t>(n);
   peak_reserved_ = std::max(peak_reserved_, reserved_);

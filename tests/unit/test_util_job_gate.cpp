@@ -137,3 +137,25 @@ TEST_CASE("a learned reservation follows the largest job seen, not the default",
   fixed.observe(400ull << 20);
   CHECK(fixed.reservation() == 4ull << 30);
 }
+
+TEST_CASE("among waiting compiles the heavier (an nvcc job) starts first", "[util][job_gate]") {
+  util::JobGate gate(1, 0);
+  util::JobGate::Ticket busy = gate.acquire(1, 1);
+  std::atomic<int> order{0};
+  int light_turn = 0, heavy_turn = 0;
+  std::thread light([&] {
+    util::JobGate::Ticket t = gate.acquire(1, 1, util::JobGate::Priority::kNormal, 1.0);
+    light_turn = ++order;
+  });
+  while (gate.waiting() < 1) std::this_thread::yield();
+  std::thread heavy([&] {
+    util::JobGate::Ticket t = gate.acquire(1, 1, util::JobGate::Priority::kNormal, 4.0);
+    heavy_turn = ++order;
+  });
+  while (gate.waiting() < 2) std::this_thread::yield();
+  busy = util::JobGate::Ticket();
+  light.join();
+  heavy.join();
+  CHECK(heavy_turn == 1);
+  CHECK(light_turn == 2);
+}
