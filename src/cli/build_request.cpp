@@ -38,6 +38,8 @@ cache::RemoteOptions remote_options(const BuildArgs& args, const toolchain::EnvL
   cache::RemoteOptions cl;
   cl.urls = args.remote_urls;
   if (!args.remote_namespace.empty()) cl.key_namespace = args.remote_namespace;
+  cl.sign_key_file = args.remote_sign_key;
+  cl.trusted_key_files = args.remote_trusted_keys;
   cache::RemoteOptions o = cache::remote_options_from_environment(cl, args.remote_read_only, env);
   cache::check_remote_urls(o.urls);
   if (!o.key_namespace.empty() && !cache::is_valid_entry_name(o.key_namespace))

@@ -39,6 +39,8 @@ struct BuildArgs {
   std::vector<std::string> remote_urls;  // --remote (repeatable)
   bool remote_read_only = false;         // --remote-read-only
   std::string remote_namespace;          // --remote-namespace
+  std::string remote_sign_key;                   // --remote-sign-key FILE
+  std::vector<std::string> remote_trusted_keys;  // --remote-trusted-key FILE (repeatable)
   std::string tvm_ffi_root;
   int jobs = 0;
   std::string mem_per_job;  // --mem-per-job SIZE (a CUDA unit's reservation in the job gate)

@@ -421,6 +421,13 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                 "Fetch from the remote caches but never upload (also $TVMFFI_JIT_REMOTE_READ_ONLY=1)");
   sub->add_option("--remote-namespace", args->remote_namespace,
                   "Key prefix on the remote servers (default: $TVMFFI_JIT_REMOTE_NAMESPACE, else tvmffi-jit)");
+  sub->add_option("--remote-sign-key", args->remote_sign_key,
+                  "Sign uploaded entries with this secret key (NAME.sec from `cache keygen`; default:\n"
+                  "$TVMFFI_JIT_REMOTE_SIGN_KEY)");
+  sub->add_option("--remote-trusted-key", args->remote_trusted_keys,
+                  "Use remote and imported entries only if signed by this public key (NAME.pub); repeatable\n"
+                  "(default: $TVMFFI_JIT_REMOTE_TRUSTED_KEYS, files separated by ':'; docs/remote.md)")
+      ->allow_extra_args(false);
   sub->add_option("--base-dir", args->base_dir,
                   "Project root for path-independent keys: paths under it are hashed relative to it, so a\n"
                   "checkout elsewhere hits the remote cache (default: $TVMFFI_JIT_BASE_DIR, else the manifest's\n"
