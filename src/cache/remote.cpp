@@ -126,22 +126,24 @@ void link_or_copy(const std::string& from, const std::string& to) {
 
 }  // namespace
 
-RemoteOptions remote_options_from_environment(RemoteOptions o, bool command_line_read_only) {
+RemoteOptions remote_options_from_environment(RemoteOptions o, bool command_line_read_only,
+                                              const toolchain::EnvLookup& env) {
   if (o.urls.empty()) {
-    if (const char* v = std::getenv("TVMFFI_JIT_REMOTE")) {
-      for (const auto& part : util::split_any(v, " \t\n"))
+    if (auto v = env("TVMFFI_JIT_REMOTE")) {
+      for (const auto& part : util::split_any(*v, " \t\n"))
         if (!part.empty()) o.urls.push_back(part);
     }
   }
-  o.read_only = command_line_read_only || truthy(std::getenv("TVMFFI_JIT_REMOTE_READ_ONLY"));
-  if (const char* ns = std::getenv("TVMFFI_JIT_REMOTE_NAMESPACE"); ns && o.key_namespace == "tvmffi-jit")
-    o.key_namespace = ns;
+  const auto read_only = env("TVMFFI_JIT_REMOTE_READ_ONLY");
+  o.read_only = command_line_read_only || truthy(read_only ? read_only->c_str() : nullptr);
+  if (auto ns = env("TVMFFI_JIT_REMOTE_NAMESPACE"); ns && o.key_namespace == "tvmffi-jit") o.key_namespace = *ns;
+  if (auto lib = env("TVMFFI_JIT_LIBCURL"); lib && !lib->empty()) o.libcurl = *lib;
   if (o.sign_key_file.empty()) {
-    if (const char* v = std::getenv("TVMFFI_JIT_REMOTE_SIGN_KEY")) o.sign_key_file = v;
+    if (auto v = env("TVMFFI_JIT_REMOTE_SIGN_KEY")) o.sign_key_file = *v;
   }
   if (o.trusted_key_files.empty()) {
-    if (const char* v = std::getenv("TVMFFI_JIT_REMOTE_TRUSTED_KEYS")) {
-      for (const auto& part : util::split_any(v, ":"))
+    if (auto v = env("TVMFFI_JIT_REMOTE_TRUSTED_KEYS")) {
+      for (const auto& part : util::split_any(*v, ":"))
         if (!part.empty()) o.trusted_key_files.push_back(part);
     }
   }

@@ -34,13 +34,14 @@ struct CurlApi {
   void (*slist_free_all)(curl_slist*);
 };
 
-const CurlApi& curl_api() {
+// `configured`: RemoteOptions::libcurl ($TVMFFI_JIT_LIBCURL, read by the
+// CLI). Loaded once per process: the first backend's choice stands.
+const CurlApi& curl_api(const std::string& configured) {
   static CurlApi api;
   static std::string error;
   static std::once_flag once;
-  std::call_once(once, [] {
-    const char* env = std::getenv("TVMFFI_JIT_LIBCURL");
-    std::string lib = env && *env ? env : "libcurl.so.4";
+  std::call_once(once, [&configured] {
+    std::string lib = configured.empty() ? "libcurl.so.4" : configured;
     void* h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!h) {
       const char* e = ::dlerror();
@@ -102,7 +103,7 @@ size_t on_read(char* buf, size_t size, size_t count, void* user) {
 
 class HttpBackend : public RemoteBackend {
  public:
-  HttpBackend(std::string url, const RemoteOptions& o) : api_(curl_api()), options_(o) {
+  HttpBackend(std::string url, const RemoteOptions& o) : api_(curl_api(o.libcurl)), options_(o) {
     while (!url.empty() && url.back() == '/') url.pop_back();
     base_ = url;
     shown_ = redact_url(url);

@@ -44,7 +44,8 @@ int make_private_directories(const std::string& path) {
 bool probe_writable(const std::string& dir, std::string* why) {
   // access(W_OK) is not enough: root passes it on an immutable directory, and
   // it says nothing about a full disk. Create and remove a real file.
-  std::string probe = util::join_path(dir, ".write-probe." + std::to_string(::getpid()));
+  // The thread id too: the modules of a batch probe one root from several threads.
+  std::string probe = util::join_path(dir, ".write-probe." + std::to_string(::getpid()) + std::to_string(::gettid()));
   int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     *why = errno_message("cannot write in " + dir, errno);

@@ -1,7 +1,9 @@
 #include "tvmffi_jit/cli/app.h"
 
 #include <algorithm>
+#include <cctype>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -130,6 +132,14 @@ std::vector<std::string> subcommand_names(CLI::App* level) {
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
   auto near = util::nearest(word, candidates);
+  // A shortened option ("--older" for "--older-than") is too far for an edit
+  // distance; one candidate it begins is the answer.
+  if (!near && word.size() >= 4) {
+    std::vector<std::string> longer;
+    for (const auto& c : candidates)
+      if (c.size() > word.size() && util::starts_with(c, word)) longer.push_back(c);
+    if (longer.size() == 1) near = longer[0];
+  }
   return near ? ", did you mean '" + *near + "'?" : "";
 }
 
@@ -154,9 +164,77 @@ std::string first_unknown_word(CLI::App* level, const std::vector<std::string>& 
   return "";
 }
 
+// An option `level` or its parents take (they fall through), by any spelling.
+const CLI::Option* option_at(CLI::App* level, const std::string& name) {
+  for (CLI::App* a = level; a; a = a->get_parent())
+    if (const CLI::Option* o = a->get_option_no_throw(name)) return o;
+  return nullptr;
+}
+
+// Every command (its path) below `level` that has an option spelled `name`.
+void commands_with_option(CLI::App* level, const std::string& name, std::vector<std::string>& out) {
+  for (CLI::App* sub : level->get_subcommands([](CLI::App* s) { return !s->get_name().empty(); })) {
+    if (sub->get_option_no_throw(name)) out.push_back(command_path(sub));
+    commands_with_option(sub, name, out);
+  }
+}
+
+struct UnknownOption {
+  std::string name;
+  CLI::App* level;
+};
+
+// The first option on the command line that the command it stands under does
+// not take. CLI11 reports a mistyped option only after its own checks, as
+// something else ("--max-size is required" for `cache gc --older-than 30d`,
+// "unexpected argument '30d'" for `cache clean --older 30d`), so the words are
+// walked here first, the way CLI11 assigns them: options to the deepest
+// command named before them, a value after an option that takes one.
+std::optional<UnknownOption> first_unknown_option(CLI::App& app, const std::vector<std::string>& args) {
+  CLI::App* level = &app;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& token = args[i];
+    if (token == "--") break;
+    if (token.size() < 2 || token[0] != '-') {
+      if (CLI::App* sub = find_subcommand(level, token)) level = sub;
+      continue;
+    }
+    const bool long_option = util::starts_with(token, "--");
+    const std::string name = long_option ? option_name(token) : token.substr(0, 2);
+    const CLI::Option* opt = option_at(level, name);
+    if (!opt) {
+      // A negative number is a value, not an option (--timeout -1 is checked by the option).
+      if (!long_option && std::isdigit(static_cast<unsigned char>(token[1]))) continue;
+      return UnknownOption{name, level};
+    }
+    const bool attached = long_option ? token.find('=') != std::string::npos : token.size() > 2;
+    if (takes_value(opt) && !attached) ++i;
+  }
+  return std::nullopt;
+}
+
+std::string explain_unknown_option(CLI::App& app, const UnknownOption& u) {
+  const std::string command = command_path(u.level);
+  const std::string help = " (" + command + " --help)";
+  if (movable_option(u.name)) return command + " takes no " + u.name + help;
+  std::string message = "unknown option '" + u.name + "' for " + command;
+  std::vector<std::string> owners;
+  commands_with_option(u.level, u.name, owners);
+  if (owners.empty() && u.level->get_parent()) commands_with_option(u.level->get_parent(), u.name, owners);
+  if (owners.empty()) commands_with_option(&app, u.name, owners);
+  if (!owners.empty()) {
+    message += ": it is an option of " + util::join(owners, ", ");
+    if (owners.size() == 1 && util::starts_with(owners[0], command + " "))
+      message += " (write it after '" + owners[0].substr(command.size() + 1) + "')";
+    return message + help;
+  }
+  return message + did_you_mean(u.name, option_spellings(u.level)) + help;
+}
+
 // CLI11's messages ("A subcommand is required", "The following arguments were
 // not expected: x --y") turned into what happened and what to do.
 std::string explain_parse_error(CLI::App& app, const CLI::ParseError& e, const std::vector<std::string>& args) {
+  if (auto u = first_unknown_option(app, args)) return explain_unknown_option(app, *u);
   CLI::App* level = selected_command(app);
   const std::string command = command_path(level);
   const std::string help = " (" + command + " --help)";

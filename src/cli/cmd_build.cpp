@@ -19,7 +19,9 @@
 
 #include "cli/driver_load.h"
 #include "batch_report.h"
+#include "build_request.h"
 #include "build_outputs.h"
+#include "tvmffi_jit/compile/arch_check.h"
 #include "tvmffi_jit/compile/batch.h"
 #include "output.h"
 #include "tvmffi_jit/cache/remote.h"
@@ -51,80 +53,24 @@ namespace {
 // `build --json` output (one object, or one line per module of a batch).
 constexpr int kBuildJsonSchemaVersion = 1;
 
-struct BuildArgs {
-  std::vector<std::string> manifests;  // -m, repeatable: more than one (or a directory, glob, modules manifest) is a batch
-  bool keep_going = false;             // batch: build the other modules after one fails
-  compile::CommandLineInputs inputs;
-  BuildOutputOptions outputs;  // --output, --link-to, --depfile, --compile-commands
-  std::string build_dir;
-  std::string cache_dir;  // --cache-dir (cache on unless --build-dir or --no-cache)
-  bool force = false;
-  bool verify = false;  // --verify: re-hash the cached artifact on a hit whatever its size
-  bool no_cache = false;
-  std::string base_dir;                  // --base-dir
-  std::vector<std::string> remote_urls;  // --remote (repeatable)
-  bool remote_read_only = false;         // --remote-read-only
-  std::string remote_namespace;          // --remote-namespace
-  std::string remote_sign_key;                   // --remote-sign-key FILE
-  std::vector<std::string> remote_trusted_keys;  // --remote-trusted-key FILE (repeatable)
-  std::string tvm_ffi_root;
-  int jobs = 0;
-  std::string mem_per_job;  // --mem-per-job SIZE (a CUDA unit's reservation in the job gate)
-  bool json = false;
-  bool validate = false;        // --validate: check the artifact offline and through the driver
-  bool require_driver = false;  // --require-driver: no driver is exit 4 instead of a warning
-  DriverLoadOptions driver;     // --device, --timeout
-};
-
-bool uses_cache(const BuildArgs& args) { return args.build_dir.empty() && !args.no_cache; }
-
-// The directory paths are made relative to in portable keys (docs/remote.md):
-// --base-dir, else $TVMFFI_JIT_BASE_DIR, else the manifest's directory, else
-// the current directory; none (every path absolute) when the current
-// directory is gone (a build with absolute paths still works there).
-std::string key_base_dir(const BuildArgs& args, const compile::Manifest& m) {
-  if (!args.base_dir.empty()) return util::absolute_path(args.base_dir);
-  if (const char* v = std::getenv("TVMFFI_JIT_BASE_DIR"); v && *v) return util::absolute_path(v);
-  if (!m.manifest_path.empty()) return util::parent_path(m.manifest_path);
-  char buf[PATH_MAX];
-  return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string();
-}
-
-cache::RemoteOptions remote_options(const BuildArgs& args) {
-  cache::RemoteOptions cl;
-  cl.urls = args.remote_urls;
-  if (!args.remote_namespace.empty()) cl.key_namespace = args.remote_namespace;
-  cl.sign_key_file = args.remote_sign_key;
-  cl.trusted_key_files = args.remote_trusted_keys;
-  cache::RemoteOptions o = cache::remote_options_from_environment(cl, args.remote_read_only);
-  cache::check_remote_urls(o.urls);
-  if (!o.key_namespace.empty() && !cache::is_valid_entry_name(o.key_namespace))
-    throw usage_error("remote namespace '" + o.key_namespace +
-                      "': use letters, digits, '.', '_' and '-' (it becomes part of a URL path and a Redis key)");
-  return o;
-}
-
 // Finds what this build needs and no more: a CUDA-free module does not look
 // for nvcc, a cubin does not need tvm-ffi. What is absent is recorded and
 // make_plan() turns it into exit 4 only if the build needs it.
-toolchain::Toolchain find_toolchain(const compile::Manifest& m, const BuildArgs& args) {
+toolchain::Toolchain find_toolchain(const compile::Manifest& m, const BuildRequest& r) {
   toolchain::Toolchain tc;
-  toolchain::EnvLookup env = toolchain::process_environment();
   const bool host_build = m.emit == compile::EmitKind::kModule || m.emit == compile::EmitKind::kObject;
   if (host_build) {
     bool need_c = false;
     for (const auto& s : m.sources) need_c = need_c || util::extension(s) == ".c";
-    tc.host = toolchain::find_host_compilers(env, need_c).value_or_throw(missing_tool_error);
+    tc.host = toolchain::find_host_compilers(r.env, need_c).value_or_throw(missing_tool_error);
   }
-  if (m.needs_cuda()) tc.cuda = toolchain::find_cuda_toolkit(env);
+  if (m.needs_cuda()) tc.cuda = toolchain::find_cuda_toolkit(r.env);
   // ROCm: for backend hip, and to resolve an unset backend of GPU sources.
   if (m.backend == compile::GpuBackend::kHip || (!m.backend && m.has_gpu_sources()))
-    tc.rocm = toolchain::find_rocm_toolkit(env);
+    tc.rocm = toolchain::find_rocm_toolkit(r.env);
   // Kernel-only builds use tvm-ffi's include directories when it is there;
   // make_plan() says when a build needs it and it is missing.
-  toolchain::TvmFfiSearch search;
-  if (!args.tvm_ffi_root.empty()) search.root = args.tvm_ffi_root;
-  tc.tvm_ffi = uses_cache(args) ? compile::find_tvm_ffi_memoized(search, args.cache_dir) : toolchain::find_tvm_ffi(search);
+  tc.tvm_ffi = r.use_cache ? compile::find_tvm_ffi_memoized(r.tvm_ffi, r.cache_dir) : toolchain::find_tvm_ffi(r.tvm_ffi);
   return tc;
 }
 
@@ -184,29 +130,6 @@ nlohmann::json result_json(const compile::BuildPlan& plan, const compile::BuildR
   return j;
 }
 
-// The job gate of one invocation: -j slots and a memory budget of what the
-// machine has available now, each CUDA unit reserving --mem-per-job.
-struct JobBudget {
-  std::unique_ptr<util::JobGate> gate;
-  uint64_t cuda_job_bytes = compile::kDefaultCudaJobBytes;
-};
-
-JobBudget job_budget(const BuildArgs& args) {
-  JobBudget b;
-  if (!args.mem_per_job.empty()) {
-    auto bytes = util::parse_size(args.mem_per_job);
-    if (!bytes || *bytes == 0)
-      throw usage_error("--mem-per-job " + args.mem_per_job + ": expected a size such as 4G, 1500M or 8GiB");
-    b.cuda_job_bytes = *bytes;
-  }
-  uint64_t budget = util::available_memory_bytes().value_or(0);
-  b.gate = std::make_unique<util::JobGate>(args.jobs, budget);
-  if (budget != 0 && b.cuda_job_bytes > budget)
-    spdlog::debug("--mem-per-job {} exceeds the {} available: CUDA units compile one at a time",
-                  util::format_bytes(b.cuda_job_bytes), util::format_bytes(budget));
-  return b;
-}
-
 nlohmann::json cached_result_json(const compile::BuildPlan& plan, const compile::CachedBuildResult& cr) {
   nlohmann::json j = result_json(plan, cr.build);
   j["cache"] = cr.cache;
@@ -224,260 +147,261 @@ void write_stdout(const std::string& s) {
   print_result(s);
 }
 
-compile::PlanOptions plan_options_from_environment() {
-  compile::PlanOptions plan_options;
-  if (const char* v = std::getenv("TVM_FFI_CUDA_ARCH_LIST")) plan_options.env_arch_list = std::string(v);
-  if (const char* v = std::getenv("TVMFFI_JIT_CXX_LAUNCHER")) plan_options.env_cxx_launcher = std::string(v);
-  if (const char* v = std::getenv("TVMFFI_JIT_CUDA_LAUNCHER")) plan_options.env_cuda_launcher = std::string(v);
-  if (const char* v = std::getenv("TVM_FFI_GPU_BACKEND")) plan_options.env_gpu_backend = std::string(v);
-  if (const char* v = std::getenv("TVM_FFI_ROCM_ARCH_LIST")) plan_options.env_rocm_arch_list = std::string(v);
-  plan_options.detect_gpus = detect_gpus;
-  return plan_options;
+// A module of the request with its toolchain and plan.
+struct Planned {
+  const ModuleRequest* module = nullptr;
+  std::string name;  // for reports: the plan's, else the manifest's
+  toolchain::Toolchain tc;
+  std::optional<compile::BuildPlan> plan;  // none: planning failed (error set)
+  std::string error;
+  int exit_code = 0;
+};
+
+// The work of a module for ordering a batch: nvcc steps weigh most (each
+// -gencode target a device pass), host compiles one each, a link half.
+double estimated_work(const compile::BuildPlan& plan) {
+  double w = plan.link ? 0.5 : 0;
+  for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
+    for (const auto& s : *steps) w += s.language == compile::Language::kCuda ? 4.0 * std::max(1, s.gencode_targets()) : 1.0;
+  return w;
 }
 
-int run_batch_build(const BuildArgs& args, CommandContext& ctx, std::vector<compile::BatchInput> modules);
+// Everything a module's build shares with the other modules of its request.
+struct Shared {
+  const BuildRequest& request;
+  CommandContext& ctx;
+  compile::ExecuteOptions exec;
+  compile::InFlightUnits in_flight;  // a unit shared by modules compiles once
+};
+
+struct ModuleOutcome {
+  compile::BatchItem item;
+  std::string path;  // the artifact
+  nlohmann::json json;
+  compile::BuildResult build;  // for --depfile and friends
+  std::string entry_dir;
+};
+
+// One module, cached or not: the same for a single build and every module of a batch.
+ModuleOutcome build_module(Shared& sh, const Planned& p) {
+  const BuildRequest& r = sh.request;
+  const compile::BuildPlan& plan = *p.plan;
+  compile::ExecuteOptions exec = sh.exec;
+  if (r.batch) exec.module = plan.name;
+  ModuleOutcome out;
+  if (r.use_cache) {
+    compile::CachedBuildOptions co;
+    co.cache_dir = r.cache_dir;
+    co.force = r.force;
+    co.verify = r.verify;
+    co.keep_key_trace = sh.ctx.global.verbosity >= 2;  // -vv: what every key was hashed from
+    co.exec = exec;
+    co.base_dir = p.module->base_dir;
+    co.remote = r.remote;
+    co.in_flight = &sh.in_flight;
+    compile::CachedBuildResult cr = compile::cached_build(plan, p.module->manifest, p.tc, co);
+    out.item.status = cr.cache == "miss" ? compile::BatchStatus::kBuilt : compile::BatchStatus::kHit;
+    out.item.objects_reused = cr.objects_reused;
+    out.item.objects_compiled = cr.objects_compiled;
+    out.path = cr.build.artifact_path;
+    out.json = cached_result_json(plan, cr);
+    out.entry_dir = cr.entry_dir;
+    out.build = std::move(cr.build);
+    return out;
+  }
+  // --build-dir as given (a batch: DIR/NAME), else (--no-cache) a fresh
+  // directory under the system temp dir that outlives this process.
+  if (!r.build_dir.empty()) {
+    const std::string dir = r.batch ? util::join_path(r.build_dir, plan.name) : r.build_dir;
+    if (exec.verbose) spdlog::info("building {} in {}", plan.name, dir);
+    exec.incremental = true;  // a kept directory: only what changed runs again
+    out.build = compile::execute_plan(plan, dir, exec);
+  } else {
+    out.build = compile::build_without_cache(plan, exec);
+  }
+  out.item.status = compile::BatchStatus::kBuilt;
+  out.item.objects_compiled = plan.compile_steps.size() + plan.device_steps.size();
+  for (const auto* steps : {&plan.compile_steps, &plan.device_steps})
+    for (const auto& step : *steps)
+      if (std::find(out.build.up_to_date.begin(), out.build.up_to_date.end(), step.object_name) !=
+          out.build.up_to_date.end())
+        --out.item.objects_compiled;
+  out.path = out.build.artifact_path;
+  out.json = result_json(plan, out.build);
+  out.json["cache"] = "off";
+  return out;
+}
 
 int run_build(const BuildArgs& args, CommandContext& ctx) {
   // SIGINT/SIGTERM/SIGHUP stop the compilers and unwind, so the staging and
   // temp dirs below are removed on the way out (util/process.h).
   util::UnwindOnTermination unwind_on_termination;
-  // 1. What to build: the manifest, extended by the command line; fully
-  //    validated (exit 2) before anything else happens. Several manifests
-  //    (or a directory, glob or modules manifest) are a batch.
-  compile::Manifest manifest;
-  if (!args.manifests.empty()) {
-    compile::ExpandedManifests expanded = compile::expand_manifest_arguments(args.manifests);
-    if (expanded.batch) return run_batch_build(args, ctx, std::move(expanded.modules));
-    manifest = std::move(expanded.modules.at(0).manifest);
-  }
-  compile::apply_command_line(manifest, args.inputs);
-  const cache::RemoteOptions remote = uses_cache(args) ? remote_options(args) : cache::RemoteOptions{};
+  // 1. The request: command line, environment (read here and only here),
+  //    manifest(s) and defaults, fully checked (exit 2) before anything runs.
+  const toolchain::EnvLookup env = toolchain::process_environment();
+  const MachineResources machine =
+      read_machine_resources(toolchain::non_empty(env, "TVMFFI_JIT_CGROUP_ROOT").value_or("/"));
+  BuildRequest request = resolve_build_request(args, env, machine);
+  const BuildRequest& r = request;
+  std::optional<compile::JobTrace> trace;  // from here, so that planning shows in the timeline
+  if (!r.job_trace.empty()) trace.emplace();
 
-  // 2. With what, and how: toolchain (exit 4 when missing) and the plan.
-  toolchain::Toolchain tc = find_toolchain(manifest, args);
-  compile::BuildPlan plan = compile::make_plan(manifest, tc, plan_options_from_environment());
-
-  JobBudget budget = job_budget(args);
-  compile::ExecuteOptions exec;
-  exec.jobs = args.jobs;
-  exec.verbose = ctx.global.verbosity > 0;  // -q hides progress and logs, never compiler warnings
-  exec.gate = budget.gate.get();
-  exec.cuda_job_bytes = budget.cuda_job_bytes;
-
-  // 3a. Cached (the default): docs/cache.md.
-  if (uses_cache(args)) {
-    compile::CachedBuildOptions co;
-    co.cache_dir = args.cache_dir;
-    co.force = args.force;
-    co.keep_key_trace = ctx.global.verbosity >= 2;  // -vv: what every key was hashed from
-    co.verify = args.verify;
-    co.exec = exec;
-    co.base_dir = key_base_dir(args, manifest);
-    co.remote = remote;
-    compile::CachedBuildResult cr = compile::cached_build(plan, manifest, tc, co);
-    nlohmann::json validation;
-    int validated = args.validate ? validate_build_output(cr.build.artifact_path, args.driver, args.require_driver,
-                                                          args.json ? &validation : nullptr)
-                                  : 0;
-    const std::string shown =
-        validated == 0 ? write_build_outputs(args.outputs, manifest, plan, cr.build, cr.entry_dir) : cr.build.artifact_path;
-    if (args.json) {
-      nlohmann::json j = cached_result_json(plan, cr);
-      if (!args.outputs.output.empty()) j["output"] = shown;
-      if (args.validate) j["validation"] = validation;
-      print_result(util::dump_json(j, 2) + "\n");
-    } else {
-      print_result(shown + "\n");
-    }
-    return validated;
-  }
-
-  // 3b. Where: --build-dir as given, else (--no-cache) a fresh directory
-  //    under the system temp dir that outlives this process (the artifact is
-  //    in it).
-  compile::BuildResult result;
-  if (!args.build_dir.empty()) {
-    if (exec.verbose) spdlog::info("building {} in {}", plan.name, args.build_dir);
-    exec.incremental = true;  // a kept directory: only what changed runs again
-    result = compile::execute_plan(plan, args.build_dir, exec);
-  } else {
-    result = compile::build_without_cache(plan, exec);
-  }
-  nlohmann::json validation;
-  int validated = args.validate ? validate_build_output(result.artifact_path, args.driver, args.require_driver,
-                                                        args.json ? &validation : nullptr)
-                                : 0;
-  const std::string shown = validated == 0 ? write_build_outputs(args.outputs, manifest, plan, result, "") : result.artifact_path;
-
-  // 5. Report: one line (the path) or one JSON object on stdout.
-  if (args.json) {
-    nlohmann::json j = result_json(plan, result);
-    if (!args.outputs.output.empty()) j["output"] = shown;
-    j["cache"] = "off";
-    if (args.validate) j["validation"] = validation;
-    print_result(util::dump_json(j, 2) + "\n");
-  } else {
-    print_result(shown + "\n");
-  }
-  return validated;
-}
-
-// A batch: every module read, checked and planned first (a bad manifest is
-// exit 2 and a missing toolchain exit 4 before anything is built), then all
-// of them built through one job gate, several modules in flight so that one
-// module's link never leaves the pool idle.
-int run_batch_build(const BuildArgs& args, CommandContext& ctx, std::vector<compile::BatchInput> modules) {
-  if (!args.inputs.sources.empty())
-    throw usage_error("source files on the command line build one module; a batch (several -m, a directory, a glob "
-                      "or a modules manifest) takes each module's sources from its manifest");
-  if (args.inputs.name) throw usage_error("--name names one module; in a batch each manifest names its own");
-  if (!args.outputs.output.empty() || !args.outputs.link_to.empty() || !args.outputs.depfile.empty() ||
-      !args.outputs.compile_commands.empty())
-    throw usage_error("--output, --link-to, --depfile and --compile-commands are about one module's artifact; a batch "
-                      "prints every artifact path instead (build a module alone for these)");
-
-  struct Planned {
-    compile::Manifest manifest;
-    std::string origin;
-    toolchain::Toolchain tc;
-    compile::BuildPlan plan;
-  };
-  std::vector<Planned> planned;
-  compile::PlanOptions plan_options = plan_options_from_environment();
+  // 2. With what, and how: every module's toolchain (exit 4 when missing) and
+  //    plan, before anything is built. With --keep-going a module that cannot
+  //    be planned is a failed module of the batch; otherwise it ends the batch.
   std::optional<toolchain::DetectedGpus> gpus;  // asked once for the batch (planning is serial)
+  compile::PlanOptions plan_options = r.plan;
   plan_options.detect_gpus = [&gpus] {
     if (!gpus) gpus = detect_gpus();
     return *gpus;
   };
+  std::vector<Planned> planned;
   size_t total_steps = 0;
-  for (auto& in : modules) {
-    try {
-      compile::apply_command_line(in.manifest, args.inputs);
-      toolchain::Toolchain tc = find_toolchain(in.manifest, args);
-      compile::BuildPlan plan = compile::make_plan(in.manifest, tc, plan_options);
-      total_steps += compile::progress_steps(plan);
-      planned.push_back({std::move(in.manifest), in.origin, std::move(tc), std::move(plan)});
-    } catch (const compile::ManifestError&) {
-      throw;  // already names its manifest
-    } catch (const Error& e) {
-      throw Error(e.code(), in.origin + ": " + e.what());
+  for (const auto& m : r.modules) {
+    Planned p;
+    p.module = &m;
+    p.name = m.manifest.name;
+    if (!m.error.empty()) {
+      p.error = m.error;
+      p.exit_code = static_cast<int>(ExitCode::kUsage);
+      planned.push_back(std::move(p));
+      continue;
     }
+    try {
+      p.tc = find_toolchain(m.manifest, r);
+      p.plan = compile::make_plan(m.manifest, p.tc, plan_options);
+      p.name = p.plan->name;
+      check_supported_archs(*p.plan, p.tc, r.use_cache ? r.cache_dir : std::string(), r.use_cache);
+      total_steps += compile::progress_steps(*p.plan);
+    } catch (const Error& e) {
+      if (!r.batch) throw;
+      if (!r.keep_going) {
+        if (dynamic_cast<const compile::ManifestError*>(&e)) throw;  // already names its manifest
+        throw Error(e.code(), m.origin + ": " + e.what());
+      }
+      p.plan.reset();
+      p.error = m.origin + ": " + e.what();
+      p.exit_code = e.exit_code();
+    }
+    planned.push_back(std::move(p));
   }
 
-  JobBudget budget = job_budget(args);
-  compile::ExecuteOptions exec;
-  exec.jobs = args.jobs;
-  exec.verbose = ctx.global.verbosity > 0;  // -q hides progress and logs, never compiler warnings
-  exec.gate = budget.gate.get();
-  exec.cuda_job_bytes = budget.cuda_job_bytes;
+  // 3. Build: one job gate for every compile and link of the request.
+  util::JobGate gate(r.limits.slots, r.limits.memory_bytes);
+  compile::JobMemory memory(r.limits.cuda_job_bytes, r.limits.learn_job_bytes);
+  if (trace) {
+    compile::CommandRecord planning;
+    planning.description = "planning " + std::to_string(planned.size()) + " modules";
+    planning.seconds = trace->now();
+    trace->add("", planning);
+  }
+  spdlog::debug("job gate: {}", r.limits.why);
+  Shared shared{r, ctx, {}, {}};
+  shared.exec.jobs = r.limits.slots;
+  shared.exec.verbose = ctx.global.verbosity > 0;  // -q hides progress and logs, never compiler warnings
+  shared.exec.gate = &gate;
+  shared.exec.cuda_job_bytes = r.limits.cuda_job_bytes;
+  shared.exec.memory = &memory;
+  shared.exec.trace = trace ? &*trace : nullptr;
 
   const size_t n = planned.size();
-  compile::InFlightUnits in_flight;  // a unit shared by modules compiles once
-  std::vector<std::string> paths(n);
-  std::vector<nlohmann::json> lines(n);
-  compile::BatchOptions bo;
-  bo.keep_going = args.keep_going;
-  bo.concurrency = 2 * budget.gate->slots();
-  bo.on_failure = [&](size_t i, const compile::BatchItem& item) {
-    util::Progress::global().print_above("tvmffi-jit: error: " + planned[i].plan.name + " (" + planned[i].origin +
-                                         "): " + item.error + "\n");
+  std::vector<ModuleOutcome> outcomes(n);
+  auto build_one = [&](size_t i) -> compile::BatchItem {
+    const Planned& p = planned[i];
+    if (!p.plan) throw Error(static_cast<ExitCode>(p.exit_code), p.error);
+    outcomes[i] = build_module(shared, p);
+    return outcomes[i].item;
   };
   const auto start = std::chrono::steady_clock::now();
   std::vector<compile::BatchItem> items;
-  {
-    util::ProgressScope progress(total_steps);
-    items = compile::run_batch(n, bo, [&](size_t i) {
-      const Planned& p = planned[i];
-      compile::BatchItem item;
-      if (uses_cache(args)) {
-        compile::CachedBuildOptions co;
-        co.cache_dir = args.cache_dir;
-        co.force = args.force;
-        co.exec = exec;
-        co.keep_key_trace = ctx.global.verbosity >= 2;
-        co.in_flight = &in_flight;
-        compile::CachedBuildResult cr = compile::cached_build(p.plan, p.manifest, p.tc, co);
-        item.status = cr.cache == "hit" ? compile::BatchStatus::kHit : compile::BatchStatus::kBuilt;
-        item.objects_reused = cr.objects_reused;
-        item.objects_compiled = cr.objects_compiled;
-        paths[i] = cr.build.artifact_path;
-        if (args.json) lines[i] = cached_result_json(p.plan, cr);
-      } else {
-        std::string dir;
-        if (!args.build_dir.empty()) {
-          dir = util::join_path(args.build_dir, p.plan.name);
-        } else {
-          util::TempDir temp(util::temp_root(), "tvmffi-jit-" + p.plan.name + "-");
-          temp.keep();
-          dir = temp.path();
-        }
-        compile::ExecuteOptions module_exec = exec;
-        module_exec.incremental = !args.build_dir.empty();
-        compile::BuildResult r = compile::execute_plan(p.plan, dir, module_exec);
-        item.status = compile::BatchStatus::kBuilt;
-        item.objects_compiled = p.plan.compile_steps.size() + p.plan.device_steps.size();
-        for (const auto* steps : {&p.plan.compile_steps, &p.plan.device_steps})
-          for (const auto& step : *steps)
-            if (std::find(r.up_to_date.begin(), r.up_to_date.end(), step.object_name) != r.up_to_date.end())
-              --item.objects_compiled;
-        paths[i] = r.artifact_path;
-        if (args.json) {
-          lines[i] = result_json(p.plan, r);
-          lines[i]["cache"] = "off";
-        }
-      }
-      return item;
+  if (!r.batch) {
+    items.push_back(build_one(0));  // a failure is this command's error (exit code and message)
+    items[0].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } else {
+    compile::BatchOptions bo;
+    bo.keep_going = r.keep_going;
+    bo.concurrency = 2 * gate.slots();
+    // Longest first (stable): a long module started last would run alone at the end.
+    bo.order.resize(n);
+    for (size_t i = 0; i < n; ++i) bo.order[i] = i;
+    std::stable_sort(bo.order.begin(), bo.order.end(), [&](size_t a, size_t b) {
+      const double wa = planned[a].plan ? estimated_work(*planned[a].plan) : 0;
+      const double wb = planned[b].plan ? estimated_work(*planned[b].plan) : 0;
+      return wa > wb;
     });
+    bo.on_failure = [&](size_t i, const compile::BatchItem& item) {
+      const std::string where = planned[i].module->origin.empty() ? "" : " (" + planned[i].module->origin + ")";
+      util::Progress::global().print_above("tvmffi-jit: error: " + planned[i].name + where + ": " + item.error + "\n");
+    };
+    util::ProgressScope progress(total_steps);
+    items = compile::run_batch(n, bo, build_one);
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (trace) util::write_file_atomic(r.job_trace, trace->json_lines());
 
-  // Validation loads through the driver one artifact at a time, after the pool is done.
-  if (args.validate) {
-    for (size_t i = 0; i < n; ++i) {
-      if (items[i].status != compile::BatchStatus::kHit && items[i].status != compile::BatchStatus::kBuilt) continue;
-      nlohmann::json validation;
-      int v = validate_build_output(paths[i], args.driver, args.require_driver, args.json ? &validation : nullptr);
-      if (args.json) lines[i]["validation"] = validation;
-      if (v != 0) {
-        items[i].status = compile::BatchStatus::kFailed;
-        items[i].exit_code = v;
-        items[i].error = "validation of " + paths[i] + " failed";
-      }
+  // 4. Validation loads through the driver one artifact at a time, after the pool is done.
+  std::vector<nlohmann::json> validations(n);
+  for (size_t i = 0; r.validate && i < n; ++i) {
+    if (items[i].status != compile::BatchStatus::kHit && items[i].status != compile::BatchStatus::kBuilt) continue;
+    int v = validate_build_output(outcomes[i].path, r.driver, r.require_driver, r.json ? &validations[i] : nullptr);
+    if (v != 0) {
+      items[i].status = compile::BatchStatus::kFailed;
+      items[i].exit_code = v;
+      items[i].error = "validation of " + outcomes[i].path + " failed";
     }
   }
 
+  // 5. Report. One module: its path (or --output's) or one JSON object.
+  if (!r.batch) {
+    ModuleOutcome& o = outcomes[0];
+    const bool ok = items[0].status != compile::BatchStatus::kFailed;
+    const std::string shown = ok ? write_build_outputs(r.outputs, r.modules[0].manifest, *planned[0].plan, o.build,
+                                                       o.entry_dir)
+                                 : o.path;
+    if (r.json) {
+      if (!r.outputs.output.empty()) o.json["output"] = shown;
+      if (r.validate) o.json["validation"] = validations[0];
+      write_stdout(util::dump_json(o.json, 2) + "\n");
+    } else {
+      write_stdout(shown + "\n");
+    }
+    return items[0].exit_code;
+  }
+  // A batch: one line per module, in input order (docs/build.md#batch-builds).
   std::string out;
   for (size_t i = 0; i < n; ++i) {
     const compile::BatchItem& item = items[i];
     const bool ok = item.status == compile::BatchStatus::kHit || item.status == compile::BatchStatus::kBuilt;
-    if (args.json) {
-      nlohmann::json& j = lines[i];
+    if (r.json) {
+      nlohmann::json j = ok ? outcomes[i].json : nlohmann::json::object();
       if (!ok) {
-        j = nlohmann::json::object();
         j["schema_version"] = kBuildJsonSchemaVersion;
-        j["name"] = planned[i].plan.name;
+        j["name"] = planned[i].name;
         if (item.status == compile::BatchStatus::kFailed) {
           j["exit_code"] = item.exit_code;
           j["error"] = item.error;
         }
       }
-      j["origin"] = planned[i].origin;
+      if (r.validate && !validations[i].is_null()) j["validation"] = validations[i];
+      j["origin"] = planned[i].module->origin;
       j["status"] = compile::batch_status_name(item.status);
       j["module_seconds"] = item.seconds;
-      out += j.dump() + "\n";
-    } else if (ok) {
-      out += paths[i] + "\n";
+      out += util::dump_json(j) + "\n";
+    } else {
+      // A failed or skipped module prints an empty line, so line N is module N.
+      out += (ok ? outcomes[i].path : std::string()) + "\n";
     }
   }
   write_stdout(out);
   if (!ctx.global.quiet) {
     std::vector<std::string> names;
-    for (const auto& p : planned) names.push_back(p.plan.name);
+    for (const auto& p : planned) names.push_back(p.name);
     std::string table = format_batch_summary(names, items, wall);
     std::fwrite(table.data(), 1, table.size(), stderr);
   }
-  spdlog::debug("job gate: peak {} slots, peak {} reserved of {}", budget.gate->peak_slots(),
-                util::format_bytes(budget.gate->peak_reserved_bytes()), util::format_bytes(budget.gate->memory_bytes()));
+  spdlog::debug("job gate: peak {} slots, peak {} reserved of {}; largest nvcc job {}, host job {}", gate.peak_slots(),
+                util::format_bytes(gate.peak_reserved_bytes()), util::format_bytes(gate.memory_bytes()),
+                util::format_bytes(memory.cuda.largest_seen()), util::format_bytes(memory.host.largest_seen()));
   return compile::batch_exit_code(items);
 }
 
@@ -546,10 +470,14 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                   "directory, else the current directory)");
   sub->add_option("--tvm-ffi-root", args->tvm_ffi_root,
                   "tvm-ffi installation (default: $TVM_FFI_ROOT, tvm-ffi-config, python3 -c 'import tvm_ffi')");
-  sub->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: one per core)")->check(CLI::NonNegativeNumber);
+  sub->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: one per core, within the cgroup's CPU quota)")->check(CLI::NonNegativeNumber);
   sub->add_option("--mem-per-job", args->mem_per_job,
-                  "Memory one nvcc compile may need (default 4G; host compiles and links: a quarter). Jobs run\n"
-                  "only while their reservations fit in the memory available (MemAvailable) at the start");
+                  "Memory one nvcc compile may need, with a unit (1500M, 4G). Default: 4G until an nvcc job has\n"
+                  "finished, then 5/4 of the largest seen; host compiles and links: a quarter. Jobs run only while\n"
+                  "their reservations fit in the memory available (MemAvailable, within the cgroup's limit)");
+  sub->add_option("--job-trace", args->job_trace,
+                  "Write one JSON line per compile/link process to FILE: module, step, queued/start/end seconds,\n"
+                  "CPU seconds, peak RSS (docs/build.md#job-trace)");
   sub->add_option("--cxx-launcher", in.cxx_launcher,
                   "Prefix for C/C++ compile commands, never the link (e.g. ccache, sccache; \"\" for none).\n"
                   "Default: the manifest's cxx_launcher, else $TVMFFI_JIT_CXX_LAUNCHER, else the words before the\n"

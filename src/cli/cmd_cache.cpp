@@ -311,7 +311,7 @@ void run_export(const CacheArgs& a) {
   // when --sign-key is not given): read before anything is written.
   cache::RemoteOptions keys;
   keys.sign_key_file = a.sign_key;
-  keys = cache::remote_options_from_environment(keys, false);
+  keys = cache::remote_options_from_environment(keys, false, toolchain::process_environment());
   cache::ExportReport r =
       cache::export_entries(dirs, a.transfer_file, keys.sign_key ? &*keys.sign_key : nullptr);
   for (const auto& s : r.skipped) spdlog::warn("not exported: {}", s);

@@ -60,6 +60,7 @@ std::vector<std::string> glob_files(const std::string& pattern) {
 class Expander {
  public:
   ExpandedManifests result;
+  bool keep_going = false;
 
   // One -m argument, or one string entry of a modules manifest (`where` and
   // `pointer` name it in messages).
@@ -117,7 +118,23 @@ class Expander {
       add_modules_manifest(doc, path_in, util::parent_path(path), depth);
       return;
     }
-    add_module({path_in, parse_manifest_text(text, path_in, util::parent_path(path))});
+    try {
+      add_module({path_in, parse_manifest_text(text, path_in, util::parent_path(path)), ""});
+    } catch (const ManifestError& e) {
+      if (!keep_going) throw;
+      std::string stem = util::file_name(path);
+      stem = stem.substr(0, stem.rfind('.'));
+      add_failed(path_in, stem, e.what());
+    }
+  }
+
+  // A module whose manifest is bad, kept in the batch as a failure (--keep-going).
+  void add_failed(const std::string& origin, const std::string& name, const std::string& error) {
+    BatchInput in;
+    in.origin = origin;
+    in.manifest.name = name;
+    in.error = error;
+    result.modules.push_back(std::move(in));
   }
 
   void add_modules_manifest(const json& doc, const std::string& where, const std::string& base_dir, int depth) {
@@ -142,9 +159,13 @@ class Expander {
         try {
           m = parse_manifest_text(entry.dump(), where, base_dir);
         } catch (const ManifestError& e) {
-          throw ManifestError(e.where(), pointer + e.pointer(), e.problem());
+          ManifestError located(e.where(), pointer + e.pointer(), e.problem());
+          if (!keep_going) throw located;
+          const json* name = entry.contains("name") && entry["name"].is_string() ? &entry["name"] : nullptr;
+          add_failed(where + "#" + pointer, name ? name->get<std::string>() : "modules_" + std::to_string(i), located.what());
+          continue;
         }
-        add_module({where + "#" + pointer, std::move(m)});
+        add_module({where + "#" + pointer, std::move(m), ""});
       } else {
         throw ManifestError(where, pointer,
                             std::string("expected a manifest path, a glob or an inline manifest object, got ") +
@@ -156,8 +177,9 @@ class Expander {
 
 }  // namespace
 
-ExpandedManifests expand_manifest_arguments(const std::vector<std::string>& arguments) {
+ExpandedManifests expand_manifest_arguments(const std::vector<std::string>& arguments, bool keep_going) {
   Expander e;
+  e.keep_going = keep_going;
   e.result.batch = arguments.size() > 1;
   const std::string cwd = util::current_directory();
   for (const auto& a : arguments) e.add_argument(a, cwd, "", "", 0);
@@ -186,8 +208,9 @@ std::vector<BatchItem> run_batch(size_t count, const BatchOptions& options,
   auto worker = [&] {
     for (;;) {
       if (stop.load()) return;
-      const size_t i = next.fetch_add(1);
-      if (i >= count) return;
+      const size_t k = next.fetch_add(1);
+      if (k >= count) return;
+      const size_t i = options.order.size() == count ? options.order[k] : k;
       const auto start = std::chrono::steady_clock::now();
       BatchItem item;
       try {

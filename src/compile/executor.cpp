@@ -15,6 +15,7 @@
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/lock.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/parallel.h"
@@ -80,6 +81,8 @@ CommandRecord run_checked(const std::vector<std::string>& argv, const std::strin
   rec.description = what;
   rec.output = r.out;
   rec.seconds = r.seconds;
+  rec.cpu_seconds = r.cpu_seconds;
+  rec.max_rss_bytes = r.max_rss_bytes;
   if (!r.ok()) {
     std::string out = r.out;
     if (!out.empty() && out.back() != '\n') out += '\n';
@@ -242,6 +245,30 @@ CommandRecord link_by_rename(const LinkStep& link, const std::string& dir, const
 
 }  // namespace
 
+JobTrace::JobTrace() : start_(Clock::now()) {}
+
+double JobTrace::now() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+void JobTrace::add(const std::string& module, const CommandRecord& record) {
+  nlohmann::json j;
+  j["module"] = module;
+  j["step"] = record.description;
+  j["queued"] = record.queued_at;
+  j["start"] = record.started_at;
+  j["end"] = record.started_at + record.seconds;
+  j["cpu"] = record.cpu_seconds;
+  j["rss"] = record.max_rss_bytes;
+  j["threads"] = record.threads;
+  std::string line = util::dump_json(j, -1) + "\n";
+  std::lock_guard<std::mutex> lock(mutex_);
+  lines_ += line;
+}
+
+std::string JobTrace::json_lines() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lines_;
+}
+
 size_t progress_steps(const BuildPlan& plan) {
   return plan.device_steps.size() + plan.compile_steps.size() + (plan.nvrtc ? 1 : 0) + (plan.embeds.empty() ? 0 : 1) +
          (plan.link ? 1 : 0);
@@ -273,7 +300,8 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
   std::mutex mutex;
   util::parallel_for(units.size(), options.jobs, [&](size_t i) {
     const UnitRef& u = units[i];
-    const std::string label = util::file_name(u.step.compiler) + " " + u.step.display;
+    const std::string label =
+        util::file_name(u.step.compiler) + " " + (options.module.empty() ? "" : options.module + ": ") + u.step.display;
     std::string command;
     if (incremental) {
       // The generated source is (re)written first either way: later steps
@@ -366,7 +394,13 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
         result.commands.push_back(std::move(rec));
       } else {
         util::JobGate::Ticket ticket;
-        if (options.gate) ticket = options.gate->acquire(1, host_job_bytes(options.cuda_job_bytes));
+        const double queued_at = options.trace ? options.trace->now() : 0;
+        if (options.gate) {
+          const uint64_t bytes =
+              options.memory ? options.memory->host.reservation() : host_job_bytes(options.cuda_job_bytes);
+          ticket = options.gate->acquire(1, bytes, util::JobGate::Priority::kFinish);
+        }
+        const double started_at = options.trace ? options.trace->now() : 0;
         CommandRecord rec;
         if (incremental) {
           rec = link_by_rename(link, dir, options);
@@ -375,6 +409,10 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
           log_command(argv, options);
           rec = detail::run_checked(argv, dir, "linking " + link.output_name);
         }
+        rec.queued_at = queued_at;
+        rec.started_at = started_at;
+        if (options.memory) options.memory->host.observe(rec.max_rss_bytes);
+        if (options.trace) options.trace->add(options.module, rec);
         echo_output(rec, options);
         result.commands.push_back(std::move(rec));
       }

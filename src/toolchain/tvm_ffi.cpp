@@ -128,11 +128,21 @@ Expected<TvmFfiLocation> find_tvm_ffi(const TvmFfiSearch& search) {
     tried.push_back(search.config_program + " not on PATH");
   }
   if (util::find_program(search.python_program)) {
+    // libinfo.py is loaded on its own, without importing the tvm_ffi package:
+    // its __init__ loads the library and, where torch is installed, torch
+    // (3.4 s on the GPU machine, during which a batch's cores sat idle).
+    // Where that fails (another layout), the package is imported.
     const char* script =
-        "import os, tvm_ffi.libinfo as l\n"
-        "print(l.find_include_path())\n"
-        "print(l.find_dlpack_include_path())\n"
-        "print(os.path.dirname(l.find_libtvm_ffi()))\n";
+        "import os, importlib.util as u\n"
+        "try:\n"
+        "    s = u.find_spec('tvm_ffi')\n"
+        "    ls = u.spec_from_file_location('_tvmffi_jit_libinfo', os.path.join(s.submodule_search_locations[0], 'libinfo.py'))\n"
+        "    l = u.module_from_spec(ls); ls.loader.exec_module(l)\n"
+        "    r = (l.find_include_path(), l.find_dlpack_include_path(), os.path.dirname(l.find_libtvm_ffi()))\n"
+        "except Exception:\n"
+        "    import tvm_ffi.libinfo as l\n"
+        "    r = (l.find_include_path(), l.find_dlpack_include_path(), os.path.dirname(l.find_libtvm_ffi()))\n"
+        "print(r[0]); print(r[1]); print(r[2])\n";
     auto loc = ask_program({search.python_program, "-c", script}, "python3");
     if (loc) return loc;
     tried.push_back(loc.error());

@@ -35,22 +35,25 @@ JobGate::JobGate(int slots, uint64_t memory_bytes)
       memory_(memory_bytes),
       free_slots_(slots_) {}
 
-JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot) {
+JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priority priority, double weight) {
   max_slots = std::max(1, max_slots);
   // A job larger than the whole budget runs alone instead of never.
   if (memory_ != 0) bytes_per_slot = std::min(bytes_per_slot, memory_);
   std::unique_lock<std::mutex> lock(mutex_);
-  const uint64_t my_turn = next_ticket_++;
+  const auto me = std::make_tuple(-static_cast<int>(priority), -weight, arrivals_++);
+  queue_.insert(me);
   ++waiting_;
   auto fits = [&](int n) {
     return free_slots_ >= n && (memory_ == 0 || reserved_ + bytes_per_slot * static_cast<uint64_t>(n) <= memory_);
   };
-  changed_.wait(lock, [&] { return serving_ == my_turn && fits(1); });
+  // Only the first in serving order may start: a job that does not fit yet
+  // (memory) is not overtaken by smaller ones behind it, so it cannot starve.
+  changed_.wait(lock, [&] { return *queue_.begin() == me && fits(1); });
+  queue_.erase(me);
   --waiting_;
   int n = 1;
   if (waiting_ == 0)
     while (n < max_slots && fits(n + 1)) ++n;
-  ++serving_;
   free_slots_ -= n;
   reserved_ += bytes_per_slot * static_cast<uint64_t>(n);
   peak_reserved_ = std::max(peak_reserved_, reserved_);
@@ -73,9 +76,30 @@ void JobGate::give_back(int slots, uint64_t bytes) {
   changed_.notify_all();
 }
 
+uint64_t JobMemoryEstimate::reservation() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!learn_ || largest_ == 0) return configured_;
+  return std::max<uint64_t>(largest_ + largest_ / 4, 64ull << 20);
+}
+
+void JobMemoryEstimate::observe(uint64_t peak_bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  largest_ = std::max(largest_, peak_bytes);
+}
+
+uint64_t JobMemoryEstimate::largest_seen() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return largest_;
+}
+
 uint64_t JobGate::peak_reserved_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return peak_reserved_;
+}
+
+size_t JobGate::waiting() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return waiting_;
 }
 
 int JobGate::peak_slots() const {

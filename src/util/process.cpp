@@ -6,6 +6,7 @@
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -354,8 +355,11 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   // Wait for its exit together with the wake pipe rather than block in
   // waitpid, so a termination signal still gets its grace period and SIGKILL.
   int status = 0;
+  // wait4: the child's CPU time and peak RSS (its waited-for descendants
+  // included) come with its status, for the job trace and the memory gate.
+  struct rusage usage {};
   for (int backoff_ms = 1;; backoff_ms = std::min(backoff_ms * 2, 50)) {
-    pid_t w = ::waitpid(pid, &status, WNOHANG);
+    pid_t w = ::wait4(pid, &status, WNOHANG, &usage);
     if (w == pid) break;
     if (w < 0 && errno != EINTR) break;
     notice_termination();
@@ -371,6 +375,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     throw termination_error();
   }
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                       static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  result.max_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;  // Linux: KiB
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
   if (result.timed_out) result.term_signal = 0;

@@ -239,3 +239,41 @@ def test_nvrtc_host_header_error_gets_a_cuda_std_hint_that_works(tmp_path, env):
     fixed = tmp_path / "fixed.cu"
     fixed.write_text("#include <cuda/std/cstdint>\n__global__ void k(cuda::std::int32_t* x) { x[0] = 1; }\n")
     run("build", fixed, "--emit", "ptx", "--compiler", "nvrtc", "--arch", "9.0", "--no-cache", env=env, check=0)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    # A mistyped option that takes a value is named, not what CLI11 tripped on next.
+    (["cache", "gc", "--older-than", "30d"],
+     "tvmffi-jit: error: unknown option '--older-than' for tvmffi-jit cache gc: it is an option of tvmffi-jit cache clean"),
+    (["cache", "clean", "--older", "30d"],
+     "tvmffi-jit: error: unknown option '--older' for tvmffi-jit cache clean, did you mean '--older-than'?"),
+    (["-o", "x.so", "build", "x.cc"],
+     "tvmffi-jit: error: unknown option '-o' for tvmffi-jit: it is an option of tvmffi-jit build (write it after 'build')"),
+])
+def test_a_mistyped_option_with_a_value_is_reported_as_itself(argv, expected, env):
+    p = run(*argv, env=env, check=2)
+    assert p.stderr.startswith(expected), p.stderr
+    assert "is required" not in p.stderr and "unexpected argument" not in p.stderr
+
+
+def test_mem_per_job_without_a_unit_is_exit_2_saying_so(source, env):
+    p = run("build", source, "--mem-per-job", "4096", env=env, check=2)
+    assert "--mem-per-job 4096: a size needs a unit; write 4096M, 4096G" in p.stderr
+
+
+@pytest.mark.skipif(not shutil.which("nvcc") and not os.path.exists("/usr/local/cuda/bin/nvcc"), reason="needs nvcc")
+def test_an_arch_nvcc_cannot_compile_for_is_exit_2_before_anything_is_built(tmp_path, env):
+    e = dict(env, PATH="/usr/local/cuda/bin:" + env.get("PATH", ""))
+    cu = tmp_path / "k.cu"
+    cu.write_text("__global__ void k(float* x) { x[0] = 1; }\n")
+    out = tmp_path / "out"
+    p = run("build", cu, "--emit", "cubin", "--arch", "9.5", "--build-dir", out, env=e, check=2)
+    assert "--arch: " in p.stderr and "cannot compile for 9.5; it supports " in p.stderr, p.stderr
+    assert " 9.0 " in p.stderr  # the supported list, from nvcc --list-gpu-arch
+    assert not out.exists()
+    # Cached: no staging or entry left, and the list is memoised with nvcc's identity.
+    p = run("build", cu, "--emit", "cubin", "--arch", "9.5", env=e, check=2)
+    cache = Path(env["TVMFFI_JIT_CACHE_DIR"])
+    memo = list((cache / "toolchain").glob("nvcc-archs-*.json"))
+    assert len(memo) == 1 and 90 in json.loads(memo[0].read_text())["archs"]
+    assert not [d for d in cache.iterdir() if d.name.startswith(("k_", "staging"))]

@@ -95,3 +95,67 @@ TEST_CASE("MemAvailable is read from meminfo text in bytes", "[util][job_gate]")
   CHECK_FALSE(util::parse_meminfo_available("MemAvailable: 99999999999999999999 kB\n"));
   CHECK(util::available_memory_bytes().value_or(0) > 0);
 }
+
+TEST_CASE("a link (finish priority) goes before compiles that queued earlier", "[util][job_gate]") {
+  util::JobGate gate(1, 0);
+  util::JobGate::Ticket busy = gate.acquire(1, 1);
+  std::atomic<int> order{0};
+  int compile_turn = 0, link_turn = 0;
+  std::atomic<bool> compile_queued{false};
+  std::thread compile([&] {
+    compile_queued = true;
+    util::JobGate::Ticket t = gate.acquire(1, 1);
+    compile_turn = ++order;
+  });
+  while (!compile_queued) std::this_thread::yield();
+  // The compile has its queue number once it waits; wait until it does.
+  while (gate.waiting() < 1) std::this_thread::yield();
+  std::thread link([&] {
+    util::JobGate::Ticket t = gate.acquire(1, 1, util::JobGate::Priority::kFinish);
+    link_turn = ++order;
+  });
+  while (gate.waiting() < 2) std::this_thread::yield();
+  busy = util::JobGate::Ticket();  // frees the one slot
+  compile.join();
+  link.join();
+  CHECK(link_turn == 1);
+  CHECK(compile_turn == 2);
+}
+
+TEST_CASE("a learned reservation follows the largest job seen, not the default", "[util][job_gate]") {
+  util::JobMemoryEstimate learned(4ull << 30, true);
+  CHECK(learned.reservation() == 4ull << 30);  // nothing seen yet: the configured value
+  learned.observe(400ull << 20);
+  CHECK(learned.reservation() == 500ull << 20);  // 5/4 of the largest
+  learned.observe(100ull << 20);
+  CHECK(learned.reservation() == 500ull << 20);
+  learned.observe(1ull << 20);
+  util::JobMemoryEstimate tiny(4ull << 30, true);
+  tiny.observe(1ull << 20);
+  CHECK(tiny.reservation() == 64ull << 20);  // never under 64 MiB
+  util::JobMemoryEstimate fixed(4ull << 30, false);  // --mem-per-job given
+  fixed.observe(400ull << 20);
+  CHECK(fixed.reservation() == 4ull << 30);
+}
+
+TEST_CASE("among waiting compiles the heavier (an nvcc job) starts first", "[util][job_gate]") {
+  util::JobGate gate(1, 0);
+  util::JobGate::Ticket busy = gate.acquire(1, 1);
+  std::atomic<int> order{0};
+  int light_turn = 0, heavy_turn = 0;
+  std::thread light([&] {
+    util::JobGate::Ticket t = gate.acquire(1, 1, util::JobGate::Priority::kNormal, 1.0);
+    light_turn = ++order;
+  });
+  while (gate.waiting() < 1) std::this_thread::yield();
+  std::thread heavy([&] {
+    util::JobGate::Ticket t = gate.acquire(1, 1, util::JobGate::Priority::kNormal, 4.0);
+    heavy_turn = ++order;
+  });
+  while (gate.waiting() < 2) std::this_thread::yield();
+  busy = util::JobGate::Ticket();
+  light.join();
+  heavy.join();
+  CHECK(heavy_turn == 1);
+  CHECK(light_turn == 2);
+}

@@ -28,6 +28,7 @@
 #include "tvmffi_jit/cache/signing.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/store.h"
+#include "tvmffi_jit/toolchain/environment.h"
 
 namespace tvmffi_jit::cache {
 
@@ -38,6 +39,7 @@ struct RemoteOptions {
   int connect_timeout_ms = 100;
   int transfer_timeout_ms = 60000;
   uint64_t max_blob_bytes = 1ull << 30;  // compressed, as received
+  std::string libcurl;  // $TVMFFI_JIT_LIBCURL: the libcurl to dlopen (empty: the usual sonames)
   // Signing (cache/signing.h, docs/remote.md "Trust"): the files as given,
   // then the keys load_remote_keys() read from them.
   std::string sign_key_file;                   // uploads and exports are signed with it
@@ -53,8 +55,11 @@ struct RemoteOptions {
 // $TVMFFI_JIT_REMOTE_TRUSTED_KEYS (files separated by ':', as PATH) under the
 // command line's values: urls, a sign key or trusted keys given on the
 // command line replace the variable's. Then loads the key files
-// (load_remote_keys).
-RemoteOptions remote_options_from_environment(RemoteOptions command_line, bool command_line_read_only);
+// (load_remote_keys). The environment is the caller's, read once by the CLI
+// (ARCHITECTURE.md); $TVMFFI_JIT_LIBCURL names the libcurl to load for
+// http(s) remotes.
+RemoteOptions remote_options_from_environment(RemoteOptions command_line, bool command_line_read_only,
+                                              const toolchain::EnvLookup& env);
 
 // Reads sign_key_file and trusted_key_files into sign_key and trusted_keys;
 // usage_error (exit 2) naming a file that is not a key of its kind.

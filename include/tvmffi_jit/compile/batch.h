@@ -20,6 +20,11 @@ namespace tvmffi_jit::compile {
 struct BatchInput {
   std::string origin;  // where it was read: "a.json", "mods.json#/modules/3"
   Manifest manifest;
+  // Set when the manifest could not be read or checked and the caller asked
+  // to keep going: the message (naming the manifest), exit code 2. The module
+  // is reported as failed; `manifest` is empty but for its name (the file's
+  // stem), which the report shows.
+  std::string error;
 };
 
 struct ExpandedManifests {
@@ -39,7 +44,12 @@ struct ExpandedManifests {
 // The same file reached twice is built once. Two modules with one name are an
 // error, as is a pattern or directory that matches nothing. Throws
 // ManifestError / Error(kUsage) (exit 2).
-ExpandedManifests expand_manifest_arguments(const std::vector<std::string>& arguments);
+//
+// With `keep_going`, a manifest file or inline entry that does not parse or
+// check becomes a module with `error` set instead of ending the expansion (a
+// path that matches nothing, a modules manifest of the wrong shape and two
+// modules with one name still throw: they are about the batch, not a module).
+ExpandedManifests expand_manifest_arguments(const std::vector<std::string>& arguments, bool keep_going = false);
 
 enum class BatchStatus { kSkipped, kHit, kBuilt, kFailed };
 const char* batch_status_name(BatchStatus s);  // "skipped", "hit", "built", "failed"
@@ -56,6 +66,10 @@ struct BatchItem {
 
 struct BatchOptions {
   int concurrency = 1;      // modules in flight at once (their jobs share one gate)
+  // The order modules start in (a permutation of 0..count-1; empty: input
+  // order). The caller puts the longest first so that none starts last and
+  // runs alone while the cores idle.
+  std::vector<size_t> order;
   bool keep_going = false;  // after a failure, start the modules not yet started anyway
   // Called (from the failing module's thread, one call at a time) as soon as
   // a module fails, so its error shows while the rest still build.
@@ -63,7 +77,7 @@ struct BatchOptions {
 };
 
 // Calls build(i) for every module i on up to `concurrency` threads, starting
-// them in index order. An exception from build(i) marks module i failed with
+// them in `order`. An exception from build(i) marks module i failed with
 // its exit code and message. Without keep_going, modules not yet started when
 // one fails stay kSkipped; those running finish. Returns one item per module.
 std::vector<BatchItem> run_batch(size_t count, const BatchOptions& options,

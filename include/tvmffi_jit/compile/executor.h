@@ -9,7 +9,9 @@
 // util::Progress on every path.
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +29,34 @@ namespace tvmffi_jit::compile {
 constexpr uint64_t kDefaultCudaJobBytes = 4ull << 30;
 // Host C++ units and links: a quarter of a CUDA unit's reservation.
 constexpr uint64_t host_job_bytes(uint64_t cuda_job_bytes) { return cuda_job_bytes / 4; }
+
+struct CommandRecord;
+
+// The memory the gate reserves for each kind of job, learned from the peaks
+// of finished ones (util::JobMemoryEstimate): nvcc compiles, and host
+// compiles and links (a quarter of nvcc's until one has been seen).
+struct JobMemory {
+  JobMemory(uint64_t cuda_job_bytes, bool learn) : cuda(cuda_job_bytes, learn), host(host_job_bytes(cuda_job_bytes), learn) {}
+  util::JobMemoryEstimate cuda;
+  util::JobMemoryEstimate host;
+};
+
+// Where the time of a build (or batch) went: one line per process a compile
+// or link ran, with when it asked the gate, started and ended (seconds since
+// the trace began), its CPU time, its peak RSS and what the gate gave it.
+// `build --job-trace FILE` writes it as JSON lines (docs/build.md).
+class JobTrace {
+ public:
+  JobTrace();
+  double now() const;  // seconds since the trace began
+  void add(const std::string& module, const CommandRecord& record);
+  std::string json_lines() const;
+
+ private:
+  const std::chrono::steady_clock::time_point start_;
+  mutable std::mutex mutex_;
+  std::string lines_;
+};
 
 struct ExecuteOptions {
   int jobs = 0;          // <= 0: one per core
@@ -46,6 +76,11 @@ struct ExecuteOptions {
   // a process that has the old module loaded keeps a valid mapping. The
   // directory is locked (flock) for the build.
   bool incremental = false;
+  JobMemory* memory = nullptr;  // learned reservations shared by a batch; null: cuda_job_bytes as it is
+  JobTrace* trace = nullptr;    // --job-trace
+  // The module's name in progress lines of a batch ("[3/96] nvcc k3: k3.cu")
+  // and in the trace; empty for a single build (its name is not ambiguous).
+  std::string module;
 };
 
 struct CommandRecord {
@@ -57,6 +92,11 @@ struct CommandRecord {
   // step ran again without it (launch.h); `argv` is then the launcher-less one.
   bool launcher_fallback = false;
   std::string launcher_fallback_reason;
+  // For the job trace and the memory estimate (process steps only).
+  double queued_at = 0, started_at = 0;  // JobTrace::now() when it asked the gate, when it started
+  double cpu_seconds = 0;
+  uint64_t max_rss_bytes = 0;
+  int threads = 0;  // nvcc --threads
 };
 
 // Steps that fell back from their launcher.

@@ -4,9 +4,9 @@
 // four nvcc processes runs four, not sixteen (nvcc of a large CUDA unit peaks
 // at several GB; reference numbers in docs/farm.md).
 //
-// Waiters are served strictly in arrival order: a job needing much memory is
-// not starved by a stream of small ones, and earlier modules of a batch finish
-// first. A request larger than the whole memory budget is clamped to it, so
+// Waiters are served in one order (class, weight, arrival; see acquire()) and
+// only the first may start: a job needing much memory is not starved by a
+// stream of small ones. A request larger than the whole memory budget is clamped to it, so
 // it runs alone rather than never.
 #pragma once
 
@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <tuple>
 #include <string_view>
 
 namespace tvmffi_jit::util {
@@ -44,18 +46,22 @@ class JobGate {
   JobGate(const JobGate&) = delete;
   JobGate& operator=(const JobGate&) = delete;
 
-  // Blocks until it is this caller's turn and at least one slot and
-  // `bytes_per_slot` are free; then takes as many slots as are free, up to
-  // `max_slots` (each with `bytes_per_slot`), but only one when others are
-  // waiting behind it: spare cores go to a job that can use several (nvcc
-  // --threads) only when nothing else wants them.
-  Ticket acquire(int max_slots, uint64_t bytes_per_slot);
+  // Waiters are served by priority class, then by weight (larger first),
+  // then in arrival order. kFinish (a module's link, which ends a module and
+  // frees its artifact) goes before every kNormal waiter, so links do not wait
+  // behind a whole batch's compiles queued before them. Among compiles, the
+  // heavier go first (an nvcc job before a host compile): a long job started
+  // last would run alone at the end while the cores idle.
+  enum class Priority { kNormal, kFinish };
+
+  Ticket acquire(int max_slots, uint64_t bytes_per_slot, Priority priority = Priority::kNormal, double weight = 0);
 
   int slots() const { return slots_; }
   uint64_t memory_bytes() const { return memory_; }  // 0: unlimited
   // The most memory ever reserved at once (for tests and benchmarks).
   uint64_t peak_reserved_bytes() const;
   int peak_slots() const;
+  size_t waiting() const;  // callers blocked in acquire() now (tests)
 
  private:
   void give_back(int slots, uint64_t bytes);
@@ -68,9 +74,32 @@ class JobGate {
   uint64_t reserved_ = 0;
   uint64_t peak_reserved_ = 0;
   int peak_slots_ = 0;
-  uint64_t next_ticket_ = 0;
-  uint64_t serving_ = 0;
+  // The waiters in serving order: (-class, -weight, arrival).
+  std::set<std::tuple<int, double, uint64_t>> queue_;
+  uint64_t arrivals_ = 0;
   size_t waiting_ = 0;
+};
+
+// What one kind of job (an nvcc compile, a host compile or link) is assumed to
+// need in the gate: the configured reservation until a job of the kind has
+// finished, then 5/4 of the largest peak seen (never under 64 MiB). nvcc of a
+// small kernel peaks near 0.5 GiB against the 4 GiB default (docs/farm.md), so
+// learning lets a memory-bound machine run eight of them instead of one.
+// Jobs running when a larger peak is seen keep their reservation; a job of a
+// different size than all before it can exceed its reservation once.
+// With `learn` false (the user gave --mem-per-job) the configured value stays.
+class JobMemoryEstimate {
+ public:
+  JobMemoryEstimate(uint64_t configured, bool learn) : configured_(configured), learn_(learn) {}
+  uint64_t reservation() const;
+  void observe(uint64_t peak_bytes);
+  uint64_t largest_seen() const;
+
+ private:
+  mutable std::mutex mutex_;
+  const uint64_t configured_;
+  const bool learn_;
+  uint64_t largest_ = 0;
 };
 
 // MemAvailable from /proc/meminfo, in bytes; nullopt when it cannot be read.

@@ -1,6 +1,7 @@
 // The one place that starts processes: posix_spawn with an argv, never a shell.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -26,6 +27,8 @@ struct ProcessResult {
   std::string out;
   std::string err;
   double seconds = 0;
+  double cpu_seconds = 0;      // user + system of the child and the descendants it waited for
+  uint64_t max_rss_bytes = 0;  // the largest resident set among them (not their sum)
   bool ok() const { return term_signal == 0 && !timed_out && exit_code == 0; }
   // "exit status 1", "killed by signal SIGSEGV", "timed out after 60 s"
   std::string status_text() const;

@@ -9,7 +9,7 @@ _tvmffi_jit_cache_commands="path list show verify clean gc stats export import k
 _tvmffi_jit_global_opts="-h --help --version -v --verbose -q --quiet --cache-dir --json"
 _tvmffi_jit_build_opts="-h --help -m --manifest --name --function --cflag --cuda-cflag --ldflag -I --include
   --arch --backend --emit --compiler --kernel-name --embed-cubin --build-dir --tvm-ffi-root -j --jobs --json
-  -k --keep-going --mem-per-job --cxx-launcher --cuda-launcher
+  -k --keep-going --mem-per-job --job-trace --cxx-launcher --cuda-launcher
   -v --verbose -q --quiet --cache-dir --no-cache --remote --remote-read-only --remote-namespace --remote-sign-key --remote-trusted-key --base-dir -o --output --link-to --depfile --compile-commands --force --verify --validate --require-driver --device --timeout"
 _tvmffi_jit_inspect_opts="-h --help --json -j --jobs --no-demangle --no-ptx --scan-data --load --device --timeout"
 _tvmffi_jit_doctor_opts="-h --help --json --cache-dir --tvm-ffi-root --require"

@@ -1,0 +1,163 @@
+#include "build_request.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <thread>
+
+#include "tvmffi_jit/cli/commands.h"
+#include "tvmffi_jit/compile/executor.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/job_gate.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::cli {
+
+namespace {
+
+// A size on the command line needs its unit: `--mem-per-job 4096` read as
+// 4096 bytes surprised whoever meant MiB (as `cache gc --max-size` already says).
+uint64_t parse_size_with_unit(const std::string& flag, const std::string& text) {
+  const std::string t(util::trim(text));
+  if (!t.empty() && std::isdigit(static_cast<unsigned char>(t.back())))
+    throw usage_error(flag + " " + text + ": a size needs a unit; write " + t + "M, " + t + "G (or " + t +
+                      "B for bytes)");
+  auto bytes = util::parse_size(t);
+  if (!bytes || *bytes == 0) throw usage_error(flag + " " + text + ": expected a size such as 4G, 1500M or 8GiB");
+  return *bytes;
+}
+
+std::string current_directory_or_none() {
+  char buf[PATH_MAX];
+  return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string();
+}
+
+cache::RemoteOptions remote_options(const BuildArgs& args, const toolchain::EnvLookup& env) {
+  cache::RemoteOptions cl;
+  cl.urls = args.remote_urls;
+  if (!args.remote_namespace.empty()) cl.key_namespace = args.remote_namespace;
+  cl.sign_key_file = args.remote_sign_key;
+  cl.trusted_key_files = args.remote_trusted_keys;
+  cache::RemoteOptions o = cache::remote_options_from_environment(cl, args.remote_read_only, env);
+  cache::check_remote_urls(o.urls);
+  if (!o.key_namespace.empty() && !cache::is_valid_entry_name(o.key_namespace))
+    throw usage_error("remote namespace '" + o.key_namespace +
+                      "': use letters, digits, '.', '_' and '-' (it becomes part of a URL path and a Redis key)");
+  return o;
+}
+
+// Options about one module's artifact: refused for a batch, naming each one given.
+void refuse_single_module_options(const BuildArgs& args) {
+  std::vector<std::string> given;
+  if (!args.outputs.output.empty()) given.push_back("--output");
+  if (!args.outputs.link_to.empty()) given.push_back("--link-to");
+  if (!args.outputs.depfile.empty()) given.push_back("--depfile");
+  if (!args.outputs.compile_commands.empty()) given.push_back("--compile-commands");
+  if (!given.empty())
+    throw usage_error(util::join(given, ", ") + ": about one module's artifact; a batch prints every artifact path "
+                      "instead (build a module alone for these, or use --json for the paths)");
+  if (!args.inputs.sources.empty())
+    throw usage_error("source files on the command line build one module; a batch (several -m, a directory, a glob "
+                      "or a modules manifest) takes each module's sources from its manifest");
+  if (args.inputs.name) throw usage_error("--name names one module; in a batch each manifest names its own");
+}
+
+}  // namespace
+
+MachineResources read_machine_resources(const std::string& cgroup_root) {
+  MachineResources m;
+  m.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  m.mem_available = util::available_memory_bytes();
+  m.cgroup = util::read_cgroup_limits(cgroup_root);
+  return m;
+}
+
+JobLimits resolve_job_limits(int jobs, const std::string& mem_per_job, const MachineResources& machine) {
+  JobLimits l;
+  if (jobs < 0) throw usage_error("-j " + std::to_string(jobs) + ": expected 0 (one per core) or more");
+  const int cpu_slots = util::cgroup_cpu_slots(machine.cgroup, machine.cores);
+  l.slots = jobs > 0 ? jobs : cpu_slots;
+  l.why = jobs > 0 ? "-j " + std::to_string(jobs)
+                   : std::to_string(cpu_slots) + " slots (" + std::to_string(machine.cores) + " cores" +
+                         (machine.cgroup.cpus ? ", cgroup " + machine.cgroup.cpu_source : std::string()) + ")";
+  uint64_t budget = machine.mem_available.value_or(0);
+  std::string memory_why = machine.mem_available ? "MemAvailable" : "no MemAvailable";
+  if (machine.cgroup.memory_bytes) {
+    // What the cgroup still has room for: its limit less what it holds now.
+    const uint64_t limit = *machine.cgroup.memory_bytes;
+    const uint64_t used = std::min(limit, machine.cgroup.memory_usage.value_or(0));
+    const uint64_t room = std::max<uint64_t>(limit - used, 1);
+    if (budget == 0 || room < budget) {
+      budget = room;
+      memory_why = "cgroup " + machine.cgroup.memory_source;
+    }
+  }
+  l.memory_bytes = budget;
+  l.why += ", memory " + (budget ? util::format_bytes(budget) : std::string("unlimited")) + " (" + memory_why + ")";
+  l.cuda_job_bytes = compile::kDefaultCudaJobBytes;
+  if (!mem_per_job.empty()) {
+    l.cuda_job_bytes = parse_size_with_unit("--mem-per-job", mem_per_job);
+    l.learn_job_bytes = false;
+  }
+  return l;
+}
+
+BuildRequest resolve_build_request(const BuildArgs& args, const toolchain::EnvLookup& env,
+                                   const MachineResources& machine) {
+  BuildRequest r;
+  r.env = env;
+  // Options first: a mistake in them is reported before any manifest is read.
+  r.limits = resolve_job_limits(args.jobs, args.mem_per_job, machine);
+  r.use_cache = args.build_dir.empty() && !args.no_cache;
+  r.cache_dir = args.cache_dir;
+  r.force = args.force;
+  r.verify = args.verify;
+  r.build_dir = args.build_dir;
+  if (r.use_cache) r.remote = remote_options(args, env);
+  r.plan.env_arch_list = env("TVM_FFI_CUDA_ARCH_LIST");
+  r.plan.env_cxx_launcher = env("TVMFFI_JIT_CXX_LAUNCHER");
+  r.plan.env_cuda_launcher = env("TVMFFI_JIT_CUDA_LAUNCHER");
+  r.plan.env_gpu_backend = env("TVM_FFI_GPU_BACKEND");
+  r.plan.env_rocm_arch_list = env("TVM_FFI_ROCM_ARCH_LIST");
+  if (!args.tvm_ffi_root.empty()) r.tvm_ffi.root = args.tvm_ffi_root;
+  r.tvm_ffi.env = env;
+  r.keep_going = args.keep_going;
+  r.json = args.json;
+  r.validate = args.validate;
+  r.require_driver = args.require_driver;
+  r.driver = args.driver;
+  r.outputs = args.outputs;
+  r.job_trace = args.job_trace;
+
+  // What to build: the manifest(s), each extended by the command line.
+  std::vector<compile::BatchInput> inputs;
+  if (!args.manifests.empty()) {
+    compile::ExpandedManifests expanded = compile::expand_manifest_arguments(args.manifests, args.keep_going);
+    r.batch = expanded.batch;
+    inputs = std::move(expanded.modules);
+  } else {
+    inputs.emplace_back();  // sources on the command line only
+  }
+  if (r.batch) refuse_single_module_options(args);
+
+  std::string base_override;
+  if (!args.base_dir.empty()) base_override = util::absolute_path(args.base_dir);
+  else if (auto v = toolchain::non_empty(env, "TVMFFI_JIT_BASE_DIR")) base_override = util::absolute_path(*v);
+  const std::string cwd = base_override.empty() ? current_directory_or_none() : "";
+  for (auto& in : inputs) {
+    ModuleRequest m;
+    m.origin = in.origin;
+    m.error = in.error;
+    m.manifest = std::move(in.manifest);
+    if (m.error.empty()) compile::apply_command_line(m.manifest, args.inputs);
+    if (!base_override.empty()) m.base_dir = base_override;
+    else if (!m.manifest.manifest_path.empty()) m.base_dir = util::parent_path(m.manifest.manifest_path);
+    else m.base_dir = cwd;
+    r.modules.push_back(std::move(m));
+  }
+  return r;
+}
+
+}  // namespace tvmffi_jit::cli

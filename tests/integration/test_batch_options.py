@@ -1,0 +1,203 @@
+"""One build request for one module and for a batch: every option a single
+build honours is honoured for each module of a batch (the same results both
+ways), or refused with exit 2. Also: --remote in a batch against a real
+redis-server, --keep-going past a bad manifest, module names in progress
+lines, and -j / the memory budget from a (fake) cgroup tree.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import remote_servers  # noqa: E402
+
+TOOL = os.environ.get("TVMFFI_JIT_BIN", "tvmffi-jit")
+REAL_CXX = shutil.which("g++") or shutil.which("c++")
+
+
+def run(*args, env=None, cwd=None, check=None, timeout=600):
+    p = subprocess.run([TOOL, *map(str, args)], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if check is not None:
+        assert p.returncode == check, f"exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    return p
+
+
+def compiles(log):
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def make_project(d):
+    """Three small C++ modules, one manifest each, under d/manifests."""
+    (d / "src").mkdir(parents=True)
+    (d / "manifests").mkdir()
+    for name, value in (("mod_a", 1), ("mod_b", 2), ("mod_c", 3)):
+        (d / "src" / f"{name}.cc").write_text(f"int {name}_value() {{ return {value}; }}\n")
+        (d / "manifests" / f"{name}.json").write_text(json.dumps({"name": name, "sources": [f"../src/{name}.cc"]}))
+    return sorted((d / "manifests").glob("*.json"))
+
+
+@pytest.fixture
+def world(tmp_path):
+    log = tmp_path / "cxx.log"
+    cxx = tmp_path / "tools" / "cxx"
+    cxx.parent.mkdir()
+    cxx.write_text(f"""#!/bin/sh
+if [ "$1" = "--version" ]; then exec {REAL_CXX} --version; fi
+case " $* " in *" -c "*) echo "$$ $*" >> "$CXX_LOG";; esac
+exec {REAL_CXX} "$@"
+""")
+    cxx.chmod(0o755)
+    env = dict(os.environ, CXX=str(cxx), CXX_LOG=str(log))
+    for v in ("CC", "TVMFFI_JIT_REMOTE", "TVMFFI_JIT_REMOTE_READ_ONLY", "TVMFFI_JIT_REMOTE_NAMESPACE",
+              "TVMFFI_JIT_BASE_DIR", "TVMFFI_JIT_CACHE_DIR", "TVMFFI_JIT_CXX_LAUNCHER", "TVMFFI_JIT_CUDA_LAUNCHER",
+              "TVMFFI_JIT_CGROUP_ROOT"):
+        env.pop(v, None)
+
+    class W:
+        pass
+
+    w = W()
+    w.tmp, w.log, w.env = tmp_path, log, env
+    w.dir = tmp_path / "proj"
+    w.manifests = make_project(w.dir)
+    return w
+
+
+def comparable(j, root):
+    """What must agree between a module built alone and in a batch."""
+    argv = [c["argv"] for c in j.get("commands", [])]
+    return {
+        "name": j["name"], "emit": j["emit"], "cache": j["cache"], "key": j.get("key"),
+        "miss_reason": j.get("miss_reason"), "objects_compiled": j.get("objects_compiled"),
+        "launcher": sorted({Path(a[0]).name for a in argv if a and "wrap" in a[0]}),
+        "artifact": Path(j["path"]).name, "in_root": str(j["path"]).startswith(str(root)),
+    }
+
+
+MATRIX = {
+    "defaults": ([], {}),
+    "force": (["--force"], {}),
+    "verify": (["--verify"], {}),
+    "emit object": (["--emit", "object"], {}),
+    "cxx launcher": (["--cxx-launcher", "{wrap}"], {}),
+    "launcher from the environment": ([], {"TVMFFI_JIT_CXX_LAUNCHER": "{wrap}"}),
+    "base dir": (["--base-dir", "{tmp}"], {}),
+    "base dir from the environment": ([], {"TVMFFI_JIT_BASE_DIR": "{tmp}"}),
+    "no cache": (["--no-cache"], {}),
+    "cflag": (["--cflag=-DX=1"], {}),
+}
+
+
+@pytest.mark.parametrize("case", list(MATRIX))
+def test_every_option_gives_the_same_result_for_a_module_alone_and_in_a_batch(world, case):
+    wrap = world.tmp / "tools" / "wrap"
+    wrap.write_text('#!/bin/sh\nexec "$@"\n')
+    wrap.chmod(0o755)
+    flags, env_vars = MATRIX[case]
+    flags = [f.format(wrap=wrap, tmp=world.tmp) for f in flags]
+    env = dict(world.env, **{k: v.format(wrap=wrap, tmp=world.tmp) for k, v in env_vars.items()})
+    results = {}
+    for mode in ("alone", "batch"):
+        root = world.tmp / f"root-{mode}"
+        seen = []
+        for _ in range(2):  # cold, then again (a hit, or --force's rebuild)
+            if mode == "alone":
+                lines = [json.loads(run("build", "-m", m, "--cache-dir", root, "--json", *flags, env=env,
+                                        check=0).stdout) for m in world.manifests]
+            else:
+                out = run("build", "-m", world.dir / "manifests", "--cache-dir", root, "--json", *flags, env=env,
+                          check=0).stdout
+                lines = [json.loads(x) for x in out.splitlines()]
+                assert [j["origin"] for j in lines] == [str(m) for m in world.manifests]
+            seen.append([comparable(j, root) for j in lines])
+        results[mode] = seen
+    for x, y in zip(results["alone"], results["batch"]):
+        for p, q in zip(x, y):
+            assert p == q, (p, q)
+    assert results["alone"] == results["batch"]
+
+
+def test_one_module_options_are_refused_for_a_batch_with_exit_2(world):
+    for flags in (["-o", world.tmp / "x.so"], ["--depfile", world.tmp / "x.d"], ["--link-to", world.tmp / "l"],
+                  ["--compile-commands", world.tmp / "cc.json"]):
+        p = run("build", "-m", world.dir / "manifests", *flags, env=world.env, check=2)
+        assert "about one module's artifact" in p.stderr and str(flags[0]) in p.stderr
+    assert compiles(world.log) == 0
+
+
+@pytest.mark.skipif(not (shutil.which("redis-server") or os.path.exists("/usr/bin/redis-server")),
+                    reason="redis-server comes from scripts/setup.sh")
+def test_remote_in_a_batch_uploads_every_module_and_another_checkout_gets_only_remote_hits(world):
+    redis = remote_servers.Redis(world.tmp / "redis")
+    try:
+        # The project root as the base dir: the sources are outside the manifests' directory.
+        a = run("build", "-m", world.dir / "manifests", "--cache-dir", world.tmp / "root-a", "--remote", redis.url,
+                "--base-dir", world.dir, "--json", env=world.env, check=0)
+        assert [json.loads(x)["cache"] for x in a.stdout.splitlines()] == ["miss"] * 3
+        assert compiles(world.log) == 3
+        assert redis.dbsize() == 3  # every module uploaded
+        # Another checkout of the same project at another path, another cache root.
+        other = world.tmp / "ci" / "runner" / "checkout"
+        shutil.copytree(world.dir, other)
+        b = run("build", "-m", other / "manifests", "--cache-dir", world.tmp / "root-b", "--remote", redis.url,
+                "--base-dir", other, "--json", env=world.env, check=0)
+        lines = [json.loads(x) for x in b.stdout.splitlines()]
+        assert [(j["cache"], j["status"], j["objects_compiled"]) for j in lines] == [("remote-hit", "hit", 0)] * 3
+        assert compiles(world.log) == 3  # nothing compiled for the second checkout
+        assert all(j["path"].startswith(str(world.tmp / "root-b")) for j in lines)
+    finally:
+        redis.stop()
+
+
+def test_keep_going_past_a_bad_manifest_reports_it_failed_with_exit_2_and_builds_the_rest(world):
+    bad = world.dir / "manifests" / "mod_b.json"
+    bad.write_text(json.dumps({"name": "mod_b", "sourcez": ["../src/mod_b.cc"]}))
+    p = run("build", "-m", world.dir / "manifests", "-k", "--json", env=world.env, check=2)
+    lines = [json.loads(x) for x in p.stdout.splitlines()]
+    assert [(j["name"], j["status"]) for j in lines] == [("mod_a", "built"), ("mod_b", "failed"), ("mod_c", "built")]
+    assert lines[1]["exit_code"] == 2 and "sourcez" in lines[1]["error"] and lines[1]["origin"] == str(bad)
+    table = p.stderr[p.stderr.index("module  "):]
+    assert "mod_b   failed" in table and "3 modules: 2 built, 0 hit, 1 failed" in table
+    # Plain output: one line per module, the failed one empty.
+    p = run("build", "-m", world.dir / "manifests", "-k", env=world.env, check=2)
+    lines = p.stdout.split("\n")[:-1]
+    assert len(lines) == 3 and lines[1] == "" and lines[0].endswith("mod_a.so") and lines[2].endswith("mod_c.so")
+    # Without -k a bad manifest stops the batch before anything is built.
+    before = compiles(world.log)
+    run("build", "-m", world.dir / "manifests", "--force", env=world.env, check=2)
+    assert compiles(world.log) == before
+
+
+def test_progress_lines_of_a_batch_name_the_module(world):
+    for m in ("mod_a", "mod_b"):  # two modules with a main.cc each: the file name alone is ambiguous
+        (world.dir / "src" / m).mkdir()
+        (world.dir / "src" / m / "main.cc").write_text(f"int {m}_main() {{ return 0; }}\n")
+        (world.dir / "manifests" / f"{m}.json").write_text(json.dumps({"name": m, "sources": [f"../src/{m}/main.cc"]}))
+    p = run("build", "-m", world.dir / "manifests", "-j", "1", env=world.env, check=0)
+    progress = [x for x in p.stderr.splitlines() if x.startswith("[")]
+    for module, source in (("mod_a", "main.cc"), ("mod_b", "main.cc"), ("mod_c", "mod_c.cc")):
+        assert any(f" {module}: " in x and x.endswith(source) for x in progress), p.stderr
+
+
+def test_jobs_and_memory_budget_follow_the_cgroup_limits(world):
+    fake = world.tmp / "cgroup-root"
+    (fake / "proc" / "self").mkdir(parents=True)
+    (fake / "proc" / "self" / "cgroup").write_text("0::/ci/job\n")
+    (fake / "proc" / "self" / "mountinfo").write_text(
+        "30 22 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n")
+    job = fake / "sys" / "fs" / "cgroup" / "ci" / "job"
+    job.mkdir(parents=True)
+    (job / "cpu.max").write_text("100000 100000\n")
+    (job / "memory.max").write_text(f"{1 << 30}\n")
+    env = dict(world.env, TVMFFI_JIT_CGROUP_ROOT=str(fake))
+    p = run("build", "-m", world.dir / "manifests", "-vv", env=env, check=0)
+    gate = [x for x in p.stderr.splitlines() if "job gate: " in x and "slots" in x][0]
+    assert "job gate: 1 slots" in gate and "cpu.max" in gate, gate
+    assert "memory 1.0 GiB (cgroup " in gate and "memory.max" in gate, gate
+    assert "peak 1 slots" in p.stderr
