@@ -45,6 +45,9 @@ template FMT_API locale_ref::locale_ref(const std::locale& loc);
 template FMT_API auto locale_ref::get<std::locale>() const -> std::locale;
 template FMT_API auto thousands_sep_impl(locale_ref) -> thousands_sep_result<char>;
 template FMT_API auto decimal_point_impl(locale_ref) -> char;
+// Declared extern in util/log.h.
+template void vformat_to<char>(buffer<char>&, basic_string_view<char>, basic_format_args<FMT_BUFFER_CONTEXT(char)>,
+                               locale_ref);
 }  // namespace detail
 FMT_END_NAMESPACE
 
