@@ -3,6 +3,19 @@
 
 #include <spdlog/spdlog.h>
 
+// Every log call formats through fmt::detail::vformat_to<char>, a template fmt
+// 9 defines in its header without an extern declaration, so each file that
+// logged compiled fmt's whole formatting engine again (~70 KB of code, seconds
+// at -O2 -g). It is instantiated once, in src/util/fmt_spdlog.cpp.
+#if FMT_VERSION < 100000
+FMT_BEGIN_NAMESPACE
+namespace detail {
+extern template void vformat_to<char>(buffer<char>&, basic_string_view<char>,
+                                      basic_format_args<FMT_BUFFER_CONTEXT(char)>, locale_ref);
+}  // namespace detail
+FMT_END_NAMESPACE
+#endif
+
 namespace tvmffi_jit::util {
 
 // verbosity: 0 = warnings and errors + short progress, 1 = -v (every command),
