@@ -42,6 +42,14 @@ nlohmann::json header_to_json(const HeaderRecord& h) {
   if (!h.stat.empty()) j["stat"] = h.stat;
   if (util::is_valid_utf8(h.path)) j["path"] = h.path;
   else j["path_hex"] = util::hex_encode(reinterpret_cast<const uint8_t*>(h.path.data()), h.path.size());
+  if (!h.shadows.empty()) {
+    nlohmann::json shadows = nlohmann::json::array();
+    for (const auto& p : h.shadows) {
+      if (util::is_valid_utf8(p)) shadows.push_back(p);
+      else shadows.push_back({{"hex", util::hex_encode(reinterpret_cast<const uint8_t*>(p.data()), p.size())}});
+    }
+    j["shadows"] = std::move(shadows);
+  }
   return j;
 }
 
@@ -123,6 +131,20 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
       r.sha256 = h.at("sha256").get<std::string>();
       if (h.contains("stat")) r.stat = h.at("stat").get<std::string>();
       if (r.path.empty() || r.path[0] != '/') return fail("header path '" + r.path + "' is not absolute");
+      if (h.contains("shadows")) {
+        for (const auto& s : h.at("shadows")) {
+          std::string p;
+          if (s.is_object()) {
+            auto bytes = hex_decode(s.at("hex").get<std::string>());
+            if (!bytes) return fail("malformed shadow hex of header " + r.path);
+            p = std::move(*bytes);
+          } else {
+            p = s.get<std::string>();
+          }
+          if (p.empty() || p[0] != '/') return fail("shadow path '" + p + "' of header " + r.path + " is not absolute");
+          r.shadows.push_back(std::move(p));
+        }
+      }
       e.headers.push_back(std::move(r));
     }
     for (const auto& o : j.at("objects")) {

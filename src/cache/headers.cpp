@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "tvmffi_jit/util/error.h"
@@ -145,8 +146,36 @@ std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, co
   return out;
 }
 
+void record_shadows(std::vector<HeaderRecord>& headers, const std::vector<std::string>& search_dirs) {
+  std::vector<std::string> dirs;  // normalised, first occurrence only (gcc drops repeats too)
+  for (const auto& d : search_dirs) {
+    if (d.empty()) continue;
+    std::string n = util::absolute_path(d);
+    while (n.size() > 1 && n.back() == '/') n.pop_back();
+    if (std::find(dirs.begin(), dirs.end(), n) == dirs.end()) dirs.push_back(std::move(n));
+  }
+  for (auto& h : headers) {
+    std::unordered_set<std::string> have(h.shadows.begin(), h.shadows.end());
+    for (size_t i = 1; i < dirs.size(); ++i) {
+      if (!is_under(h.path, dirs[i])) continue;
+      const std::string name = h.path.substr(dirs[i].size() + (dirs[i] == "/" ? 0 : 1));
+      for (size_t j = 0; j < i; ++j) {
+        std::string candidate = util::join_path(dirs[j], name);
+        struct stat st;
+        if (candidate == h.path || ::lstat(candidate.c_str(), &st) == 0) continue;
+        if (have.insert(candidate).second) h.shadows.push_back(std::move(candidate));
+      }
+    }
+  }
+}
+
 std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers) {
   for (const auto& h : headers) {
+    for (const auto& s : h.shadows) {
+      // Any kind of file: the compiler would have tried to open it first.
+      struct stat st;
+      if (::lstat(s.c_str(), &st) == 0) return s + " now shadows " + h.path;
+    }
     struct stat st;
     if (::stat(h.path.c_str(), &st) != 0) return h.path + " is gone";
     // Never open a FIFO or device: entries may come from a remote store.
@@ -163,10 +192,18 @@ std::optional<std::string> check_headers(const std::vector<HeaderRecord>& header
 }
 
 void merge_headers(std::vector<HeaderRecord>& into, const std::vector<HeaderRecord>& more) {
-  std::unordered_set<std::string> seen;
-  for (const auto& h : into) seen.insert(h.path);
-  for (const auto& h : more)
-    if (seen.insert(h.path).second) into.push_back(h);
+  std::unordered_map<std::string, size_t> at;
+  for (size_t i = 0; i < into.size(); ++i) at.emplace(into[i].path, i);
+  for (const auto& h : more) {
+    auto [it, added] = at.emplace(h.path, into.size());
+    if (added) {
+      into.push_back(h);
+      continue;
+    }
+    std::vector<std::string>& shadows = into[it->second].shadows;
+    for (const auto& s : h.shadows)
+      if (std::find(shadows.begin(), shadows.end(), s) == shadows.end()) shadows.push_back(s);
+  }
 }
 
 }  // namespace tvmffi_jit::cache

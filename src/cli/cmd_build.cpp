@@ -21,6 +21,7 @@
 #include "build_outputs.h"
 #include "tvmffi_jit/compile/batch.h"
 #include "output.h"
+#include "tvmffi_jit/cache/key.h"
 #include "tvmffi_jit/cache/remote.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/compile/cached_build.h"
@@ -243,6 +244,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     co.exec = exec;
     co.base_dir = key_base_dir(args, manifest);
     co.remote = remote;
+    co.environment = cache::relevant_environment(toolchain::process_environment());
     compile::CachedBuildResult cr = compile::cached_build(plan, manifest, tc, co);
     nlohmann::json validation;
     int validated = args.validate ? validate_build_output(cr.build.artifact_path, args.driver, args.require_driver,
@@ -341,6 +343,7 @@ int run_batch_build(const BuildArgs& args, CommandContext& ctx, std::vector<comp
 
   const size_t n = planned.size();
   compile::InFlightUnits in_flight;  // a unit shared by modules compiles once
+  const auto key_environment = cache::relevant_environment(toolchain::process_environment());
   std::vector<std::string> paths(n);
   std::vector<nlohmann::json> lines(n);
   compile::BatchOptions bo;
@@ -363,6 +366,7 @@ int run_batch_build(const BuildArgs& args, CommandContext& ctx, std::vector<comp
         co.force = args.force;
         co.exec = exec;
         co.keep_key_trace = ctx.global.verbosity >= 2;
+        co.environment = key_environment;
         co.in_flight = &in_flight;
         compile::CachedBuildResult cr = compile::cached_build(p.plan, p.manifest, p.tc, co);
         item.status = cr.cache == "hit" ? compile::BatchStatus::kHit : compile::BatchStatus::kBuilt;

@@ -197,7 +197,13 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
       util::JobGate::Ticket ticket;
       if (options.gate) ticket = options.gate->acquire(1, host_job_bytes(options.cuda_job_bytes));
       log_command(argv, options);
+      if (!link.depfile_name.empty()) util::remove_all(util::join_path(dir, link.depfile_name));
       CommandRecord rec = detail::run_checked(argv, dir, "linking " + link.output_name);
+      if (!link.depfile_name.empty())
+        if (auto text = util::try_read_file(util::join_path(dir, link.depfile_name))) {
+          result.link_dependencies.emplace();
+          for (const auto& dep : cache::parse_depfile(*text)) result.link_dependencies->push_back(resolve_in(dir, dep));
+        }
       echo_output(rec, options);
       result.commands.push_back(std::move(rec));
     }

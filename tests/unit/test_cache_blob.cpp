@@ -187,6 +187,25 @@ TEST_CASE("portable paths: under the base relative, elsewhere unchanged", "[cach
   CHECK(BaseDir("/").portable_path("/usr/x") == "/usr/x");  // "/" as a base would make everything relative
 }
 
+TEST_CASE("shadow candidates under the base travel relative and are checked under the reader's base",
+          "[cache][portable]") {
+  nlohmann::json local = {{"key", std::string(64, '1')},
+                          {"portable_key", std::string(64, '2')},
+                          {"base_dir", "/a/proj"},
+                          {"headers",
+                           {{{"path", "/a/proj/inc2/dep.h"},
+                             {"shadows", {"/a/proj/inc1/dep.h", "/opt/tvm/include/dep.h", {{"hex", "2f78ff"}}}}}}}};
+  nlohmann::json p = entry_to_portable(local);
+  CHECK(p["headers"][0]["shadows"] == nlohmann::json({"inc1/dep.h", "/opt/tvm/include/dep.h", {{"hex", "2f78ff"}}}));
+  nlohmann::json back = entry_from_portable(p, BaseDir("/b/checkout"));
+  CHECK(back["headers"][0]["path"] == "/b/checkout/inc2/dep.h");
+  CHECK(back["headers"][0]["shadows"] ==
+        nlohmann::json({"/b/checkout/inc1/dep.h", "/opt/tvm/include/dep.h", {{"hex", "2f78ff"}}}));
+  nlohmann::json bad = local;
+  bad["headers"][0]["shadows"] = "inc1/dep.h";
+  CHECK_THROWS_AS(entry_to_portable(bad), Error);
+}
+
 TEST_CASE("entry.json converts to the portable form and back, keeping unknown fields", "[cache][portable]") {
   nlohmann::json local = {{"key", std::string(64, '1')},
                           {"portable_key", std::string(64, '2')},

@@ -258,6 +258,64 @@ TEST_CASE("a header's stat shortcut is recorded only for old files and never hid
   CHECK_FALSE(check_headers(forged));
 }
 
+TEST_CASE("a header found behind an earlier include directory misses once that directory holds its name",
+          "[cache][headers]") {
+  Fixture f;
+  const std::string inc1 = util::join_path(f.tmp.path(), "inc1"), inc2 = util::join_path(f.tmp.path(), "inc2");
+  util::make_directories(inc1);
+  util::make_directories(util::join_path(inc2, "sub"));
+  util::write_file(util::join_path(inc2, "dep.h"), "#define DEP 2\n");
+  util::write_file(util::join_path(inc2, "sub/s.h"), "#define S 2\n");
+  auto headers = hash_headers({util::join_path(inc2, "dep.h"), util::join_path(inc2, "sub/s.h")}, "/", {}, {});
+  record_shadows(headers, {inc1, inc2 + "/"});
+  REQUIRE(headers.size() == 2);
+  CHECK(headers[0].shadows == std::vector<std::string>{util::join_path(inc1, "dep.h")});
+  CHECK(headers[1].shadows == std::vector<std::string>{util::join_path(inc1, "sub/s.h")});
+
+  headers[1].shadows.push_back(util::join_path(inc1, "sub/\xff.h"));  // not UTF-8: stored as hex
+  PublishResult p = f.publish("m", kKeyA, "x", headers);
+  LookupResult first = f.store.lookup(p.entry_dir, kKeyA);
+  REQUIRE(first.hit);
+  CHECK(first.entry->headers[0].shadows == headers[0].shadows);  // read back from entry.json
+  CHECK(first.entry->headers[1].shadows == headers[1].shadows);
+
+  util::make_directories(util::join_path(inc1, "sub"));  // a directory alone shadows nothing
+  CHECK(f.store.lookup(p.entry_dir, kKeyA).hit);
+  util::write_file(util::join_path(inc1, "sub/s.h"), "#define S 1\n");
+  LookupResult r = f.store.lookup(p.entry_dir, kKeyA);
+  CHECK_FALSE(r.hit);
+  CHECK_FALSE(r.corrupt);
+  CHECK(r.miss_reason == "header " + util::join_path(inc1, "sub/s.h") + " now shadows " + util::join_path(inc2, "sub/s.h"));
+}
+
+TEST_CASE("shadow candidates: only earlier directories, only names absent when recorded, merged per path",
+          "[cache][headers]") {
+  util::TempDir tmp;
+  const std::string a = util::join_path(tmp.path(), "a"), b = util::join_path(tmp.path(), "b"),
+                    c = util::join_path(tmp.path(), "c");
+  for (const auto& d : {a, b, c}) util::make_directories(d);
+  util::write_file(util::join_path(a, "h.h"), "a");  // exists now: this compile did not skip it for b/h.h
+  util::write_file(util::join_path(b, "h.h"), "b");
+  util::write_file(util::join_path(c, "first.h"), "c");
+  auto headers = hash_headers({util::join_path(b, "h.h"), util::join_path(c, "first.h")}, "/", {}, {});
+  record_shadows(headers, {c, a, b});
+  CHECK(headers[0].shadows == std::vector<std::string>{util::join_path(c, "h.h")});
+  CHECK(headers[1].shadows.empty());  // found in the first directory searched
+
+  // A header outside every search directory (a system header) has none.
+  auto sys = hash_headers({util::join_path(c, "first.h")}, "/", {}, {});
+  record_shadows(sys, {a, b});
+  CHECK(sys[0].shadows.empty());
+
+  // Two units searching different directories: one record, both units' candidates.
+  std::vector<HeaderRecord> into = headers;
+  std::vector<HeaderRecord> other = headers;
+  other[0].shadows = {util::join_path(tmp.path(), "d/h.h"), util::join_path(c, "h.h")};
+  merge_headers(into, other);
+  REQUIRE(into.size() == 2);
+  CHECK(into[0].shadows == std::vector<std::string>{util::join_path(c, "h.h"), util::join_path(tmp.path(), "d/h.h")});
+}
+
 TEST_CASE("parse_depfile reads gcc and nvcc depfiles", "[cache][headers]") {
   std::string gcc = "cpp_0.o: /src/a.cc /src/h.h \\\n /inc/with\\ space.h \\\n /inc/d$$.h\n/src/h.h:\n";
   CHECK(parse_depfile(gcc) == std::vector<std::string>{"/src/a.cc", "/src/h.h", "/inc/with space.h", "/inc/d$.h"});

@@ -34,13 +34,26 @@ std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, co
                                        const std::vector<std::string>& exclude_dirs,
                                        const std::vector<std::string>& exclude_files);
 
-// Re-hashes recorded headers; nullopt when all match, else the first
-// mismatch ("/abs/h.h changed", "/abs/h.h is gone").
+// Include-path shadowing: with `-Iinc1 -Iinc2` a header read as inc2/h.h
+// would be inc1/h.h had that existed, and a checkout (or a later edit) that
+// adds inc1/h.h must not hit. For each header under one of `search_dirs`
+// (absolute, in the order the compiler searches them), every earlier
+// directory joined with the header's name there is added to the record's
+// `shadows` when no such file exists now (one that exists now cannot have
+// been skipped by this compile, so it is not a shadow: it was not on this
+// header's search, and a later lookup must not miss for it). A header under
+// several of the directories gets the candidates of each reading.
+void record_shadows(std::vector<HeaderRecord>& headers, const std::vector<std::string>& search_dirs);
+
+// Re-hashes recorded headers and looks for their shadows; nullopt when all
+// match and no shadow exists, else the first mismatch ("/abs/h.h changed",
+// "/abs/h.h is gone", "/abs/inc1/h.h now shadows /abs/inc2/h.h").
 std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers);
 
 constexpr int64_t kTrustedStatAgeSeconds = 2;
 
-// Merges header lists, keeping the first record of each path.
+// Merges header lists, keeping the first record of each path, with the
+// shadows of every record of that path (units search different directories).
 void merge_headers(std::vector<HeaderRecord>& into, const std::vector<HeaderRecord>& more);
 
 }  // namespace tvmffi_jit::cache

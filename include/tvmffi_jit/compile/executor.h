@@ -69,6 +69,10 @@ struct BuildResult {
   std::vector<CommandRecord> reused;     // units CompileHooks::before_compile satisfied, in completion order
   std::vector<CompiledUnit> units;       // parallel to plan.compile_steps
   std::vector<CompiledUnit> device_units;  // parallel to plan.device_steps
+  // What the link read (LinkStep::depfile_name): absolute paths, build-dir
+  // files included, in the linker's order. nullopt: no link ran, or the
+  // linker wrote no dependency file.
+  std::optional<std::vector<std::string>> link_dependencies;
   std::vector<std::pair<std::string, std::string>> lowered_names;  // NVRTC: expression -> mangled
   double seconds = 0;
 };
