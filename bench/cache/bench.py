@@ -168,7 +168,7 @@ def record_rows(tool, root, env, runs):
     without = dict(full, headers=[{k: v for k, v in h.items() if k != "shadows"} for h in headers
                                   if not is_link_input(h.get("path", ""))])
     rows = []
-    for label, stats in (("stat shortcut (local hit)", True), ("no stats (first hit of an adopted entry)", False)):
+    for label, stats in (("stat shortcut (local hit)", True), ("no stats (the one re-hash when an entry is adopted)", False)):
         with_t = variant(full, stats)
         without_t = variant(without, stats)
         rows.append(f"| README CUDA hit, {label} | {ms(with_t)} | {ms(without_t)} (without link inputs and "

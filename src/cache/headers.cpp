@@ -169,25 +169,42 @@ void record_shadows(std::vector<HeaderRecord>& headers, const std::vector<std::s
   }
 }
 
-std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers) {
-  for (const auto& h : headers) {
-    for (const auto& s : h.shadows) {
-      // Any kind of file: the compiler would have tried to open it first.
-      struct stat st;
-      if (::lstat(s.c_str(), &st) == 0) return s + " now shadows " + h.path;
-    }
+namespace {
+
+// One record: nullopt when it still holds. `stamp`: the stat of a file
+// re-hashed and found equal, when old enough to trust (else unchanged).
+std::optional<std::string> check_one(const HeaderRecord& h, std::string* stamp) {
+  for (const auto& s : h.shadows) {
+    // Any kind of file: the compiler would have tried to open it first.
     struct stat st;
-    if (::stat(h.path.c_str(), &st) != 0) return h.path + " is gone";
-    // Never open a FIFO or device: entries may come from a remote store.
-    if (!S_ISREG(st.st_mode)) return h.path + " is not a regular file";
-    // A size difference is decisive on its own; equal sizes still re-hash.
-    if (static_cast<uint64_t>(st.st_size) != h.size) return h.path + " changed (size)";
-    if (!h.stat.empty() && h.stat == stat_text(st)) continue;  // the very file that was hashed
-    uint64_t size = 0;
-    std::string hex;
-    if (!hash_one(h.path, &size, &hex)) return h.path + " cannot be read";
-    if (size != h.size || hex != h.sha256) return h.path + " changed";
+    if (::lstat(s.c_str(), &st) == 0) return s + " now shadows " + h.path;
   }
+  struct stat st;
+  if (::stat(h.path.c_str(), &st) != 0) return h.path + " is gone";
+  // Never open a FIFO or device: entries may come from a remote store.
+  if (!S_ISREG(st.st_mode)) return h.path + " is not a regular file";
+  // A size difference is decisive on its own; equal sizes still re-hash.
+  if (static_cast<uint64_t>(st.st_size) != h.size) return h.path + " changed (size)";
+  if (!h.stat.empty() && h.stat == stat_text(st)) return std::nullopt;  // the very file that was hashed
+  uint64_t size = 0;
+  std::string hex, hashed_stat;
+  if (!hash_one(h.path, &size, &hex, stamp ? &hashed_stat : nullptr)) return h.path + " cannot be read";
+  if (size != h.size || hex != h.sha256) return h.path + " changed";
+  if (stamp && !hashed_stat.empty()) *stamp = hashed_stat;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> check_and_stamp_headers(std::vector<HeaderRecord>& headers) {
+  for (auto& h : headers)
+    if (auto why = check_one(h, &h.stat)) return why;
+  return std::nullopt;
+}
+
+std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers) {
+  for (const auto& h : headers)
+    if (auto why = check_one(h, nullptr)) return why;
   return std::nullopt;
 }
 

@@ -240,6 +240,18 @@ TEST_CASE("a header's stat shortcut is recorded only for old files and never hid
   CHECK_FALSE(old[0].stat.empty());
   CHECK_FALSE(check_headers(old));  // same file, same stat: a hit without re-hashing
 
+  // An adopted record (no stat: stats never travel) gets this machine's stat
+  // once its re-hash matches, and only then.
+  auto adopted = old;
+  adopted[0].stat.clear();
+  CHECK_FALSE(check_and_stamp_headers(adopted));
+  CHECK(adopted[0].stat == old[0].stat);
+  auto wrong = old;
+  wrong[0].stat.clear();
+  wrong[0].sha256 = util::sha256_hex("int a = 9;\n");
+  CHECK(check_and_stamp_headers(wrong));
+  CHECK(wrong[0].stat.empty());
+
   // Same size, mtime set back to the recorded one: ctime still moves, so the
   // stat differs and the re-hash finds the change.
   struct stat before;
