@@ -195,3 +195,21 @@ def test_a_shadowing_header_in_a_second_checkout_misses_the_remote_entry(tmp_pat
         second = build(tmp_path / "root-b", "-m", b / "manifest.json", "--remote", srv.url, cwd=b, env=env)
         assert second["cache"] == "miss", second
         assert symbol_value(second["path"], "value") == 1
+
+
+def test_a_linker_that_does_not_say_what_it_read_leaves_the_module_unstored(tmp_path):
+    # A CXX whose link drops -Wl,--dependency-file (as a linker without the option would ignore it).
+    cxx = tmp_path / "cxx"
+    cxx.write_text(f"""#!/bin/sh
+if [ "$1" = "--version" ]; then exec {REAL_CXX} --version; fi
+for a in "$@"; do shift; case "$a" in -Wl,--dependency-file=*) ;; *) set -- "$@" "$a";; esac; done
+exec {REAL_CXX} "$@"
+""")
+    cxx.chmod(0o755)
+    m = write_module(tmp_path / "proj", 'extern "C" int value() { return 4; }\n')
+    cache, env = tmp_path / "cache", clean_env(CXX=cxx)
+    r = build(cache, "-m", m, env=env)
+    assert r["entry_dir"] is None and "the linker wrote no keys.so.d" in r["stderr"], r
+    assert symbol_value(r["path"], "value") == 4  # the build itself succeeded
+    assert build(cache, "-m", m, env=env)["cache"] == "miss"
+    shutil.rmtree(Path(r["path"]).parent)
