@@ -146,26 +146,54 @@ std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, co
   return out;
 }
 
-void record_shadows(std::vector<HeaderRecord>& headers, const std::vector<std::string>& search_dirs) {
-  std::vector<std::string> dirs;  // normalised, first occurrence only (gcc drops repeats too)
-  for (const auto& d : search_dirs) {
+namespace {
+
+// Directories normalised as record_shadows compares them: absolute, no
+// trailing slash, first occurrence only (compilers and ld drop repeats too).
+std::vector<std::string> normal_dirs(const std::vector<std::string>& given) {
+  std::vector<std::string> dirs;
+  for (const auto& d : given) {
     if (d.empty()) continue;
     std::string n = util::absolute_path(d);
     while (n.size() > 1 && n.back() == '/') n.pop_back();
     if (std::find(dirs.begin(), dirs.end(), n) == dirs.end()) dirs.push_back(std::move(n));
   }
+  return dirs;
+}
+
+void add_shadow_if_absent(HeaderRecord& h, std::unordered_set<std::string>& have, std::string candidate) {
+  struct stat st;
+  if (candidate == h.path || ::lstat(candidate.c_str(), &st) == 0) return;
+  if (have.insert(candidate).second) h.shadows.push_back(std::move(candidate));
+}
+
+}  // namespace
+
+void record_shadows(std::vector<HeaderRecord>& headers, const std::vector<std::string>& search_dirs) {
+  const std::vector<std::string> dirs = normal_dirs(search_dirs);
   for (auto& h : headers) {
     std::unordered_set<std::string> have(h.shadows.begin(), h.shadows.end());
     for (size_t i = 1; i < dirs.size(); ++i) {
       if (!is_under(h.path, dirs[i])) continue;
       const std::string name = h.path.substr(dirs[i].size() + (dirs[i] == "/" ? 0 : 1));
-      for (size_t j = 0; j < i; ++j) {
-        std::string candidate = util::join_path(dirs[j], name);
-        struct stat st;
-        if (candidate == h.path || ::lstat(candidate.c_str(), &st) == 0) continue;
-        if (have.insert(candidate).second) h.shadows.push_back(std::move(candidate));
-      }
+      for (size_t j = 0; j < i; ++j) add_shadow_if_absent(h, have, util::join_path(dirs[j], name));
     }
+  }
+}
+
+void record_library_shadows(std::vector<HeaderRecord>& libraries, const std::vector<std::string>& library_dirs) {
+  const std::vector<std::string> dirs = normal_dirs(library_dirs);
+  for (auto& h : libraries) {
+    const std::string name = util::file_name(h.path);
+    const bool archive = util::ends_with(name, ".a");
+    if (!util::starts_with(name, "lib") || (!archive && !util::ends_with(name, ".so"))) continue;
+    const std::string stem = name.substr(0, name.size() - (archive ? 2 : 3));
+    auto at = std::find(dirs.begin(), dirs.end(), util::parent_path(h.path));
+    if (at == dirs.end()) continue;  // not found through -L (a crt file, a path given whole)
+    std::unordered_set<std::string> have(h.shadows.begin(), h.shadows.end());
+    for (auto it = dirs.begin(); it != at; ++it)
+      for (const char* ext : {".so", ".a"}) add_shadow_if_absent(h, have, util::join_path(*it, stem + ext));
+    if (archive) add_shadow_if_absent(h, have, util::join_path(*at, stem + ".so"));
   }
 }
 

@@ -194,6 +194,24 @@ std::vector<std::string> include_search_dirs(const CompileStep& step, const std:
   return out;
 }
 
+// The directories the linker searches for `-l` libraries before its built-in
+// ones, in order: -L (as given, relative ones to the build dir it runs in),
+// then LIBRARY_PATH (which the gcc driver passes on as -L after the
+// command line's).
+std::vector<std::string> library_search_dirs(const LinkStep& link, const std::string& build_dir,
+                                             const std::vector<cache::ModuleKeyInputs::EnvVar>& env) {
+  std::vector<std::string> dirs;
+  for (size_t i = 0; i < link.flags.size(); ++i) {
+    const std::string& f = link.flags[i];
+    if (f == "-L" && i + 1 < link.flags.size()) dirs.push_back(link.flags[++i]);
+    else if (f.size() > 2 && util::starts_with(f, "-L")) dirs.push_back(f.substr(2));
+  }
+  for (const auto& d : util::split_any(env_value(env, "LIBRARY_PATH"), ":")) dirs.push_back(d);
+  for (auto& d : dirs)
+    if (d[0] != '/') d = util::join_path(build_dir, d);
+  return dirs;
+}
+
 // Hard link when possible (the staging dir and the store share a filesystem),
 // else copy.
 void place_file(const std::string& from, const std::string& to) {
@@ -746,6 +764,8 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     } else {
       std::vector<cache::HeaderRecord> linked =
           cache::hash_headers(*result.build.link_dependencies, result.build.build_dir, {result.build.build_dir}, {});
+      cache::record_library_shadows(linked,
+                                    library_search_dirs(*plan.link, result.build.build_dir, *options.environment));
       if (!moved_header) moved_header = header_changed_during_build(linked, start);
       cache::merge_headers(headers, linked);
     }

@@ -133,6 +133,22 @@ def test_a_rebuilt_static_library_misses(tmp_path):
     assert symbol_value(second["path"], "value") == 20
 
 
+def test_a_library_in_an_earlier_L_directory_misses(tmp_path):
+    first_dir, second_dir = tmp_path / "lib1", tmp_path / "lib2"
+    first_dir.mkdir()
+    make_static_lib(second_dir, 10)
+    m = write_module(tmp_path / "proj", 'extern "C" int dep_value(void);\n'
+                     'extern "C" int value() { return dep_value(); }\n',
+                     extra_ldflags=[f"-L{first_dir}", f"-L{second_dir}", "-ldep"])
+    cache, env = tmp_path / "cache", clean_env()
+    assert symbol_value(build(cache, "-m", m, env=env)["path"], "value") == 10
+    assert build(cache, "-m", m, env=env)["cache"] == "hit"
+    make_static_lib(first_dir, 30)  # lib2/libdep.a is unchanged; the linker would now take lib1's
+    second = build(cache, "-m", m, env=env)
+    assert second["cache"] == "miss" and "lib1/libdep.a now shadows" in second["miss_reason"], second
+    assert symbol_value(second["path"], "value") == 30
+
+
 @pytest.mark.skipif(not os.path.exists(NVCC), reason="needs the CUDA toolkit (nvcc)")
 def test_NVCC_APPEND_FLAGS_changes_the_key(tmp_path):
     proj = tmp_path / "proj"

@@ -328,6 +328,27 @@ TEST_CASE("shadow candidates: only earlier directories, only names absent when r
   CHECK(into[0].shadows == std::vector<std::string>{util::join_path(c, "h.h"), util::join_path(tmp.path(), "d/h.h")});
 }
 
+TEST_CASE("a library found through a later -L directory misses once an earlier one holds libX.so or libX.a",
+          "[cache][headers]") {
+  Fixture f;
+  const std::string l1 = util::join_path(f.tmp.path(), "l1"), l2 = util::join_path(f.tmp.path(), "l2");
+  util::make_directories(l1);
+  util::make_directories(l2);
+  util::write_file(util::join_path(l2, "libdep.a"), "!<arch>\n");
+  util::write_file(util::join_path(f.tmp.path(), "crt1.o"), "o");  // given whole, not through -l
+  auto libs = hash_headers({util::join_path(l2, "libdep.a"), util::join_path(f.tmp.path(), "crt1.o")}, "/", {}, {});
+  record_library_shadows(libs, {l1, l2});
+  CHECK(libs[0].shadows == std::vector<std::string>{util::join_path(l1, "libdep.so"), util::join_path(l1, "libdep.a"),
+                                                    util::join_path(l2, "libdep.so")});
+  CHECK(libs[1].shadows.empty());
+  PublishResult p = f.publish("m", kKeyA, "x", libs);
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).hit);
+  util::write_file(util::join_path(l2, "libdep.so"), "elf");  // ld prefers the shared library of one directory
+  LookupResult r = f.store.lookup(p.entry_dir, kKeyA);
+  CHECK_FALSE(r.hit);
+  CHECK(r.miss_reason.find("libdep.so now shadows") != std::string::npos);
+}
+
 TEST_CASE("parse_depfile reads gcc and nvcc depfiles", "[cache][headers]") {
   std::string gcc = "cpp_0.o: /src/a.cc /src/h.h \\\n /inc/with\\ space.h \\\n /inc/d$$.h\n/src/h.h:\n";
   CHECK(parse_depfile(gcc) == std::vector<std::string>{"/src/a.cc", "/src/h.h", "/inc/with space.h", "/inc/d$.h"});

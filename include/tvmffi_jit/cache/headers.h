@@ -45,6 +45,13 @@ std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, co
 // several of the directories gets the candidates of each reading.
 void record_shadows(std::vector<HeaderRecord>& headers, const std::vector<std::string>& search_dirs);
 
+// The same for libraries the linker found through `-l`: for a recorded
+// `D/libX.a` or `D/libX.so` with D one of `library_dirs` (absolute, in the
+// linker's search order: -L in order, then LIBRARY_PATH), candidates are
+// libX.so and libX.a in every earlier directory, and libX.so in D itself for
+// a libX.a (ld takes the shared one first), each when absent now.
+void record_library_shadows(std::vector<HeaderRecord>& libraries, const std::vector<std::string>& library_dirs);
+
 // Re-hashes recorded headers and looks for their shadows; nullopt when all
 // match and no shadow exists, else the first mismatch ("/abs/h.h changed",
 // "/abs/h.h is gone", "/abs/inc1/h.h now shadows /abs/inc2/h.h").
