@@ -75,6 +75,34 @@ bool hash_one(const std::string& path, uint64_t* size, std::string* hex, std::st
   return true;
 }
 
+std::string memo_path(const DigestMemo& memo, const std::string& path) {
+  return util::join_path(memo.dir, util::sha256_hex(path).substr(0, 32));
+}
+
+// The remembered digest of `path` when its stat is still `stat` (and was
+// trusted when remembered); empty otherwise. Format: path, stat, size,
+// sha256, one per line; the path line guards against a name collision.
+std::string memo_digest(const DigestMemo& memo, const std::string& path, const std::string& stat, uint64_t size) {
+  if (memo.dir.empty() || size < kMemoMinBytes) return "";
+  auto text = util::read_small_file(memo_path(memo, path), 4096);
+  if (!text) return "";
+  std::vector<std::string> lines = util::split_lines(*text);
+  if (lines.size() != 4 || lines[0] != path || lines[1] != stat || lines[2] != std::to_string(size)) return "";
+  return lines[3];
+}
+
+void remember_digest(const DigestMemo& memo, const std::string& path, const std::string& trusted,
+                     uint64_t size, const std::string& sha256) {
+  if (!memo.writable || memo.dir.empty() || trusted.empty() || size < kMemoMinBytes) return;
+  try {
+    util::make_directories(memo.dir, 0700);
+    util::write_file_atomic(memo_path(memo, path), path + "\n" + trusted + "\n" + std::to_string(size) + "\n" + sha256 + "\n",
+                            0600);
+  } catch (const Error&) {
+    // A memo is an optimisation: a full disk or a read-only root costs a re-hash later.
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> parse_depfile(std::string_view text) {
@@ -126,7 +154,7 @@ std::vector<std::string> parse_depfile(std::string_view text) {
 
 std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, const std::string& base_dir,
                                        const std::vector<std::string>& exclude_dirs,
-                                       const std::vector<std::string>& exclude_files) {
+                                       const std::vector<std::string>& exclude_files, const DigestMemo& memo) {
   std::vector<HeaderRecord> out;
   std::unordered_set<std::string> seen;
   std::unordered_set<std::string> excluded_files;
@@ -141,6 +169,7 @@ std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, co
     r.path = abs;
     if (!hash_one(abs, &r.size, &r.sha256, &r.stat))
       throw io_error("cannot read " + abs + ", which the compiler reported reading (was it removed during the build?)");
+    remember_digest(memo, abs, r.stat, r.size, r.sha256);
     out.push_back(std::move(r));
   }
   return out;
@@ -201,7 +230,7 @@ namespace {
 
 // One record: nullopt when it still holds. `stamp`: the stat of a file
 // re-hashed and found equal, when old enough to trust (else unchanged).
-std::optional<std::string> check_one(const HeaderRecord& h, std::string* stamp) {
+std::optional<std::string> check_one(const HeaderRecord& h, std::string* stamp, const DigestMemo& memo) {
   for (const auto& s : h.shadows) {
     // Any kind of file: the compiler would have tried to open it first.
     struct stat st;
@@ -213,26 +242,33 @@ std::optional<std::string> check_one(const HeaderRecord& h, std::string* stamp) 
   if (!S_ISREG(st.st_mode)) return h.path + " is not a regular file";
   // A size difference is decisive on its own; equal sizes still re-hash.
   if (static_cast<uint64_t>(st.st_size) != h.size) return h.path + " changed (size)";
-  if (!h.stat.empty() && h.stat == stat_text(st)) return std::nullopt;  // the very file that was hashed
+  const std::string now = stat_text(st);
+  if (!h.stat.empty() && h.stat == now) return std::nullopt;  // the very file that was hashed
+  if (std::string known = memo_digest(memo, h.path, now, h.size); !known.empty()) {
+    if (known != h.sha256) return h.path + " changed";
+    if (stamp) *stamp = now;  // trusted when remembered, unchanged since
+    return std::nullopt;
+  }
   uint64_t size = 0;
   std::string hex, hashed_stat;
-  if (!hash_one(h.path, &size, &hex, stamp ? &hashed_stat : nullptr)) return h.path + " cannot be read";
+  if (!hash_one(h.path, &size, &hex, &hashed_stat)) return h.path + " cannot be read";
   if (size != h.size || hex != h.sha256) return h.path + " changed";
+  remember_digest(memo, h.path, hashed_stat, size, hex);
   if (stamp && !hashed_stat.empty()) *stamp = hashed_stat;
   return std::nullopt;
 }
 
 }  // namespace
 
-std::optional<std::string> check_and_stamp_headers(std::vector<HeaderRecord>& headers) {
+std::optional<std::string> check_and_stamp_headers(std::vector<HeaderRecord>& headers, const DigestMemo& memo) {
   for (auto& h : headers)
-    if (auto why = check_one(h, &h.stat)) return why;
+    if (auto why = check_one(h, &h.stat, memo)) return why;
   return std::nullopt;
 }
 
-std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers) {
+std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers, const DigestMemo& memo) {
   for (const auto& h : headers)
-    if (auto why = check_one(h, nullptr)) return why;
+    if (auto why = check_one(h, nullptr, memo)) return why;
   return std::nullopt;
 }
 

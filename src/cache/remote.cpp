@@ -174,7 +174,7 @@ LookupResult adopt_portable_entry(const Store& store, Staging& staging, const st
     if (!stamp || stamp->size != a.size) throw io_error("artifact " + a.file + " is missing or has the wrong size");
     if (util::sha256_file_hex(p) != a.sha256) throw io_error("artifact " + a.file + " does not match entry.json");
   }
-  if (auto changed = check_and_stamp_headers(record->headers)) throw io_error("stale: header " + *changed);
+  if (auto changed = check_and_stamp_headers(record->headers, store.digest_memo(true))) throw io_error("stale: header " + *changed);
   // This machine's stats of what it just re-hashed (a portable entry has
   // none), so later local hits of the adopted entry skip re-hashing them.
   for (size_t i = 0; i < record->headers.size() && i < local["headers"].size(); ++i)

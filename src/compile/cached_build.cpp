@@ -408,7 +408,7 @@ class UnitCache {
 
   void after_compile(const UnitRef& ref, const std::string& dir, const CommandRecord& rec) {
     Unit& u = units_.at(ref.index);
-    u.headers = cache::hash_headers(ref.unit.dependencies, dir, {dir}, {});
+    u.headers = cache::hash_headers(ref.unit.dependencies, dir, {dir}, {}, store_.digest_memo(true));
     cache::record_shadows(u.headers, include_search_dirs(ref.step, dir, *options_.environment));
     std::optional<std::string> moved = header_changed_during_build(u.headers, u.start_ns);
     if (moved) {
@@ -763,7 +763,8 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
                         "gold or lld), so the libraries it read cannot be checked on a hit";
     } else {
       std::vector<cache::HeaderRecord> linked =
-          cache::hash_headers(*result.build.link_dependencies, result.build.build_dir, {result.build.build_dir}, {});
+          cache::hash_headers(*result.build.link_dependencies, result.build.build_dir, {result.build.build_dir}, {},
+                              store.digest_memo(true));
       cache::record_library_shadows(linked,
                                     library_search_dirs(*plan.link, result.build.build_dir, *options.environment));
       if (!moved_header) moved_header = header_changed_during_build(linked, start);

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -347,6 +348,55 @@ TEST_CASE("a library found through a later -L directory misses once an earlier o
   LookupResult r = f.store.lookup(p.entry_dir, kKeyA);
   CHECK_FALSE(r.hit);
   CHECK(r.miss_reason.find("libdep.so now shadows") != std::string::npos);
+}
+
+TEST_CASE("a big file's digest is remembered per machine, so a record without a stat is not re-hashed",
+          "[cache][headers]") {
+  util::TempDir tmp;
+  const std::string lib = util::join_path(tmp.path(), "libbig.so");
+  util::write_file(lib, std::string(kMemoMinBytes, 'x'));
+  struct stat st;
+  REQUIRE(::stat(lib.c_str(), &st) == 0);
+  struct timespec old_times[2] = {{st.st_mtim.tv_sec - 10, 0}, {st.st_mtim.tv_sec - 10, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, lib.c_str(), old_times, 0) == 0);
+  ::usleep(static_cast<useconds_t>(kTrustedStatAgeSeconds * 1000000 + 200000));  // ctime must be old too
+  DigestMemo memo{util::join_path(tmp.path(), "digests"), true};
+  auto built = hash_headers({lib}, "/", {}, {}, memo);
+  REQUIRE(!built[0].stat.empty());
+
+  // What a remote entry carries: digest, no stat. The memo answers, and the
+  // adopted record gets this machine's stat.
+  auto adopted = built;
+  adopted[0].stat.clear();
+  CHECK_FALSE(check_and_stamp_headers(adopted, {memo.dir, false}));
+  CHECK(adopted[0].stat == built[0].stat);
+  // It is the memo that answered, not a re-hash: the one memo file names
+  // these bytes' digest; made to name another, the same record misses.
+  std::vector<std::string> memo_files;
+  for (const auto& e : std::filesystem::directory_iterator(memo.dir)) memo_files.push_back(e.path().string());
+  REQUIRE(memo_files.size() == 1);
+  const std::string memo_file = memo_files[0];
+  const std::string text = util::read_file(memo_file);
+  std::string forged = text;
+  const size_t at = forged.find(built[0].sha256);
+  REQUIRE(at != std::string::npos);
+  forged.replace(at, built[0].sha256.size(), util::sha256_hex("other"));
+  util::write_file(memo_file, forged);
+  adopted[0].stat.clear();
+  CHECK(check_headers(adopted, {memo.dir, false}));
+  util::write_file(memo_file, text);
+  // A remembered digest never hides a change: a rewrite moves the stat, and
+  // a record of other bytes is a miss whatever the memo says.
+  auto other = built;
+  other[0].stat.clear();
+  other[0].sha256 = util::sha256_hex("something else");
+  CHECK(check_headers(other, {memo.dir, false}));
+  util::write_file(lib, std::string(kMemoMinBytes, 'y'));
+  auto stale = built;
+  stale[0].stat.clear();
+  auto why = check_headers(stale, {memo.dir, false});
+  REQUIRE(why);
+  CHECK(why->find("changed") != std::string::npos);
 }
 
 TEST_CASE("parse_depfile reads gcc and nvcc depfiles", "[cache][headers]") {
