@@ -14,6 +14,11 @@
    cache promises"): hits of the README example (when nvcc is on PATH) and of
    modules padded to 64 KiB .. 64 MiB, default (re-hashed up to 4 MiB) against
    --verify (always re-hashed); anchor: the 2-source hit of row 1.
+5. What the complete key costs a hit of the README CUDA example (when nvcc is
+   on PATH): its entry as built (headers incl. system ones, the files the
+   linker read, shadow candidates) against a copy of the entry with the link
+   inputs and shadows taken out, both with the stat shortcut (a local hit)
+   and without it (the first hit of an entry adopted from a remote).
 
 Usage: bench.py TOOL [--runs N] [--cold-runs N] [--work DIR]
 """
@@ -128,12 +133,69 @@ def rehash_rows(tool, work, root, env, runs, anchor):
     return out
 
 
+def is_link_input(path):
+    """A recorded file the linker read rather than a header (by its name)."""
+    name = Path(path).name
+    return name.endswith((".so", ".a", ".o")) or ".so." in name
+
+
+def record_rows(tool, root, env, runs):
+    """Rows of section 5: the README CUDA example's hit with and without its newer records."""
+    if not shutil.which("nvcc"):
+        return []
+    example = Path(__file__).resolve().parents[2] / "share/tvmffi-jit/examples/cuda_add_one/manifest.json"
+    r = tool_json(tool, ["-m", example, "--cache-dir", root], env)
+    entry_file = Path(r["entry_dir"]) / "entry.json"
+    full = json.loads(entry_file.read_text())
+    headers = full["headers"]
+    links = [h for h in headers if is_link_input(h.get("path", ""))]
+    shadows = sum(len(h.get("shadows", [])) for h in headers)
+    argv = [tool, "build", "-m", example, "--cache-dir", root]
+    time.sleep(2.1)  # the stat shortcut trusts files at least 2 s old: let the entry's own records age
+
+    def texts(stats):
+        out = []
+        for entry in (full, without):
+            e = json.loads(json.dumps(entry))
+            if not stats:
+                for h in e["headers"]:
+                    h.pop("stat", None)
+            out.append(json.dumps(e, indent=2) + "\n")
+        return out
+
+    def hit_with(text):
+        entry_file.write_text(text)
+        t = wall(argv, env=env)
+        # A lookup that missed would have rebuilt and replaced the entry.
+        assert entry_file.read_text() == text, "the edited entry no longer hits"
+        return t
+
+    without = dict(full, headers=[{k: v for k, v in h.items() if k != "shadows"} for h in headers
+                                  if not is_link_input(h.get("path", ""))])
+    rows = []
+    for label, stats in (("stat shortcut (local hit)", True), ("no stats (the one re-hash when an entry is adopted)", False)):
+        with_text, without_text = texts(stats)
+        for _ in range(3):
+            hit_with(with_text), hit_with(without_text)  # warm the page cache
+        pairs = [(hit_with(with_text), hit_with(without_text)) for _ in range(runs)]  # interleaved: same load
+        with_t, without_t = (statistics.median(p[i] for p in pairs) for i in (0, 1))
+        rows.append(f"| README CUDA hit, {label} | {ms(with_t)} | {ms(without_t)} (without link inputs and "
+                    f"shadows) | +{ms(with_t - without_t)} |")
+    entry_file.write_text(json.dumps(full, indent=2) + "\n")
+    assert tool_json(tool, ["-m", example, "--cache-dir", root], env)["cache"] == "hit"
+    link_bytes = sum(h["size"] for h in links)
+    rows.append(f"| README CUDA entry: {len(headers) - len(links)} headers, {len(links)} link inputs "
+                f"({link_bytes / 1e6:.1f} MB), {shadows} shadow candidates | | | |")
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("tool")
     ap.add_argument("--runs", type=int, default=60)
     ap.add_argument("--cold-runs", type=int, default=5)
     ap.add_argument("--work", default=tempfile.mkdtemp(prefix="tvmffi-jit-bench-cache-"))
+    ap.add_argument("--records-only", action="store_true", help="section 5 only")
     a = ap.parse_args()
     work = Path(a.work)
     shutil.rmtree(work, ignore_errors=True)
@@ -141,6 +203,12 @@ def main():
     env = dict(os.environ)
     env.pop("TVMFFI_JIT_CACHE_DIR", None)
     root = work / "cache"
+    if a.records_only:
+        print("| measurement | tvmffi-jit | anchor | added |")
+        print("|---|---|---|---|")
+        for row in record_rows(a.tool, root, env, a.runs):
+            print(row)
+        return
 
     # 1. Hit latency (2-source manifest).
     two = write_project(work / "two", 2)
@@ -209,6 +277,8 @@ def main():
     print(f"| 1 of 8: the same compile + link run directly (7 objects in place) | {ms(one_m)} | "
           f"{ms(one_direct_m)} | {(one_m / one_direct_m - 1) * 100:+.1f} % |")
     for row in rehash:
+        print(row)
+    for row in record_rows(a.tool, root, env, max(20, a.runs // 2)):
         print(row)
 
 

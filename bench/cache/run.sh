@@ -5,6 +5,8 @@
 #   2. cold build (a miss: every unit compiled and published) against the same
 #      compiler commands run directly, both -j1; target <= 3 % overhead;
 #   3. one of eight sources changed: one compile + link, against all eight.
+#   4. re-hashing the module artifact on a hit; 5. the README CUDA hit with its
+#      link-input and shadow records against without them (RECORDS_ONLY=1: 5 alone).
 #
 # Usage: bench/cache/run.sh [BUILD_DIR]   (env: RUNS=60, COLD_RUNS=5, BENCH_DIR=<temp dir>)
 set -euo pipefail
@@ -15,4 +17,5 @@ if [ ! -f "$BUILD/build.ninja" ] && [ ! -f "$BUILD/Makefile" ]; then
 fi
 cmake --build "$BUILD" --target tvmffi-jit -j "$(nproc)" >&2
 WORK=${BENCH_DIR:-$(mktemp -d /tmp/tvmffi-jit-bench-cache-XXXXXX)}
-exec python3 bench/cache/bench.py "$BUILD/tvmffi-jit" --runs "${RUNS:-60}" --cold-runs "${COLD_RUNS:-5}" --work "$WORK"
+exec python3 bench/cache/bench.py "$BUILD/tvmffi-jit" --runs "${RUNS:-60}" --cold-runs "${COLD_RUNS:-5}" --work "$WORK" \
+  ${RECORDS_ONLY:+--records-only}

@@ -1,5 +1,7 @@
 #include "tvmffi_jit/cache/entry.h"
 
+#include <algorithm>
+
 #include <filesystem>
 #include <unordered_map>
 
@@ -45,6 +47,14 @@ nlohmann::json header_to_json(const HeaderRecord& h) {
   if (!h.stat.empty()) j["stat"] = h.stat;
   if (util::is_valid_utf8(h.path)) j["path"] = h.path;
   else j["path_hex"] = util::hex_encode(reinterpret_cast<const uint8_t*>(h.path.data()), h.path.size());
+  if (!h.shadows.empty()) {
+    nlohmann::json shadows = nlohmann::json::array();
+    for (const auto& p : h.shadows) {
+      if (util::is_valid_utf8(p)) shadows.push_back(p);
+      else shadows.push_back({{"hex", util::hex_encode(reinterpret_cast<const uint8_t*>(p.data()), p.size())}});
+    }
+    j["shadows"] = std::move(shadows);
+  }
   return j;
 }
 
@@ -135,12 +145,31 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
       if (r.path.empty() || r.path[0] != '/') return fail("header path '" + r.path + "' is not absolute");
       if (!is_normal_absolute_path(r.path))
         return fail("header path '" + r.path + "' is not a normal absolute path (a '.' or '..' component)");
+      if (h.contains("shadows")) {
+        for (const auto& s : h.at("shadows")) {
+          std::string p;
+          if (s.is_object()) {
+            auto bytes = hex_decode(s.at("hex").get<std::string>());
+            if (!bytes) return fail("malformed shadow hex of header " + r.path);
+            p = std::move(*bytes);
+          } else {
+            p = s.get<std::string>();
+          }
+          if (!is_normal_absolute_path(p))
+            return fail("shadow path '" + p + "' of header " + r.path + " is not a normal absolute path");
+          r.shadows.push_back(std::move(p));
+        }
+      }
       auto [it, fresh] = header_index.emplace(r.path, e.headers.size());
       if (!fresh) {
         const HeaderRecord& first = e.headers[it->second];
         if (first.size != r.size || first.sha256 != r.sha256)
           return fail("header " + r.path + " is recorded twice with different contents");
-        continue;  // the same file again: hashing it once proves it
+        // The same file again: hashing it once proves it; its shadows still count.
+        std::vector<std::string>& shadows = e.headers[it->second].shadows;
+        for (auto& p : r.shadows)
+          if (std::find(shadows.begin(), shadows.end(), p) == shadows.end()) shadows.push_back(std::move(p));
+        continue;
       }
       header_bytes += r.size;
       if (r.size > kMaxRecordedHeaderBytes || header_bytes > kMaxRecordedHeaderBytes)

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "tvmffi_jit/util/error.h"
@@ -74,6 +75,34 @@ bool hash_one(const std::string& path, uint64_t* size, std::string* hex, std::st
   return true;
 }
 
+std::string memo_path(const DigestMemo& memo, const std::string& path) {
+  return util::join_path(memo.dir, util::sha256_hex(path).substr(0, 32));
+}
+
+// The remembered digest of `path` when its stat is still `stat` (and was
+// trusted when remembered); empty otherwise. Format: path, stat, size,
+// sha256, one per line; the path line guards against a name collision.
+std::string memo_digest(const DigestMemo& memo, const std::string& path, const std::string& stat, uint64_t size) {
+  if (memo.dir.empty() || size < kMemoMinBytes) return "";
+  auto text = util::read_small_file(memo_path(memo, path), 4096);
+  if (!text) return "";
+  std::vector<std::string> lines = util::split_lines(*text);
+  if (lines.size() != 4 || lines[0] != path || lines[1] != stat || lines[2] != std::to_string(size)) return "";
+  return lines[3];
+}
+
+void remember_digest(const DigestMemo& memo, const std::string& path, const std::string& trusted,
+                     uint64_t size, const std::string& sha256) {
+  if (!memo.writable || memo.dir.empty() || trusted.empty() || size < kMemoMinBytes) return;
+  try {
+    util::make_directories(memo.dir, 0700);
+    util::write_file_atomic(memo_path(memo, path), path + "\n" + trusted + "\n" + std::to_string(size) + "\n" + sha256 + "\n",
+                            0600);
+  } catch (const Error&) {
+    // A memo is an optimisation: a full disk or a read-only root costs a re-hash later.
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> parse_depfile(std::string_view text) {
@@ -125,7 +154,7 @@ std::vector<std::string> parse_depfile(std::string_view text) {
 
 std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, const std::string& base_dir,
                                        const std::vector<std::string>& exclude_dirs,
-                                       const std::vector<std::string>& exclude_files) {
+                                       const std::vector<std::string>& exclude_files, const DigestMemo& memo) {
   std::vector<HeaderRecord> out;
   std::unordered_set<std::string> seen;
   std::unordered_set<std::string> excluded_files;
@@ -140,33 +169,122 @@ std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, co
     r.path = abs;
     if (!hash_one(abs, &r.size, &r.sha256, &r.stat))
       throw io_error("cannot read " + abs + ", which the compiler reported reading (was it removed during the build?)");
+    remember_digest(memo, abs, r.stat, r.size, r.sha256);
     out.push_back(std::move(r));
   }
   return out;
 }
 
-std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers) {
-  for (const auto& h : headers) {
-    struct stat st;
-    if (::stat(h.path.c_str(), &st) != 0) return h.path + " is gone";
-    // Never open a FIFO or device: entries may come from a remote store.
-    if (!S_ISREG(st.st_mode)) return h.path + " is not a regular file";
-    // A size difference is decisive on its own; equal sizes still re-hash.
-    if (static_cast<uint64_t>(st.st_size) != h.size) return h.path + " changed (size)";
-    if (!h.stat.empty() && h.stat == stat_text(st)) continue;  // the very file that was hashed
-    uint64_t size = 0;
-    std::string hex;
-    if (!hash_one(h.path, &size, &hex)) return h.path + " cannot be read";
-    if (size != h.size || hex != h.sha256) return h.path + " changed";
+namespace {
+
+// Directories normalised as record_shadows compares them: absolute, no
+// trailing slash, first occurrence only (compilers and ld drop repeats too).
+std::vector<std::string> normal_dirs(const std::vector<std::string>& given) {
+  std::vector<std::string> dirs;
+  for (const auto& d : given) {
+    if (d.empty()) continue;
+    std::string n = util::absolute_path(d);
+    while (n.size() > 1 && n.back() == '/') n.pop_back();
+    if (std::find(dirs.begin(), dirs.end(), n) == dirs.end()) dirs.push_back(std::move(n));
   }
+  return dirs;
+}
+
+void add_shadow_if_absent(HeaderRecord& h, std::unordered_set<std::string>& have, std::string candidate) {
+  struct stat st;
+  if (candidate == h.path || ::lstat(candidate.c_str(), &st) == 0) return;
+  if (have.insert(candidate).second) h.shadows.push_back(std::move(candidate));
+}
+
+}  // namespace
+
+void record_shadows(std::vector<HeaderRecord>& headers, const std::vector<std::string>& search_dirs) {
+  const std::vector<std::string> dirs = normal_dirs(search_dirs);
+  for (auto& h : headers) {
+    std::unordered_set<std::string> have(h.shadows.begin(), h.shadows.end());
+    for (size_t i = 1; i < dirs.size(); ++i) {
+      if (!is_under(h.path, dirs[i])) continue;
+      const std::string name = h.path.substr(dirs[i].size() + (dirs[i] == "/" ? 0 : 1));
+      for (size_t j = 0; j < i; ++j) add_shadow_if_absent(h, have, util::join_path(dirs[j], name));
+    }
+  }
+}
+
+void record_library_shadows(std::vector<HeaderRecord>& libraries, const std::vector<std::string>& library_dirs) {
+  const std::vector<std::string> dirs = normal_dirs(library_dirs);
+  for (auto& h : libraries) {
+    const std::string name = util::file_name(h.path);
+    const bool archive = util::ends_with(name, ".a");
+    if (!util::starts_with(name, "lib") || (!archive && !util::ends_with(name, ".so"))) continue;
+    const std::string stem = name.substr(0, name.size() - (archive ? 2 : 3));
+    auto at = std::find(dirs.begin(), dirs.end(), util::parent_path(h.path));
+    if (at == dirs.end()) continue;  // not found through -L (a crt file, a path given whole)
+    std::unordered_set<std::string> have(h.shadows.begin(), h.shadows.end());
+    for (auto it = dirs.begin(); it != at; ++it)
+      for (const char* ext : {".so", ".a"}) add_shadow_if_absent(h, have, util::join_path(*it, stem + ext));
+    if (archive) add_shadow_if_absent(h, have, util::join_path(*at, stem + ".so"));
+  }
+}
+
+namespace {
+
+// One record: nullopt when it still holds. `stamp`: the stat of a file
+// re-hashed and found equal, when old enough to trust (else unchanged).
+std::optional<std::string> check_one(const HeaderRecord& h, std::string* stamp, const DigestMemo& memo) {
+  for (const auto& s : h.shadows) {
+    // Any kind of file: the compiler would have tried to open it first.
+    struct stat st;
+    if (::lstat(s.c_str(), &st) == 0) return s + " now shadows " + h.path;
+  }
+  struct stat st;
+  if (::stat(h.path.c_str(), &st) != 0) return h.path + " is gone";
+  // Never open a FIFO or device: entries may come from a remote store.
+  if (!S_ISREG(st.st_mode)) return h.path + " is not a regular file";
+  // A size difference is decisive on its own; equal sizes still re-hash.
+  if (static_cast<uint64_t>(st.st_size) != h.size) return h.path + " changed (size)";
+  const std::string now = stat_text(st);
+  if (!h.stat.empty() && h.stat == now) return std::nullopt;  // the very file that was hashed
+  if (std::string known = memo_digest(memo, h.path, now, h.size); !known.empty()) {
+    if (known != h.sha256) return h.path + " changed";
+    if (stamp) *stamp = now;  // trusted when remembered, unchanged since
+    return std::nullopt;
+  }
+  uint64_t size = 0;
+  std::string hex, hashed_stat;
+  if (!hash_one(h.path, &size, &hex, &hashed_stat)) return h.path + " cannot be read";
+  if (size != h.size || hex != h.sha256) return h.path + " changed";
+  remember_digest(memo, h.path, hashed_stat, size, hex);
+  if (stamp && !hashed_stat.empty()) *stamp = hashed_stat;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> check_and_stamp_headers(std::vector<HeaderRecord>& headers, const DigestMemo& memo) {
+  for (auto& h : headers)
+    if (auto why = check_one(h, &h.stat, memo)) return why;
+  return std::nullopt;
+}
+
+std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers, const DigestMemo& memo) {
+  for (const auto& h : headers)
+    if (auto why = check_one(h, nullptr, memo)) return why;
   return std::nullopt;
 }
 
 void merge_headers(std::vector<HeaderRecord>& into, const std::vector<HeaderRecord>& more) {
-  std::unordered_set<std::string> seen;
-  for (const auto& h : into) seen.insert(h.path);
-  for (const auto& h : more)
-    if (seen.insert(h.path).second) into.push_back(h);
+  std::unordered_map<std::string, size_t> at;
+  for (size_t i = 0; i < into.size(); ++i) at.emplace(into[i].path, i);
+  for (const auto& h : more) {
+    auto [it, added] = at.emplace(h.path, into.size());
+    if (added) {
+      into.push_back(h);
+      continue;
+    }
+    std::vector<std::string>& shadows = into[it->second].shadows;
+    for (const auto& s : h.shadows)
+      if (std::find(shadows.begin(), shadows.end(), s) == shadows.end()) shadows.push_back(s);
+  }
 }
 
 }  // namespace tvmffi_jit::cache

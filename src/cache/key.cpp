@@ -1,6 +1,6 @@
 #include "tvmffi_jit/cache/key.h"
 
-#include <cstdlib>
+#include <optional>
 
 #include "tvmffi_jit/cache/portable.h"
 #include "tvmffi_jit/util/hash.h"
@@ -115,15 +115,36 @@ Key compute_object_key(const ObjectKeyInputs& in, bool keep_trace) {
 }
 
 const std::vector<std::string>& relevant_environment_names() {
-  static const std::vector<std::string> names = {"CXX", "CC", "CUDA_HOME"};
+  // Why each one is here: docs/cache.md, "The key's inputs". Variables that
+  // only change messages' look (GCC_COLORS, TERM), where temp files go
+  // (TMPDIR) or a launcher's own behaviour (CCACHE_*, SCCACHE_*) are not keys.
+  static const std::vector<std::string> names = {
+      // which compilers run
+      "CXX", "CC", "CUDA_HOME", "NVCC_CCBIN",
+      // nvcc: extra flags on every nvcc command line
+      "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS",
+      // nvcc: nvcc.profile appends to these (`INCLUDES += ...`), so values
+      // from the environment reach cudafe, ptxas and the host compiler
+      "INCLUDES", "SYSTEM_INCLUDES", "LIBRARIES", "CUDAFE_FLAGS", "PTXAS_FLAGS",
+      // gcc/g++ (also as nvcc's host compiler): include search
+      "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH",
+      // gcc: where its own programs (cc1plus, as, collect2, ld) and libraries come from
+      "GCC_EXEC_PREFIX", "COMPILER_PATH", "LIBRARY_PATH",
+      // gcc: __DATE__/__TIME__ and timestamps in the output
+      "SOURCE_DATE_EPOCH",
+      // gcc: extra dependency output written next to ours
+      "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES",
+      // GNU ld: default run path, target, emulation
+      "LD_RUN_PATH", "GNUTARGET", "LDEMULATION",
+  };
   return names;
 }
 
-std::vector<ModuleKeyInputs::EnvVar> relevant_environment() {
+std::vector<ModuleKeyInputs::EnvVar> relevant_environment(const toolchain::EnvLookup& env) {
   std::vector<ModuleKeyInputs::EnvVar> out;
   for (const auto& n : relevant_environment_names()) {
-    const char* v = std::getenv(n.c_str());
-    out.push_back({n, v ? v : "", v != nullptr});
+    std::optional<std::string> v = env(n);
+    out.push_back({n, v.value_or(""), v.has_value()});
   }
   return out;
 }

@@ -153,13 +153,17 @@ size_t remove_temporaries(const Store& store, int64_t max_age) {
 }
 
 // Removes compiler identity memos (compiler_identity.cpp names them
-// "<32 hex>.json"); nothing else in compilers/.
+// "<32 hex>.json") and file digest memos (headers.cpp: "digests/<32 hex>");
+// nothing else in compilers/ or digests/.
 void remove_compiler_memos(const Store& store) {
-  for (const auto& n : read_names(store.compilers_dir())) {
-    if (n.size() != 37 || !util::ends_with(n, ".json") || !is_lower_hex(n.substr(0, 32))) continue;
-    std::string p = util::join_path(store.compilers_dir(), n);
-    struct stat st;
-    if (::lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(p.c_str());
+  const std::string digests = store.digest_memo(false).dir;
+  for (const auto& [dir, suffix] : {std::pair{store.compilers_dir(), std::string(".json")}, std::pair{digests, std::string()}}) {
+    for (const auto& n : read_names(dir)) {
+      if (n.size() != 32 + suffix.size() || !util::ends_with(n, suffix) || !is_lower_hex(n.substr(0, 32))) continue;
+      std::string p = util::join_path(dir, n);
+      struct stat st;
+      if (::lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(p.c_str());
+    }
   }
 }
 

@@ -2,6 +2,8 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <functional>
+#include <vector>
 
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -22,6 +24,18 @@ bool strip_dir_prefix(const std::string& s, const std::string& prefix, std::stri
   if (s[prefix.size()] != '/') return false;
   *rest = s.substr(prefix.size());
   return true;
+}
+
+// The string entries of a header record's "shadows" (those stored as
+// {"hex": ...}, not UTF-8, stay as they are: absolute).
+std::vector<std::reference_wrapper<nlohmann::json>> shadow_paths(nlohmann::json& header) {
+  std::vector<std::reference_wrapper<nlohmann::json>> out;
+  if (!header.contains("shadows")) return out;
+  nlohmann::json& shadows = header["shadows"];
+  if (!shadows.is_array()) throw io_error("malformed header record: \"shadows\" is not a list");
+  for (auto& s : shadows)
+    if (s.is_string()) out.push_back(s);
+  return out;
 }
 
 }  // namespace
@@ -133,6 +147,9 @@ nlohmann::json entry_to_portable(const nlohmann::json& local_entry) {
       if (!h.is_object() || !h.contains("path") || !h["path"].is_string()) throw io_error("malformed header record");
       h["path"] = base.relative_header(h["path"].get<std::string>());
       h.erase("stat");  // device and inode numbers mean nothing on another machine
+      // A shadow under the base is checked under the reader's base: a new
+      // inc1/h.h in that checkout hides the recorded inc2/h.h there too.
+      for (nlohmann::json& s : shadow_paths(h)) s = base.relative_header(s.get<std::string>());
     }
   }
   return p;
@@ -150,6 +167,7 @@ nlohmann::json entry_from_portable(const nlohmann::json& portable_entry, const B
     for (auto& h : l["headers"]) {
       if (!h.is_object() || !h.contains("path") || !h["path"].is_string()) throw io_error("malformed header record");
       h["path"] = base.absolute_header(h["path"].get<std::string>());
+      for (nlohmann::json& s : shadow_paths(h)) s = base.absolute_header(s.get<std::string>());
     }
   }
   return l;

@@ -253,9 +253,12 @@ LookupResult adopt_portable_entry(const Store& store, Staging& staging, const st
     if (!stamp || stamp->size != a.size) throw io_error("artifact " + a.file + " is missing or has the wrong size");
     if (util::sha256_file_hex(p) != a.sha256) throw io_error("artifact " + a.file + " does not match entry.json");
   }
-  if (auto changed = check_headers(record->headers)) throw io_error("stale: header " + *changed);
+  if (auto changed = check_and_stamp_headers(record->headers, store.digest_memo(true)))
+    throw io_error("stale: header " + *changed);
   // Written from the parsed record: header records merged, nothing else kept
-  // that this version does not read.
+  // that this version does not read, and this machine's stats of what was
+  // just checked (a portable entry has none), so later local hits of the
+  // adopted entry skip re-hashing them.
   util::write_file(json_path, entry_file_text(*record));
   // Checked above (headers re-hashed once: on a CUDA module they are most of a hit's time).
   PublishResult p = store.publish_prepared(staging, entry_dir, *record);

@@ -85,7 +85,7 @@ std::optional<int> read_markers(const std::string& root) {
 // Names this tool creates directly under a root (root.h's layout), with the
 // temporary files of its atomic writes ("<file>.tmp.<pid>.<random>").
 bool is_layout_name(const std::string& n) {
-  static const char* const kDirs[] = {"objects", "compilers", "toolchain", "locks", "tmp"};
+  static const char* const kDirs[] = {"objects", "compilers", "digests", "toolchain", "locks", "tmp"};
   for (const char* d : kDirs)
     if (n == d) return true;
   if (is_module_entry_dir_name(n)) return true;

@@ -105,6 +105,9 @@ std::string Store::object_entry_dir(const std::string& key_hex) const {
 }
 
 std::string Store::compilers_dir() const { return util::join_path(root_.path, "compilers"); }
+DigestMemo Store::digest_memo(bool record) const {
+  return {util::join_path(root_.path, "digests"), record && root_.writable};
+}
 std::string Store::tmp_dir() const { return util::join_path(root_.path, "tmp"); }
 std::string Store::locks_dir() const { return util::join_path(root_.path, "locks"); }
 
@@ -149,7 +152,7 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
       return r;
     }
   }
-  if (auto changed = check_headers(r.entry->headers)) {
+  if (auto changed = check_headers(r.entry->headers, digest_memo(false))) {
     r.miss_reason = "header " + *changed;
     return r;
   }

@@ -24,6 +24,7 @@
 #include "tvmffi_jit/compile/arch_check.h"
 #include "tvmffi_jit/compile/batch.h"
 #include "output.h"
+#include "tvmffi_jit/cache/key.h"
 #include "tvmffi_jit/cache/remote.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/compile/cached_build.h"
@@ -198,6 +199,7 @@ ModuleOutcome build_module(Shared& sh, const Planned& p) {
     co.exec = exec;
     co.base_dir = p.module->base_dir;
     co.remote = r.remote;
+    co.environment = cache::relevant_environment(r.env);
     co.in_flight = &sh.in_flight;
     compile::CachedBuildResult cr = compile::cached_build(plan, p.module->manifest, p.tc, co);
     out.item.status = cr.cache == "miss" ? compile::BatchStatus::kBuilt : compile::BatchStatus::kHit;

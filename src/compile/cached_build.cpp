@@ -124,19 +124,92 @@ std::vector<std::string> include_paths(const Manifest& m, const toolchain::Toolc
 }
 
 cache::ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest& m, const toolchain::Toolchain& tc,
-                                         CompilerIdentities& ids) {
+                                         CompilerIdentities& ids,
+                                         const std::vector<cache::ModuleKeyInputs::EnvVar>& environment) {
   cache::ObjectKeyInputs in;
   in.language = language_name(step.language);
   in.compiler = ids.get(in.language, step.compiler);
   in.flags = step_flags(step);
   in.source = step_source(step);
   in.include_paths = include_paths(m, tc);
-  in.environment = cache::relevant_environment();
+  in.environment = environment;
   in.extra.push_back({"output", output_name(step.output)});
   in.extra.push_back({"object_name", step.object_name});
   if (step.language == Language::kCuda)
     if (auto host = ids.nvcc_host(step.flags)) in.extra.push_back({"nvcc_host", host->resolved + "\n" + host->identity});
   return in;
+}
+
+// The value of a keyed variable, or "" when unset.
+std::string env_value(const std::vector<cache::ModuleKeyInputs::EnvVar>& env, const std::string& name) {
+  for (const auto& v : env)
+    if (v.name == name && v.set) return v.value;
+  return "";
+}
+
+// The directories a compile searches for a header, in the order gcc tries
+// them (its manual, "Options for Directory Search", and "Environment
+// Variables"): the source's own directory (quote includes), -iquote, -I
+// (nvcc: --include-path), CPATH, -isystem (nvcc: --system-include),
+// C_INCLUDE_PATH or CPLUS_INCLUDE_PATH, -idirafter. The compiler's built-in
+// directories are not listed: only a new file in one of these can shadow a
+// recorded header (cache::record_shadows). Relative directories are the
+// compiler's, i.e. relative to the build dir it runs in.
+std::vector<std::string> include_search_dirs(const CompileStep& step, const std::string& build_dir,
+                                             const std::vector<cache::ModuleKeyInputs::EnvVar>& env) {
+  std::vector<std::string> quote, angle, cpath, system, env_system, after;
+  const bool nvcc = step.language == Language::kCuda;
+  // "-Ifoo", "-I foo", and nvcc's "--include-path=foo" / "--include-path foo".
+  auto option_value = [&](size_t& i, const std::string& flag, std::initializer_list<const char*> names) {
+    for (const char* n : names) {
+      const std::string name = n;
+      if (flag == name && i + 1 < step.flags.size()) return std::optional<std::string>(step.flags[++i]);
+      const bool long_option = util::starts_with(name, "--");
+      if (long_option && util::starts_with(flag, name + "=")) return std::optional<std::string>(flag.substr(name.size() + 1));
+      if (!long_option && flag.size() > name.size() && util::starts_with(flag, name))
+        return std::optional<std::string>(flag.substr(name.size()));
+    }
+    return std::optional<std::string>();
+  };
+  for (size_t i = 0; i < step.flags.size(); ++i) {
+    const std::string& f = step.flags[i];
+    if (nvcc && (f == "-Xcompiler" || f == "--compiler-options")) {
+      ++i;  // the host compiler's own options: not searched by cudafe
+      continue;
+    }
+    // Longer names first: "-isystem" must not be read as "-i" + "system".
+    if (auto v = option_value(i, f, {"-iquote"})) quote.push_back(*v);
+    else if (auto v2 = option_value(i, f, {"-isystem", "--system-include"})) system.push_back(*v2);
+    else if (auto v3 = option_value(i, f, {"-idirafter"})) after.push_back(*v3);
+    else if (auto v4 = option_value(i, f, {"-I", "--include-path"})) angle.push_back(*v4);
+  }
+  // (An empty element means the current directory to gcc: the build dir, where nothing new can appear.)
+  cpath = util::split_any(env_value(env, "CPATH"), ":");
+  env_system = util::split_any(env_value(env, step.language == Language::kC ? "C_INCLUDE_PATH" : "CPLUS_INCLUDE_PATH"), ":");
+
+  std::vector<std::string> out;
+  if (!step.generated_text && !step.input_path.empty()) out.push_back(util::parent_path(util::absolute_path(step.input_path)));
+  for (const auto* group : {&quote, &angle, &cpath, &system, &env_system, &after})
+    for (const auto& d : *group) out.push_back(d[0] == '/' ? d : util::join_path(build_dir, d));
+  return out;
+}
+
+// The directories the linker searches for `-l` libraries before its built-in
+// ones, in order: -L (as given, relative ones to the build dir it runs in),
+// then LIBRARY_PATH (which the gcc driver passes on as -L after the
+// command line's).
+std::vector<std::string> library_search_dirs(const LinkStep& link, const std::string& build_dir,
+                                             const std::vector<cache::ModuleKeyInputs::EnvVar>& env) {
+  std::vector<std::string> dirs;
+  for (size_t i = 0; i < link.flags.size(); ++i) {
+    const std::string& f = link.flags[i];
+    if (f == "-L" && i + 1 < link.flags.size()) dirs.push_back(link.flags[++i]);
+    else if (f.size() > 2 && util::starts_with(f, "-L")) dirs.push_back(f.substr(2));
+  }
+  for (const auto& d : util::split_any(env_value(env, "LIBRARY_PATH"), ":")) dirs.push_back(d);
+  for (auto& d : dirs)
+    if (d[0] != '/') d = util::join_path(build_dir, d);
+  return dirs;
 }
 
 // Hard link when possible (the staging dir and the store share a filesystem),
@@ -241,7 +314,8 @@ class UnitCache {
       for (const auto& step : *steps) {
         Unit u;
         if (reuse_objects_) {
-          cache::Key key = cache::compute_object_key(object_key_inputs(step, m, tc, ids), options.keep_key_trace);
+          cache::Key key =
+              cache::compute_object_key(object_key_inputs(step, m, tc, ids, *options.environment), options.keep_key_trace);
           if (options.keep_key_trace)
             spdlog::debug("cache: object key of {}: {}, hashed from:\n{}", step.display, key.hex, key.trace);
           u.key = key.hex;
@@ -334,7 +408,8 @@ class UnitCache {
 
   void after_compile(const UnitRef& ref, const std::string& dir, const CommandRecord& rec) {
     Unit& u = units_.at(ref.index);
-    u.headers = cache::hash_headers(ref.unit.dependencies, dir, {dir}, {});
+    u.headers = cache::hash_headers(ref.unit.dependencies, dir, {dir}, {}, store_.digest_memo(true));
+    cache::record_shadows(u.headers, include_search_dirs(ref.step, dir, *options_.environment));
     std::optional<std::string> moved = header_changed_during_build(u.headers, u.start_ns);
     if (moved) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -486,7 +561,8 @@ void InFlightUnits::release(const std::string& key) {
 namespace {
 
 cache::ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
-                                       CompilerIdentities& ids) {
+                                       CompilerIdentities& ids,
+                                       const std::vector<cache::ModuleKeyInputs::EnvVar>& environment) {
   cache::ModuleKeyInputs in;
   in.emit_kind = emit_kind_name(plan.emit);
   in.name = plan.name;
@@ -544,7 +620,7 @@ cache::ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& ma
     if (!seen) distinct.push_back(std::move(c));
   }
   in.compilers = std::move(distinct);
-  in.environment = cache::relevant_environment();
+  in.environment = environment;
   in.extra.push_back({"device_compiler", device_compiler_name(plan.compiler)});
   for (const auto& k : manifest.kernel_names) in.extra.push_back({"kernel_name", k});
   in.extra.push_back({"artifact", plan.artifact_name});
@@ -554,13 +630,16 @@ cache::ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& ma
 }  // namespace
 
 cache::ModuleKeyInputs module_key_inputs(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
-                                         const std::string& compilers_dir, bool memo_writable) {
+                                         const std::string& compilers_dir, bool memo_writable,
+                                         const std::vector<cache::ModuleKeyInputs::EnvVar>& environment) {
   CompilerIdentities ids(compilers_dir, memo_writable);
-  return key_inputs_with(plan, manifest, tc, ids);
+  return key_inputs_with(plan, manifest, tc, ids, environment);
 }
 
 CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
                                const CachedBuildOptions& options) {
+  if (!options.environment)
+    throw io_error("internal: cached_build() of " + plan.name + " without the environment its key needs");
   // Writability is probed on a miss only: a hit stores nothing but counters
   // and compiler identity memos, and those writes may fail quietly.
   const int64_t call_start = now_ns();  // a hit reports its own time, not the original build's
@@ -568,7 +647,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   CompilerIdentities ids(store.compilers_dir(), true);
   const int64_t key_start = now_ns();  // sources are read for the key from here on
 
-  cache::ModuleKeyInputs key_inputs = key_inputs_with(plan, manifest, tc, ids);
+  cache::ModuleKeyInputs key_inputs = key_inputs_with(plan, manifest, tc, ids, *options.environment);
   key_inputs.base_dir = options.base_dir;
   cache::Key key = cache::compute_module_key(key_inputs, options.keep_key_trace);
   if (options.keep_key_trace) spdlog::debug("cache: module key of {}: {}, hashed from:\n{}", plan.name, key.hex, key.trace);
@@ -679,6 +758,23 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     cache::merge_headers(headers, scanned);
     moved_header = header_changed_during_build(scanned, start);
   }
+  // What the linker read, recorded like headers: a rebuilt libdep.a behind
+  // -L/-l must miss. A linker that wrote no list leaves nothing to check.
+  std::optional<std::string> unrecorded_link;
+  if (plan.link && !plan.link->depfile_name.empty()) {
+    if (!result.build.link_dependencies) {
+      unrecorded_link = "the linker wrote no " + plan.link->depfile_name + " (-Wl,--dependency-file, GNU ld 2.35+, "
+                        "gold or lld), so the libraries it read cannot be checked on a hit";
+    } else {
+      std::vector<cache::HeaderRecord> linked =
+          cache::hash_headers(*result.build.link_dependencies, result.build.build_dir, {result.build.build_dir}, {},
+                              store.digest_memo(true));
+      cache::record_library_shadows(linked,
+                                    library_search_dirs(*plan.link, result.build.build_dir, *options.environment));
+      if (!moved_header) moved_header = header_changed_during_build(linked, start);
+      cache::merge_headers(headers, linked);
+    }
+  }
   // Objects reused from the cache were checked against their recorded
   // headers; a header of a unit compiled now that moved during the build may
   // have been read in its old state.
@@ -700,6 +796,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     return result;
   };
   if (auto moved = moved_header) return serve_unstored(*moved + " changed while " + plan.name + " was being built");
+  if (unrecorded_link) return serve_unstored(*unrecorded_link);
 
   cache::EntryRecord record;
   record.kind = "module";

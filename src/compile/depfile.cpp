@@ -98,6 +98,8 @@ std::vector<std::string> build_inputs(const Manifest& manifest, const BuildResul
       for (const auto& dep : unit.dependencies) add(dep);
     }
   }
+  if (result.link_dependencies)
+    for (const auto& dep : *result.link_dependencies) add(dep);
   for (const auto& header : recorded_headers) add(header);
   return inputs;
 }

@@ -401,6 +401,7 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
           ticket = options.gate->acquire(1, bytes, util::JobGate::Priority::kFinish);
         }
         const double started_at = options.trace ? options.trace->now() : 0;
+        if (!link.depfile_name.empty()) util::remove_all(util::join_path(dir, link.depfile_name));
         CommandRecord rec;
         if (incremental) {
           rec = link_by_rename(link, dir, options);
@@ -409,6 +410,12 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
           log_command(argv, options);
           rec = detail::run_checked(argv, dir, "linking " + link.output_name);
         }
+        // What the linker read (-Wl,--dependency-file): the cache keys it.
+        if (!link.depfile_name.empty())
+          if (auto text = util::try_read_file(util::join_path(dir, link.depfile_name))) {
+            result.link_dependencies.emplace();
+            for (const auto& dep : cache::parse_depfile(*text)) result.link_dependencies->push_back(resolve_in(dir, dep));
+          }
         rec.queued_at = queued_at;
         rec.started_at = started_at;
         if (options.memory) options.memory->host.observe(rec.max_rss_bytes);
@@ -416,8 +423,12 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
         echo_output(rec, options);
         result.commands.push_back(std::move(rec));
       }
-      if (incremental)
-        incremental->log().record(link.output_name, command, link_inputs(link), {link.output_name}, started_ns);
+      if (incremental) {
+        std::vector<BuildLog::Input> inputs = link_inputs(link);
+        if (result.link_dependencies)
+          for (const auto& dep : *result.link_dependencies) inputs.push_back({dep});
+        incremental->log().record(link.output_name, command, inputs, {link.output_name}, started_ns);
+      }
     }
   }
 

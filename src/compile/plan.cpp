@@ -130,7 +130,9 @@ std::vector<std::string> CompileStep::argv() const {
   if (language == Language::kCuda) {
     a.insert(a.end(), {"--generate-dependencies-with-compile", "--dependency-output", depfile_name});
   } else {
-    a.insert(a.end(), {"-MMD", "-MF", depfile_name});
+    // -MD, not -MMD: headers found through -isystem, CPATH or /usr/include
+    // change the object as much as the project's own (nvcc's -MD lists them too).
+    a.insert(a.end(), {"-MD", "-MF", depfile_name});
   }
   append(a, flags);
   a.insert(a.end(), {mode_flag(output), compiler_input(), "-o", object_name});
@@ -165,6 +167,10 @@ std::vector<std::string> LinkStep::argv() const {
       a.push_back(program);
       append(a, inputs);
       append(a, flags);
+      // What the linker read (libraries found through -L/-l, crt files): GNU
+      // ld, gold and lld write it, and the cache records and re-checks those
+      // files as it does headers.
+      if (!depfile_name.empty()) a.push_back("-Wl,--dependency-file=" + depfile_name);
       a.insert(a.end(), {"-o", output_name});
       break;
     case Kind::kMergeObjects:
@@ -445,6 +451,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
     if (hip) append(link.flags, {"-L" + rocm_lib, "-lamdhip64"});
     append(link.flags, stripped(m.extra_ldflags));
     link.output_name = m.name + ".so";
+    link.depfile_name = link.output_name + ".d";
   } else {
     link.kind = link.inputs.size() == 1 ? LinkStep::Kind::kCopyObject : LinkStep::Kind::kMergeObjects;
     if (link.kind == LinkStep::Kind::kMergeObjects) link.program = tc.ld;

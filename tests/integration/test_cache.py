@@ -7,6 +7,7 @@ own cache root (--cache-dir under tmp_path).
 
 import json
 import os
+import select
 import shutil
 import signal
 import stat
@@ -48,6 +49,50 @@ exec {REAL_CXX} "$@"
 """)
     path.chmod(0o755)
     return path
+
+
+def write_pausing_wrapper(path, handshake):
+    """A CXX whose compiles (-c) run the real compiler, then say so through the
+    FIFO handshake/read and wait for a line on the FIFO handshake/go before
+    exiting: a test edits an input exactly between "the compiler read it" and
+    "the build goes on", with no sleep deciding the order."""
+    handshake.mkdir(exist_ok=True)
+    for name in ("read", "go"):
+        os.mkfifo(handshake / name)
+    path.write_text(f"""#!/bin/sh
+if [ "$1" = "--version" ]; then exec {REAL_CXX} --version; fi
+case " $* " in *" -c "*)
+  echo "$$ $*" >> "$CXX_LOG"
+  {REAL_CXX} "$@" || exit $?
+  echo compiled > "{handshake}/read"
+  read go < "{handshake}/go"
+  exit 0;;
+esac
+exec {REAL_CXX} "$@"
+""")
+    path.chmod(0o755)
+    return path
+
+
+def wait_until_compiled(handshake, proc, timeout=60):
+    """Blocks until the pausing wrapper has compiled (or fails if `proc` ends first)."""
+    fd = os.open(handshake / "read", os.O_RDONLY | os.O_NONBLOCK)  # never blocks; select waits for the writer
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if ready and os.read(fd, 64):
+                return
+            if proc.poll() is not None:
+                pytest.fail(f"the build ended (exit {proc.returncode}) before the compiler ran: {proc.stderr.read()}")
+        pytest.fail(f"the compiler did not run within {timeout} s")
+    finally:
+        os.close(fd)
+
+
+def let_compiler_finish(handshake):
+    with open(handshake / "go", "w") as go:
+        go.write("go\n")
 
 
 def compiles(log):
@@ -122,7 +167,6 @@ def test_a_changed_header_is_a_miss_and_rebuilds(proj):
     first = proj.build()
     art = Path(first["path"]).read_bytes()
     (proj.src / "h.h").write_text("#define K 7\n")  # same size: only content tells
-    time.sleep(0.05)
     second = proj.build()
     assert second["cache"] == "miss" and "h.h changed" in second["miss_reason"]
     assert second["key"] == first["key"]  # same pre-compile key, entry replaced in place
@@ -133,11 +177,13 @@ def test_a_changed_header_is_a_miss_and_rebuilds(proj):
 
 
 def test_a_header_edited_during_the_build_is_not_cached_stale(proj):
-    write_wrapper(proj.cxx, sleep=1)
+    handshake = proj.tmp / "handshake"
+    write_pausing_wrapper(proj.cxx, handshake)
     p = subprocess.Popen([TOOL, "build", str(proj.src / "a.cc"), "--name", "race", "--cache-dir", str(proj.cache),
                           "--json"], env=proj.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)  # the compiler has started (and read h.h); now the user saves a new h.h
+    wait_until_compiled(handshake, p)  # the compiler has read h.h (K 1); now the user saves a new h.h
     (proj.src / "h.h").write_text("#define K 9\n")
+    let_compiler_finish(handshake)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     assert json.loads(out)["entry_dir"] is None and "changed while" in err
@@ -188,12 +234,25 @@ def test_changing_one_of_eight_sources_recompiles_one(proj):
 
 
 def test_sixteen_concurrent_identical_builds_compile_once(proj):
-    write_wrapper(proj.cxx, sleep=3)  # busy for longer than the 1 s after which waiters say whom they wait for
+    # The one compile stays paused until a waiter has said whom it waits for
+    # (after 1 s of waiting), whatever the load: a handshake, not a long sleep.
+    handshake = proj.tmp / "handshake"
+    write_pausing_wrapper(proj.cxx, handshake)
     (proj.src / "solo.cc").write_text("int solo() { return 1; }\n")
     cmd = [TOOL, "build", str(proj.src / "solo.cc"), "--name", "solo", "--cache-dir", str(proj.cache), "--json"]
-    procs = [subprocess.Popen(cmd, env=proj.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(16)]
-    outs = [p.communicate(timeout=120) for p in procs]
+    errs = [proj.tmp / f"stderr.{i}" for i in range(16)]
+    procs = []
+    for e in errs:
+        with open(e, "w") as f:
+            procs.append(subprocess.Popen(cmd, env=proj.env, stdout=subprocess.PIPE, stderr=f, text=True))
+    compiler = next(p for p in procs if p.poll() is None)
+    wait_until_compiled(handshake, compiler)
+    deadline = time.monotonic() + 60
+    while not any("waiting for pid" in e.read_text() for e in errs):  # a condition, polled; not an ordering sleep
+        assert time.monotonic() < deadline, "no build said whom it waits for"
+        time.sleep(0.05)
+    let_compiler_finish(handshake)
+    outs = [(p.communicate(timeout=120)[0], e.read_text()) for p, e in zip(procs, errs)]
     assert [p.returncode for p in procs] == [0] * 16, [o[1] for o in outs]
     results = [json.loads(o[0]) for o in outs]
     assert len({r["path"] for r in results}) == 1
@@ -221,7 +280,19 @@ def test_kill_9_at_any_point_leaves_no_broken_entry(proj):
                 assert (entry / a["file"]).stat().st_size == a["size"]
         if proj.cache.exists():
             assert cache_cmd(proj.cache, "verify").returncode == 0
-    time.sleep(0.7)  # let orphaned compilers (own process groups) finish
+    # Compilers orphaned by the kills (own process groups) may still run: wait
+    # until every one the wrapper logged has exited before replacing it.
+    def running(pid):
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+
+    deadline = time.monotonic() + 60
+    for pid in (int(line.split()[0]) for line in proj.log.read_text().splitlines()):
+        while running(pid):  # a condition, polled
+            assert time.monotonic() < deadline, f"compiler {pid} still runs"
+            time.sleep(0.02)
     write_wrapper(proj.cxx)
     assert proj.build()["cache"] in ("hit", "miss")
     assert proj.build()["cache"] == "hit"

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from test_cache import REAL_CXX, TOOL, build, cache_cmd, compiles, proj, run, write_wrapper  # noqa: F401 (fixture)
+from test_cache import (REAL_CXX, TOOL, build, cache_cmd, compiles, let_compiler_finish, proj, run,  # noqa: F401 (fixture)
+                        wait_until_compiled, write_pausing_wrapper)
 
 
 def object_entries(cache):
@@ -164,11 +165,13 @@ def test_an_oversized_or_fifo_entry_json_is_a_miss_not_a_hang(proj):
 # 4. A path printed with exit 0 survives gc.
 
 def test_an_unstored_build_prints_a_path_that_gc_does_not_remove(proj):
-    write_wrapper(proj.cxx, sleep=1)
+    handshake = proj.tmp / "handshake"
+    write_pausing_wrapper(proj.cxx, handshake)
     p = subprocess.Popen([TOOL, "build", str(proj.src / "a.cc"), "--name", "race", "--cache-dir", str(proj.cache),
                           "--json"], env=proj.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)
-    (proj.src / "h.h").write_text("#define K 9\n")  # edited while the compiler runs: not cached
+    wait_until_compiled(handshake, p)
+    (proj.src / "h.h").write_text("#define K 9\n")  # edited after the compiler read it: not cached
+    let_compiler_finish(handshake)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     result = json.loads(out)

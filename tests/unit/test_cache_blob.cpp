@@ -257,7 +257,7 @@ nlohmann::json entry_with_headers(const std::vector<HeaderRecord>& headers) {
 }  // namespace
 
 TEST_CASE("repeated header records are merged, conflicting ones refused", "[cache][entry]") {
-  HeaderRecord h{"/p/include/big.h", 35u << 20, std::string(64, 'c'), ""};
+  HeaderRecord h{"/p/include/big.h", 35u << 20, std::string(64, 'c'), "", {}};
   std::vector<HeaderRecord> copies(100, h);
   std::string why;
   auto e = entry_from_json(entry_with_headers(copies), &why);
@@ -271,7 +271,7 @@ TEST_CASE("repeated header records are merged, conflicting ones refused", "[cach
 
 TEST_CASE("recorded headers may not add up past the cap", "[cache][entry]") {
   std::vector<HeaderRecord> hs;
-  for (int i = 0; i < 3; ++i) hs.push_back({"/p/h" + std::to_string(i) + ".h", 100u << 20, std::string(64, 'c'), ""});
+  for (int i = 0; i < 3; ++i) hs.push_back({"/p/h" + std::to_string(i) + ".h", 100u << 20, std::string(64, 'c'), "", {}});
   std::string why;
   CHECK_FALSE(entry_from_json(entry_with_headers(hs), &why));
   CHECK(why.find("add up to more than") != std::string::npos);
@@ -283,9 +283,9 @@ TEST_CASE("header paths with . or .. components are refused", "[cache][entry]") 
   std::string why;
   for (const char* p : {"/base/../../etc/hostname", "/base/./h.h", "/base//h.h", "/base/inc/.."}) {
     INFO(p);
-    CHECK_FALSE(entry_from_json(entry_with_headers({{p, 1, std::string(64, 'c'), ""}}), &why));
+    CHECK_FALSE(entry_from_json(entry_with_headers({{p, 1, std::string(64, 'c'), "", {}}}), &why));
   }
-  CHECK(entry_from_json(entry_with_headers({{"/base/inc/h.h", 1, std::string(64, 'c'), ""}}), &why));
+  CHECK(entry_from_json(entry_with_headers({{"/base/inc/h.h", 1, std::string(64, 'c'), "", {}}}), &why));
 }
 
 TEST_CASE("bytes after the compressed frame are refused", "[cache][blob]") {
@@ -310,6 +310,25 @@ TEST_CASE("portable paths: under the base relative, elsewhere unchanged", "[cach
   CHECK(base.relative_header("/usr/include/stdio.h") == "/usr/include/stdio.h");
   CHECK(BaseDir("/elsewhere/p").absolute_header("include/h.h") == "/elsewhere/p/include/h.h");
   CHECK(BaseDir("/").portable_path("/usr/x") == "/usr/x");  // "/" as a base would make everything relative
+}
+
+TEST_CASE("shadow candidates under the base travel relative and are checked under the reader's base",
+          "[cache][portable]") {
+  nlohmann::json local = {{"key", std::string(64, '1')},
+                          {"portable_key", std::string(64, '2')},
+                          {"base_dir", "/a/proj"},
+                          {"headers",
+                           {{{"path", "/a/proj/inc2/dep.h"},
+                             {"shadows", {"/a/proj/inc1/dep.h", "/opt/tvm/include/dep.h", {{"hex", "2f78ff"}}}}}}}};
+  nlohmann::json p = entry_to_portable(local);
+  CHECK(p["headers"][0]["shadows"] == nlohmann::json({"inc1/dep.h", "/opt/tvm/include/dep.h", {{"hex", "2f78ff"}}}));
+  nlohmann::json back = entry_from_portable(p, BaseDir("/b/checkout"));
+  CHECK(back["headers"][0]["path"] == "/b/checkout/inc2/dep.h");
+  CHECK(back["headers"][0]["shadows"] ==
+        nlohmann::json({"/b/checkout/inc1/dep.h", "/opt/tvm/include/dep.h", {{"hex", "2f78ff"}}}));
+  nlohmann::json bad = local;
+  bad["headers"][0]["shadows"] = "inc1/dep.h";
+  CHECK_THROWS_AS(entry_to_portable(bad), Error);
 }
 
 TEST_CASE("entry.json converts to the portable form and back, keeping unknown fields", "[cache][portable]") {

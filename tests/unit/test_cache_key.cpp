@@ -4,6 +4,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
 #include <set>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "tvmffi_jit/cache/compiler_identity.h"
 #include "tvmffi_jit/cache/key.h"
+#include "tvmffi_jit/toolchain/environment.h"
 #include "tvmffi_jit/util/fs.h"
 
 using namespace tvmffi_jit;
@@ -200,16 +202,42 @@ TEST_CASE("a compiler whose --version fails is identified by its content", "[cac
 }
 
 TEST_CASE("relevant environment distinguishes unset from empty", "[cache][key]") {
-  ::unsetenv("CC");
-  auto env = relevant_environment();
+  auto env = relevant_environment(toolchain::fixed_environment({{"CXX", ""}}));
   REQUIRE(env.size() == relevant_environment_names().size());
-  bool found = false;
-  for (const auto& v : env)
-    if (v.name == "CC") {
-      found = true;
-      CHECK_FALSE(v.set);
-    }
-  CHECK(found);
+  int seen = 0;
+  for (const auto& v : env) {
+    if (v.name == "CC") CHECK_FALSE(v.set);
+    if (v.name == "CXX") CHECK((v.set && v.value.empty()));
+    seen += v.name == "CC" || v.name == "CXX";
+  }
+  CHECK(seen == 2);
+}
+
+TEST_CASE("every variable that changes what gcc, nvcc or ld produce is read through the given lookup",
+          "[cache][key]") {
+  // Each of these changes the bytes a compile or link writes (docs/cache.md):
+  // a module built with one value must not hit for another.
+  const std::vector<std::string> output_changing = {
+      "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "INCLUDES", "SYSTEM_INCLUDES", "LIBRARIES",
+      "CUDAFE_FLAGS", "PTXAS_FLAGS", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH",
+      "GCC_EXEC_PREFIX", "COMPILER_PATH", "LIBRARY_PATH", "SOURCE_DATE_EPOCH", "DEPENDENCIES_OUTPUT",
+      "SUNPRO_DEPENDENCIES", "LD_RUN_PATH", "CXX", "CC", "CUDA_HOME"};
+  std::vector<std::string> asked;
+  toolchain::EnvLookup recording = [&](const std::string& name) -> std::optional<std::string> {
+    asked.push_back(name);
+    return name == "NVCC_APPEND_FLAGS" ? std::optional<std::string>("-DVAL=2") : std::nullopt;
+  };
+  auto env = relevant_environment(recording);
+  for (const auto& name : output_changing) {
+    INFO(name);
+    CHECK(std::find(asked.begin(), asked.end(), name) != asked.end());
+  }
+  ModuleKeyInputs a = base_inputs(), b = base_inputs();
+  a.environment = env;
+  b.environment = relevant_environment(toolchain::fixed_environment({{"NVCC_APPEND_FLAGS", "-DVAL=1"}}));
+  CHECK(compute_module_key(a).hex != compute_module_key(b).hex);
+  // TMPDIR only says where temporary files go.
+  CHECK(std::find(asked.begin(), asked.end(), "TMPDIR") == asked.end());
 }
 
 TEST_CASE("the portable key ignores where the project is; the local key does not", "[cache][key][portable]") {

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -240,6 +241,18 @@ TEST_CASE("a header's stat shortcut is recorded only for old files and never hid
   CHECK_FALSE(old[0].stat.empty());
   CHECK_FALSE(check_headers(old));  // same file, same stat: a hit without re-hashing
 
+  // An adopted record (no stat: stats never travel) gets this machine's stat
+  // once its re-hash matches, and only then.
+  auto adopted = old;
+  adopted[0].stat.clear();
+  CHECK_FALSE(check_and_stamp_headers(adopted));
+  CHECK(adopted[0].stat == old[0].stat);
+  auto wrong = old;
+  wrong[0].stat.clear();
+  wrong[0].sha256 = util::sha256_hex("int a = 9;\n");
+  CHECK(check_and_stamp_headers(wrong));
+  CHECK(wrong[0].stat.empty());
+
   // Same size, mtime set back to the recorded one: ctime still moves, so the
   // stat differs and the re-hash finds the change.
   struct stat before;
@@ -256,6 +269,134 @@ TEST_CASE("a header's stat shortcut is recorded only for old files and never hid
   forged[0].stat = "0:0:0:0";
   forged[0].sha256 = util::sha256_hex("int a = 2;\n");
   CHECK_FALSE(check_headers(forged));
+}
+
+TEST_CASE("a header found behind an earlier include directory misses once that directory holds its name",
+          "[cache][headers]") {
+  Fixture f;
+  const std::string inc1 = util::join_path(f.tmp.path(), "inc1"), inc2 = util::join_path(f.tmp.path(), "inc2");
+  util::make_directories(inc1);
+  util::make_directories(util::join_path(inc2, "sub"));
+  util::write_file(util::join_path(inc2, "dep.h"), "#define DEP 2\n");
+  util::write_file(util::join_path(inc2, "sub/s.h"), "#define S 2\n");
+  auto headers = hash_headers({util::join_path(inc2, "dep.h"), util::join_path(inc2, "sub/s.h")}, "/", {}, {});
+  record_shadows(headers, {inc1, inc2 + "/"});
+  REQUIRE(headers.size() == 2);
+  CHECK(headers[0].shadows == std::vector<std::string>{util::join_path(inc1, "dep.h")});
+  CHECK(headers[1].shadows == std::vector<std::string>{util::join_path(inc1, "sub/s.h")});
+
+  headers[1].shadows.push_back(util::join_path(inc1, "sub/\xff.h"));  // not UTF-8: stored as hex
+  PublishResult p = f.publish("m", kKeyA, "x", headers);
+  LookupResult first = f.store.lookup(p.entry_dir, kKeyA);
+  REQUIRE(first.hit);
+  CHECK(first.entry->headers[0].shadows == headers[0].shadows);  // read back from entry.json
+  CHECK(first.entry->headers[1].shadows == headers[1].shadows);
+
+  util::make_directories(util::join_path(inc1, "sub"));  // a directory alone shadows nothing
+  CHECK(f.store.lookup(p.entry_dir, kKeyA).hit);
+  util::write_file(util::join_path(inc1, "sub/s.h"), "#define S 1\n");
+  LookupResult r = f.store.lookup(p.entry_dir, kKeyA);
+  CHECK_FALSE(r.hit);
+  CHECK_FALSE(r.corrupt);
+  CHECK(r.miss_reason == "header " + util::join_path(inc1, "sub/s.h") + " now shadows " + util::join_path(inc2, "sub/s.h"));
+}
+
+TEST_CASE("shadow candidates: only earlier directories, only names absent when recorded, merged per path",
+          "[cache][headers]") {
+  util::TempDir tmp;
+  const std::string a = util::join_path(tmp.path(), "a"), b = util::join_path(tmp.path(), "b"),
+                    c = util::join_path(tmp.path(), "c");
+  for (const auto& d : {a, b, c}) util::make_directories(d);
+  util::write_file(util::join_path(a, "h.h"), "a");  // exists now: this compile did not skip it for b/h.h
+  util::write_file(util::join_path(b, "h.h"), "b");
+  util::write_file(util::join_path(c, "first.h"), "c");
+  auto headers = hash_headers({util::join_path(b, "h.h"), util::join_path(c, "first.h")}, "/", {}, {});
+  record_shadows(headers, {c, a, b});
+  CHECK(headers[0].shadows == std::vector<std::string>{util::join_path(c, "h.h")});
+  CHECK(headers[1].shadows.empty());  // found in the first directory searched
+
+  // A header outside every search directory (a system header) has none.
+  auto sys = hash_headers({util::join_path(c, "first.h")}, "/", {}, {});
+  record_shadows(sys, {a, b});
+  CHECK(sys[0].shadows.empty());
+
+  // Two units searching different directories: one record, both units' candidates.
+  std::vector<HeaderRecord> into = headers;
+  std::vector<HeaderRecord> other = headers;
+  other[0].shadows = {util::join_path(tmp.path(), "d/h.h"), util::join_path(c, "h.h")};
+  merge_headers(into, other);
+  REQUIRE(into.size() == 2);
+  CHECK(into[0].shadows == std::vector<std::string>{util::join_path(c, "h.h"), util::join_path(tmp.path(), "d/h.h")});
+}
+
+TEST_CASE("a library found through a later -L directory misses once an earlier one holds libX.so or libX.a",
+          "[cache][headers]") {
+  Fixture f;
+  const std::string l1 = util::join_path(f.tmp.path(), "l1"), l2 = util::join_path(f.tmp.path(), "l2");
+  util::make_directories(l1);
+  util::make_directories(l2);
+  util::write_file(util::join_path(l2, "libdep.a"), "!<arch>\n");
+  util::write_file(util::join_path(f.tmp.path(), "crt1.o"), "o");  // given whole, not through -l
+  auto libs = hash_headers({util::join_path(l2, "libdep.a"), util::join_path(f.tmp.path(), "crt1.o")}, "/", {}, {});
+  record_library_shadows(libs, {l1, l2});
+  CHECK(libs[0].shadows == std::vector<std::string>{util::join_path(l1, "libdep.so"), util::join_path(l1, "libdep.a"),
+                                                    util::join_path(l2, "libdep.so")});
+  CHECK(libs[1].shadows.empty());
+  PublishResult p = f.publish("m", kKeyA, "x", libs);
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).hit);
+  util::write_file(util::join_path(l2, "libdep.so"), "elf");  // ld prefers the shared library of one directory
+  LookupResult r = f.store.lookup(p.entry_dir, kKeyA);
+  CHECK_FALSE(r.hit);
+  CHECK(r.miss_reason.find("libdep.so now shadows") != std::string::npos);
+}
+
+TEST_CASE("a big file's digest is remembered per machine, so a record without a stat is not re-hashed",
+          "[cache][headers]") {
+  util::TempDir tmp;
+  const std::string lib = util::join_path(tmp.path(), "libbig.so");
+  util::write_file(lib, std::string(kMemoMinBytes, 'x'));
+  struct stat st;
+  REQUIRE(::stat(lib.c_str(), &st) == 0);
+  struct timespec old_times[2] = {{st.st_mtim.tv_sec - 10, 0}, {st.st_mtim.tv_sec - 10, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, lib.c_str(), old_times, 0) == 0);
+  ::usleep(static_cast<useconds_t>(kTrustedStatAgeSeconds * 1000000 + 200000));  // ctime must be old too
+  DigestMemo memo{util::join_path(tmp.path(), "digests"), true};
+  auto built = hash_headers({lib}, "/", {}, {}, memo);
+  REQUIRE(!built[0].stat.empty());
+
+  // What a remote entry carries: digest, no stat. The memo answers, and the
+  // adopted record gets this machine's stat.
+  auto adopted = built;
+  adopted[0].stat.clear();
+  CHECK_FALSE(check_and_stamp_headers(adopted, {memo.dir, false}));
+  CHECK(adopted[0].stat == built[0].stat);
+  // It is the memo that answered, not a re-hash: the one memo file names
+  // these bytes' digest; made to name another, the same record misses.
+  std::vector<std::string> memo_files;
+  for (const auto& e : std::filesystem::directory_iterator(memo.dir)) memo_files.push_back(e.path().string());
+  REQUIRE(memo_files.size() == 1);
+  const std::string memo_file = memo_files[0];
+  const std::string text = util::read_file(memo_file);
+  std::string forged = text;
+  const size_t at = forged.find(built[0].sha256);
+  REQUIRE(at != std::string::npos);
+  forged.replace(at, built[0].sha256.size(), util::sha256_hex("other"));
+  util::write_file(memo_file, forged);
+  adopted[0].stat.clear();
+  CHECK(check_headers(adopted, {memo.dir, false}));
+  util::write_file(memo_file, text);
+  // A remembered digest never hides a change: a rewrite moves the stat, and
+  // a record of other bytes is a miss whatever the memo says.
+  auto other = built;
+  other[0].stat.clear();
+  other[0].sha256 = util::sha256_hex("something else");
+  CHECK(check_headers(other, {memo.dir, false}));
+  util::write_file(lib, std::string(kMemoMinBytes, 'y'));
+  auto stale = built;
+  stale[0].stat.clear();
+  auto why = check_headers(stale, {memo.dir, false});
+  REQUIRE(why);
+  CHECK(why->find("changed") != std::string::npos);
 }
 
 TEST_CASE("parse_depfile reads gcc and nvcc depfiles", "[cache][headers]") {

@@ -13,6 +13,7 @@
 #include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/strings.h"
 #include "tvmffi_jit/util/process.h"
 #include "tvmffi_jit/util/progress.h"
 
@@ -103,6 +104,7 @@ TEST_CASE("a plan of parallel compiles and a link produces the library and each 
   link.inputs = {"cpp_0.o", "cpp_1.o", "cpp_2.o"};
   link.flags = {"-shared"};
   link.output_name = "liblib.so";
+  link.depfile_name = "liblib.so.d";
   plan.link = link;
   plan.artifact_name = "liblib.so";
 
@@ -118,9 +120,16 @@ TEST_CASE("a plan of parallel compiles and a link produces the library and each 
   const auto& deps = r.units[0].dependencies;
   CHECK(std::find(deps.begin(), deps.end(), src.path() + "/shared.h") != deps.end());
   CHECK(std::find(deps.begin(), deps.end(), src.path() + "/a.cc") == deps.end());  // the source itself is not a header
-  CHECK(r.units[1].dependencies.empty());
+  // b.cc includes nothing of the project's; what it read is the compiler's own
+  // (-MD lists system headers too: gcc pre-includes stdc-predef.h).
+  for (const auto& d : r.units[1].dependencies) CHECK_FALSE(util::starts_with(d, src.path() + "/"));
   CHECK(util::read_file(build.path() + "/gen.cpp") == "int c() { return 3; }\n");
   CHECK(util::is_regular_file(r.units[2].object_path));
+  // The linker's own list of what it read: the objects and the C library's files.
+  REQUIRE(r.link_dependencies);
+  const auto& linked = *r.link_dependencies;
+  CHECK(std::find(linked.begin(), linked.end(), util::canonical_path(build.path()) + "/cpp_1.o") != linked.end());
+  CHECK(std::any_of(linked.begin(), linked.end(), [](const std::string& p) { return p.find("libc") != std::string::npos; }));
 }
 
 TEST_CASE("a failing compile is exit 1 with the command line and the compiler's file:line output", "[build][executor]") {

@@ -55,11 +55,12 @@ TEST_CASE("an inline C++ build runs tvm_ffi's compile and link commands", "[buil
   const CompileStep& c = p.compile_steps[0];
   CHECK(c.generated_name == "main.cpp");
   CHECK(*c.generated_text == decorate_with_tvm_ffi("int add(int a, int b) { return a + b; }", {{"add", ""}}));
-  CHECK(c.argv() == Argv{"/usr/bin/c++", "-MMD", "-MF", "cpp_0.o.d", "-std=c++17", "-fPIC", "-O2", "-DFOO",
+  CHECK(c.argv() == Argv{"/usr/bin/c++", "-MD", "-MF", "cpp_0.o.d", "-std=c++17", "-fPIC", "-O2", "-DFOO",
                          "-I/tvm/include", "-I/tvm/include", "-c", "main.cpp", "-o", "cpp_0.o"});
   REQUIRE(p.link);
   CHECK(p.link->argv() ==
-        Argv{"/usr/bin/c++", "cpp_0.o", "-shared", "-L/tvm/lib", "-ltvm_ffi", "-lm", "-o", "hello.so"});
+        Argv{"/usr/bin/c++", "cpp_0.o", "-shared", "-L/tvm/lib", "-ltvm_ffi", "-lm",
+             "-Wl,--dependency-file=hello.so.d", "-o", "hello.so"});
   CHECK(p.artifact_name == "hello.so");
   CHECK(p.archs.empty());
 }
@@ -78,14 +79,15 @@ TEST_CASE("C++ and CUDA inline sources: exports go to C++, CUDA gets gencode and
   CHECK(*p.compile_steps[1].generated_text == decorate_with_tvm_ffi("void add_one_cuda() {}", {}));
   const std::string inc = "-I" + s.path("inc");
   CHECK(p.compile_steps[0].argv() ==
-        Argv{"/usr/bin/c++", "-MMD", "-MF", "cpp_0.o.d", "-std=c++17", "-fPIC", "-O2", "-DFOO", "-I/tvm/include",
+        Argv{"/usr/bin/c++", "-MD", "-MF", "cpp_0.o.d", "-std=c++17", "-fPIC", "-O2", "-DFOO", "-I/tvm/include",
              "-I/tvm/include", inc, "-c", "main.cpp", "-o", "cpp_0.o"});
   CHECK(p.compile_steps[1].argv() ==
         Argv{"/opt/cuda/bin/nvcc", "--generate-dependencies-with-compile", "--dependency-output", "cuda_0.o.d",
              "-Xcompiler", "-fPIC", "-std=c++17", "-O2", "-gencode=arch=compute_90,code=sm_90", "--use_fast_math",
              "-I/tvm/include", "-I/tvm/include", inc, "-c", "cuda.cu", "-o", "cuda_0.o"});
   CHECK(p.link->argv() == Argv{"/usr/bin/c++", "cpp_0.o", "cuda_0.o", "-shared", "-L/tvm/lib", "-ltvm_ffi",
-                               "-L/opt/cuda/lib64", "-lcudart", "-lcuda", "-o", "hello.so"});
+                               "-L/opt/cuda/lib64", "-lcudart", "-lcuda", "-Wl,--dependency-file=hello.so.d",
+                               "-o", "hello.so"});
   CHECK(p.arch_source == "manifest");
 }
 
@@ -110,7 +112,7 @@ TEST_CASE("file sources: the first C++ file is compiled through a generated expo
   REQUIRE(p.compile_steps.size() == 4);
   const CompileStep& c = p.compile_steps[0];
   CHECK(c.language == Language::kC);
-  CHECK(c.argv() == Argv{"/usr/bin/cc", "-MMD", "-MF", "c_0.o.d", "-fPIC", "-O2", "-I/tvm/include",
+  CHECK(c.argv() == Argv{"/usr/bin/cc", "-MD", "-MF", "c_0.o.d", "-fPIC", "-O2", "-I/tvm/include",
                          "-I/tvm/include", "-c", s.path("c.c"), "-o", "c_0.o"});
   const CompileStep& host = p.compile_steps[1];
   CHECK(host.generated_name == "cpp_0_a.exports.cpp");

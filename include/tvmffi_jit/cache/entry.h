@@ -2,7 +2,7 @@
 //
 // entry.json (format_version = kCacheFormatVersion):
 //   {
-//     "format_version": 2,
+//     "format_version": 3,
 //     "kind": "module" | "object",
 //     "name": "<module name>",                 // objects: the source file name
 //     "key": "<64 hex>",                       // the full key; the directory has 16
@@ -11,8 +11,11 @@
 //     "tool_version": "0.1.0",
 //     "created": <unix seconds>,
 //     "artifacts": [{"file": "<name>", "size": <bytes>, "sha256": "<hex>"}],
-//     "headers": [{"path": "/abs/h.h", "size": <bytes>, "sha256": "<hex>"}],
-//                 // a path that is not valid UTF-8 is stored as "path_hex" (its bytes in hex)
+//     "headers": [{"path": "/abs/h.h", "size": <bytes>, "sha256": "<hex>",
+//                  "shadows": ["/abs/inc1/h.h", ...]}],   // optional, see HeaderRecord
+//                 // a path that is not valid UTF-8 is stored as "path_hex" (its bytes in hex),
+//                 // a shadow as {"hex": "<its bytes in hex>"}; the files the linker
+//                 // read are recorded here too, as headers are
 //     "objects": [{"key": "<64 hex>", "sha256": "<hex>"}],  // modules: the cached objects
 //                 // it was linked from and the digest each had when linked
 
@@ -63,6 +66,11 @@ struct HeaderRecord {
   // trust (cache/headers.h): a lookup that finds the same stat skips the
   // re-hash. Empty: always re-hash. Machine-local (never exported).
   std::string stat;
+  // Paths that did not exist when the header was recorded and that the
+  // compiler would have read instead had they existed: the header's name
+  // under each include directory searched before the one it was found in
+  // (cache/headers.h, record_shadows). A lookup that finds any of them misses.
+  std::vector<std::string> shadows;
 };
 
 // A cached object a module was linked from (docs/cache.md, "What the cache

@@ -24,6 +24,19 @@ namespace tvmffi_jit::cache {
 // `\ ` escaped spaces and `$$` unescaped, in order, without duplicates.
 std::vector<std::string> parse_depfile(std::string_view text);
 
+// Digests of big files (libraries the linker read, huge headers) remembered
+// per machine in <root>/digests/, by path and stat under the same rule as a
+// record's stat: a record without a stat of its own (an entry adopted from a
+// remote, which never carries one) is checked against the memo instead of
+// re-hashing, so libc, libstdc++, libcudart and libtvm_ffi (12.8 MB for the
+// README CUDA example) are hashed once per machine, not once per adopted
+// entry. Files under kMemoMinBytes are re-hashed: reading a memo costs more.
+struct DigestMemo {
+  std::string dir;        // <root>/digests; empty: no memo
+  bool writable = false;  // record new digests (builds, adoption); lookups only read
+};
+inline constexpr uint64_t kMemoMinBytes = 256 << 10;
+
 // Hashes the given files (absolute paths, relative ones resolved against
 // `base_dir`), skipping any under one of `exclude_dirs` (the build's own
 // generated files, whose content is already in the key) and any equal to one
@@ -32,15 +45,42 @@ std::vector<std::string> parse_depfile(std::string_view text);
 // build raced with an edit, and recording it would be wrong.
 std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, const std::string& base_dir,
                                        const std::vector<std::string>& exclude_dirs,
-                                       const std::vector<std::string>& exclude_files);
+                                       const std::vector<std::string>& exclude_files, const DigestMemo& memo = {});
 
-// Re-hashes recorded headers; nullopt when all match, else the first
-// mismatch ("/abs/h.h changed", "/abs/h.h is gone").
-std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers);
+// Include-path shadowing: with `-Iinc1 -Iinc2` a header read as inc2/h.h
+// would be inc1/h.h had that existed, and a checkout (or a later edit) that
+// adds inc1/h.h must not hit. For each header under one of `search_dirs`
+// (absolute, in the order the compiler searches them), every earlier
+// directory joined with the header's name there is added to the record's
+// `shadows` when no such file exists now (one that exists now cannot have
+// been skipped by this compile, so it is not a shadow: it was not on this
+// header's search, and a later lookup must not miss for it). A header under
+// several of the directories gets the candidates of each reading.
+void record_shadows(std::vector<HeaderRecord>& headers, const std::vector<std::string>& search_dirs);
+
+// The same for libraries the linker found through `-l`: for a recorded
+// `D/libX.a` or `D/libX.so` with D one of `library_dirs` (absolute, in the
+// linker's search order: -L in order, then LIBRARY_PATH), candidates are
+// libX.so and libX.a in every earlier directory, and libX.so in D itself for
+// a libX.a (ld takes the shared one first), each when absent now.
+void record_library_shadows(std::vector<HeaderRecord>& libraries, const std::vector<std::string>& library_dirs);
+
+// Re-hashes recorded headers and looks for their shadows; nullopt when all
+// match and no shadow exists, else the first mismatch ("/abs/h.h changed",
+// "/abs/h.h is gone", "/abs/inc1/h.h now shadows /abs/inc2/h.h").
+std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers, const DigestMemo& memo = {});
+
+// check_headers() that also records, for each file it re-hashed and found
+// unchanged, the stat of what it hashed (under the same age rule as
+// hash_headers): an entry adopted from a remote or an import carries no
+// stats, and without this every later hit would re-hash its headers and
+// link inputs (12.8 MB for the README CUDA example) again.
+std::optional<std::string> check_and_stamp_headers(std::vector<HeaderRecord>& headers, const DigestMemo& memo = {});
 
 constexpr int64_t kTrustedStatAgeSeconds = 2;
 
-// Merges header lists, keeping the first record of each path.
+// Merges header lists, keeping the first record of each path, with the
+// shadows of every record of that path (units search different directories).
 void merge_headers(std::vector<HeaderRecord>& into, const std::vector<HeaderRecord>& more);
 
 }  // namespace tvmffi_jit::cache

@@ -23,15 +23,22 @@
 //      and header paths that are not UTF-8 as "path_hex".
 //      Also portable module keys (paths under the base directory relative), the
 //      local key derived from it; entry.json gains portable_key and base_dir.
+//   3: C/C++ units record system headers too (-MD), the link records what the
+//      linker read (--dependency-file), header records carry the paths that
+//      would shadow them ("shadows"), and the key covers every environment
+//      variable the compilers and the linker read that changes their output
+//      (relevant_environment_names()).
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tvmffi_jit/toolchain/environment.h"
+
 namespace tvmffi_jit::cache {
 
-inline constexpr int kCacheFormatVersion = 2;
+inline constexpr int kCacheFormatVersion = 3;
 
 struct SourceInput {
   std::string name;       // file name for file sources, "<inline cpp>" style label for inline pieces
@@ -103,9 +110,13 @@ struct Key {
 Key compute_module_key(const ModuleKeyInputs& in, bool keep_trace = false);
 Key compute_object_key(const ObjectKeyInputs& in, bool keep_trace = false);
 
-// The environment variables that change what a build does (CXX, CC,
-// CUDA_HOME), read from the process environment.
-std::vector<ModuleKeyInputs::EnvVar> relevant_environment();
+// The environment variables that change what a build produces: the ones
+// that pick the compilers (CXX, CC, CUDA_HOME) and every variable gcc, nvcc
+// and GNU ld read that changes their output (NVCC_APPEND_FLAGS, CPATH,
+// LIBRARY_PATH, SOURCE_DATE_EPOCH, ...; docs/cache.md lists each with why).
 const std::vector<std::string>& relevant_environment_names();
+// Their values through `env` (the CLI's one reader of the environment), in
+// the order of relevant_environment_names(), unset ones marked as such.
+std::vector<ModuleKeyInputs::EnvVar> relevant_environment(const toolchain::EnvLookup& env);
 
 }  // namespace tvmffi_jit::cache

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tvmffi_jit/cache/entry.h"
+#include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/util/fs.h"
@@ -106,6 +107,9 @@ class Store {
   std::string module_entry_dir(const std::string& name, const std::string& key_hex) const;
   std::string object_entry_dir(const std::string& key_hex) const;
   std::string compilers_dir() const;
+  // <root>/digests (cache/headers.h): read by lookups, written by builds and
+  // adoptions when the root is writable.
+  DigestMemo digest_memo(bool record) const;
   std::string tmp_dir() const;
   std::string locks_dir() const;
 

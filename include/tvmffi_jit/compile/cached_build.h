@@ -22,6 +22,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -79,6 +80,12 @@ struct CachedBuildOptions {
   // absolute. Empty: none (every path absolute, nothing shared across paths).
   std::string base_dir;
   cache::RemoteOptions remote;
+  // The variables that change what the compilers and the linker produce
+  // (cache::relevant_environment() over the CLI's EnvLookup): they enter
+  // every module and object key, and CPATH & co. the include search order
+  // that header records are checked against. Required: a build without
+  // them throws, since an unkeyed NVCC_APPEND_FLAGS would serve wrong hits.
+  std::optional<std::vector<cache::ModuleKeyInputs::EnvVar>> environment;
   ExecuteOptions exec;
   InFlightUnits* in_flight = nullptr;  // shared by the modules of a batch; null: no other builder in this process
 };
@@ -99,7 +106,8 @@ struct CachedBuildResult {
 // Computes the module key inputs for a plan (reads every source file and
 // identifies every compiler; identities are memoised under `compilers_dir`).
 cache::ModuleKeyInputs module_key_inputs(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
-                                         const std::string& compilers_dir, bool memo_writable);
+                                         const std::string& compilers_dir, bool memo_writable,
+                                         const std::vector<cache::ModuleKeyInputs::EnvVar>& environment);
 
 // Runs the plan through the cache. Throws like execute_plan() for build
 // failures and Error(kIo) (exit 5) for an unsafe cache root.

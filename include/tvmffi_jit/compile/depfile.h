@@ -44,8 +44,9 @@ void write_depfile(const std::string& path, const std::vector<std::string>& targ
 
 // Every file a build read, in a stable order: the manifest, the sources, the
 // embedded binaries, then each header the compilers reported (`result.units`
-// and `result.device_units` after a compile; `recorded_headers`, from the cache
-// entry, after a hit), without duplicates. Files under the build directory are
+// and `result.device_units` after a compile) and each file the linker read
+// (`result.link_dependencies`; after a hit both come from the cache entry's
+// `recorded_headers`), without duplicates. Files under the build directory are
 // left out: they are generated, and naming a file that will not exist would
 // make Make rebuild every time.
 std::vector<std::string> build_inputs(const Manifest& manifest, const BuildResult& result,

@@ -117,6 +117,10 @@ struct BuildResult {
   std::vector<std::string> up_to_date;   // incremental: outputs of the steps skipped as up to date, in plan order
   std::vector<CompiledUnit> units;       // parallel to plan.compile_steps
   std::vector<CompiledUnit> device_units;  // parallel to plan.device_steps
+  // What the link read (LinkStep::depfile_name): absolute paths, build-dir
+  // files included, in the linker's order. nullopt: no link ran, or the
+  // linker wrote no dependency file.
+  std::optional<std::vector<std::string>> link_dependencies;
   std::vector<std::pair<std::string, std::string>> lowered_names;  // NVRTC: expression -> mangled
   double seconds = 0;
 };

@@ -57,7 +57,7 @@ struct CompileStep {
   // (relative to the build dir, which is the working directory).
   std::string compiler_input() const;
   // The complete argv, in tvm_ffi's order:
-  //   c/c++/hipcc: compiler -MMD -MF <depfile> <flags> -c <input> -o <object>
+  //   c/c++/hipcc: compiler -MD -MF <depfile> <flags> -c <input> -o <object>
   //   nvcc:  nvcc --generate-dependencies-with-compile --dependency-output <depfile> <flags> <mode> <input> -o <object>
   std::vector<std::string> argv() const;
   // What actually runs: launcher + argv(), with nvcc's depfile options in
@@ -97,6 +97,9 @@ struct LinkStep {
   std::vector<std::string> inputs;  // relative to the build dir, or absolute (.o sources)
   std::vector<std::string> flags;   // link flags (kSharedLibrary)
   std::string output_name;
+  // kSharedLibrary: the linker writes the files it read here
+  // (-Wl,--dependency-file=, relative to the build dir); empty: none.
+  std::string depfile_name;
   std::vector<std::string> argv() const;  // empty for kCopyObject
 };
 
