@@ -27,23 +27,37 @@
 #include "tvmffi_jit/cache/key.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/store.h"
+#include "tvmffi_jit/toolchain/environment.h"
 
 namespace tvmffi_jit::cache {
 
+// Every transfer is bounded three ways (docs/remote.md, "Limits"): the
+// connection must be made within connect_timeout_ms; once the request is
+// sent, the server's first byte must come within first_byte_timeout_ms (a
+// server that accepts and never answers); and the whole request, upload and
+// answer included, must end within transfer_timeout_ms (a server that drips
+// a byte every second). A termination signal ends a transfer at once.
 struct RemoteOptions {
   std::vector<std::string> urls;  // tried in order
   bool read_only = false;         // never PUT
   std::string key_namespace = "tvmffi-jit";
   int connect_timeout_ms = 100;
+  int first_byte_timeout_ms = 5000;
   int transfer_timeout_ms = 60000;
-  uint64_t max_blob_bytes = 1ull << 30;  // compressed, as received
+  // As received; memory for a download is at most this plus a small constant,
+  // checked before anything is buffered.
+  uint64_t max_blob_bytes = 1ull << 30;
   bool enabled() const { return !urls.empty(); }
 };
 
 // $TVMFFI_JIT_REMOTE (URLs separated by spaces), $TVMFFI_JIT_REMOTE_READ_ONLY
-// (1/true/yes) and $TVMFFI_JIT_REMOTE_NAMESPACE under the command line's
-// values: urls given on the command line replace the variable's.
-RemoteOptions remote_options_from_environment(RemoteOptions command_line, bool command_line_read_only);
+// (a boolean: toolchain::env_flag), $TVMFFI_JIT_REMOTE_NAMESPACE,
+// $TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT and $TVMFFI_JIT_REMOTE_TIMEOUT
+// (durations) and $TVMFFI_JIT_REMOTE_MAX_BLOB (a size) under the command
+// line's values: urls given on the command line replace the variable's.
+// A malformed value is usage_error (exit 2) naming the variable.
+RemoteOptions remote_options_from_environment(RemoteOptions command_line, bool command_line_read_only,
+                                              const toolchain::EnvLookup& env = toolchain::process_environment());
 
 // Checks every URL's syntax (scheme http, https or redis; host; Redis db
 // number). Throws usage_error (exit 2) naming the URL.
