@@ -183,6 +183,7 @@ def build_measuring_rss(proj, remote, env=None):
     p = subprocess.run([sys.executable, "-c", code, TOOL, "build", "-m", str(proj.manifest), "--remote", remote],
                        env=dict(proj.env, **(env or {})), capture_output=True, text=True, timeout=300)
     rss_kib = int(p.stderr.strip().splitlines()[-1])
+    print(f"max RSS of the build and its children: {rss_kib / 1024:.1f} MiB")
     return p, rss_kib * 1024
 
 
@@ -248,7 +249,7 @@ def test_an_http_chunked_answer_beyond_the_limit_is_cut_at_the_limit_without_dou
 class PausingProxy:
     """Forwards client <-> real Redis, until the client starts a SET: then it stops reading
     from the client (the upload blocks in the tool's send) and sets `upload_started`. After
-    the test kills Redis, `cut()` resets the client's connection, as a dead server's host does."""
+    the test kills Redis, `cut()` ends the client's connection as a dead server's host does."""
 
     def __init__(self, upstream_port):
         self.upstream_port = upstream_port
@@ -292,8 +293,12 @@ class PausingProxy:
                 c.sendall(data)
 
     def cut(self):
+        """What the client sees from a Redis killed mid-upload: a FIN (the kernel closes the dead
+        process's socket), then a RST for the bytes that keep arriving. A socket in CLOSE_WAIT
+        that gets a RST reports EPIPE on the next send: the SIGPIPE case."""
         for c in self.clients:
             with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_WR)
                 c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
                 c.close()
         self.sock.close()
