@@ -164,6 +164,15 @@ def proj(tmp_path):
     return p
 
 
+def make_big_module(proj, tmp_path):
+    """8 MiB of random bytes in the module (assembled in with .incbin: a quick compile), so its
+    blob does not compress and a transfer outlasts the socket buffers."""
+    (tmp_path / "noise.bin").write_bytes(os.urandom(8 << 20))
+    proj.manifest.write_text(json.dumps({"name": "faults_big", "cpp_sources":
+                                         f'__asm__(".section .rodata\\n.incbin \\"{tmp_path / "noise.bin"}\\"\\n'
+                                         f'.previous");\nint m() {{ return 7; }}\n'}))
+
+
 def build(proj, *remotes, env=None, timeout=120):
     args = [TOOL, "build", "-m", str(proj.manifest), "--json"]
     for r in remotes:
@@ -306,11 +315,7 @@ class PausingProxy:
 
 @pytest.mark.skipif(not HAVE_REDIS, reason="redis-server comes from scripts/setup.sh")
 def test_kill_9_of_redis_during_an_upload_is_a_warning_and_the_build_prints_its_path(proj, tmp_path):
-    # An incompressible 8 MiB in the module, so the upload outlasts the socket buffers.
-    (tmp_path / "noise.bin").write_bytes(os.urandom(8 << 20))
-    proj.manifest.write_text(json.dumps({"name": "faults_big", "cpp_sources":
-                                         f'__asm__(".section .rodata\\n.incbin \\"{tmp_path / "noise.bin"}\\"\\n'
-                                         f'.previous");\nint m() {{ return 7; }}\n'}))
+    make_big_module(proj, tmp_path)
     redis = remote_servers.Redis(tmp_path / "redis")
     proxy = PausingProxy(redis.port)
     try:
@@ -357,6 +362,81 @@ def test_a_signal_during_a_transfer_ends_it_within_a_second_and_removes_staging(
     staging = proj.cache / "tmp"
     assert not staging.exists() or list(staging.iterdir()) == []
     assert list(proj.tmp.iterdir()) == []
+
+
+class HoldingProxy:
+    """Forwards client <-> real Redis, but after the first MiB of an answer holds the rest back
+    (sets `holding`) until `release()`: a download caught in the middle, for as long as the test
+    needs to send its signal."""
+
+    def __init__(self, upstream_port):
+        self.upstream_port = upstream_port
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.holding = threading.Event()
+        self.released = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            up = socket.create_connection(("127.0.0.1", self.upstream_port))
+            threading.Thread(target=self._pipe, args=(c, up, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(up, c, True), daemon=True).start()
+
+    def _pipe(self, src, dst, hold):
+        sent = 0
+        with contextlib.suppress(OSError):
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    dst.shutdown(socket.SHUT_WR)
+                    return
+                if hold and sent >= (1 << 20) and not self.released.is_set():
+                    self.holding.set()
+                    self.released.wait()
+                dst.sendall(data)
+                sent += len(data)
+
+    def release(self):
+        self.released.set()
+
+    def close(self):
+        self.release()
+        self.sock.close()
+
+
+@pytest.mark.skipif(not HAVE_REDIS, reason="redis-server comes from scripts/setup.sh")
+def test_a_sigint_during_a_download_that_would_succeed_is_not_lost(proj, tmp_path):
+    make_big_module(proj, tmp_path)
+    with remote_servers.server("redis", tmp_path / "redis") as redis:
+        assert build(proj, redis.url).returncode == 0  # fills the server
+        proxy = HoldingProxy(redis.port)
+        env = dict(proj.env, TVMFFI_JIT_CACHE_DIR=str(tmp_path / "second-root"))
+        p = subprocess.Popen([TOOL, "build", "-m", str(proj.manifest), "--json", "--remote",
+                              f"redis://127.0.0.1:{proxy.port}"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            assert proxy.holding.wait(120), "the download never started"
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGINT)
+            proxy.release()  # the rest of a valid blob arrives
+            out, err = p.communicate(timeout=30)
+            elapsed = time.monotonic() - t0
+        finally:
+            proxy.close()
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert p.returncode == 130, (p.returncode, err)
+    assert out == "" and elapsed < 1.0, (out, elapsed)
+    staging = tmp_path / "second-root" / "tmp"
+    assert not staging.exists() or list(staging.iterdir()) == []
 
 
 # ---- READ_ONLY --------------------------------------------------------------------------------------------------------
