@@ -192,6 +192,7 @@ class RedisBackend : public RemoteBackend {
     // Sends head + payload + "\r\n" (when there is a payload), then reads
     // `count` replies, never more than `budget` bytes in all.
     std::vector<Reply> run(std::string_view head, std::string_view payload, size_t count, uint64_t budget) {
+      if (b_.fd_ < 0) throw io_error(what_ + ": the connection broke during an earlier request");
       const std::string_view parts[] = {head, payload, payload.empty() ? std::string_view() : "\r\n"};
       size_t part = 0, offset = 0;
       std::optional<Clock::time_point> first_byte_due;
