@@ -80,7 +80,8 @@ void check_portable_entry(const std::string& dir, const BlobEntry& e) {
 
 }  // namespace
 
-ExportReport export_entries(const std::vector<std::string>& entry_dirs, const std::string& file) {
+ExportReport export_entries(const std::vector<std::string>& entry_dirs, const std::string& file,
+                            const SecretKey* sign_key) {
   ExportReport report;
   std::vector<BlobPackEntry> pack;
   for (const auto& dir : entry_dirs) {
@@ -94,10 +95,15 @@ ExportReport export_entries(const std::vector<std::string>& entry_dirs, const st
   // A unique name created with O_EXCL|O_NOFOLLOW: a symlink planted at a
   // guessable FILE.tmp.<pid> must not redirect the write (util::AtomicFile).
   util::AtomicFile out(file);
-  write_blob(pack, [&](const char* d, size_t n) {
-    out.write(std::string_view(d, n));
-    report.bytes += n;
-  });
+  BlobSigner signer;
+  if (sign_key) signer = [sign_key](const BlobEntry& e) { return sign_blob_entry(*sign_key, e); };
+  write_blob(
+      pack,
+      [&](const char* d, size_t n) {
+        out.write(std::string_view(d, n));
+        report.bytes += n;
+      },
+      3, signer);
   out.sync();
   out.commit();
   report.exported = pack.size();
@@ -125,7 +131,13 @@ ImportReport import_entries(const Store& store, const std::string& file) {
     throw io_error(file + ": " + e.what());
   }
   std::fclose(f);
-  for (const auto& e : m.entries) check_portable_entry(util::join_path(staging.build_dir(), e.dir), e);
+  for (const auto& e : m.entries) {
+    const std::string dir = util::join_path(staging.build_dir(), e.dir);
+    check_portable_entry(dir, e);
+    // The entry's manifest record, signatures included, for a build with
+    // trusted keys to check when it adopts the entry (cache/transfer.h).
+    util::write_file(util::join_path(dir, ".manifest.json"), blob_manifest_text(BlobManifest{{e}}));
+  }
 
   ImportReport report;
   const std::string into = imported_dir(store);
