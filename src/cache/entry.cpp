@@ -23,23 +23,6 @@ bool is_hex(const std::string& s, size_t len) {
   return true;
 }
 
-std::optional<std::string> hex_decode(const std::string& hex) {
-  if (hex.size() % 2) return std::nullopt;
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  std::string out;
-  out.reserve(hex.size() / 2);
-  for (size_t i = 0; i < hex.size(); i += 2) {
-    int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out.push_back(static_cast<char>(hi * 16 + lo));
-  }
-  return out;
-}
-
 // Header paths decide hits, so they are stored losslessly: a path that is
 // not UTF-8 goes in as hex instead of being replaced.
 nlohmann::json header_to_json(const HeaderRecord& h) {
@@ -133,7 +116,7 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
     for (const auto& h : j.at("headers")) {
       HeaderRecord r;
       if (h.contains("path_hex")) {
-        auto bytes = hex_decode(h.at("path_hex").get<std::string>());
+        auto bytes = util::hex_decode(h.at("path_hex").get<std::string>());
         if (!bytes) return fail("malformed header path_hex");
         r.path = std::move(*bytes);
       } else {

@@ -23,6 +23,7 @@
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/process.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cache {
@@ -35,12 +36,6 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 constexpr const char* kUntrustedPrefix = "untrusted: ";
 constexpr const char* kImportedRecordName = ".manifest.json";  // cache/transfer.h
-
-bool truthy(const char* v) {
-  if (!v) return false;
-  std::string s = v;
-  return s == "1" || s == "true" || s == "yes" || s == "on";
-}
 
 std::string scheme_of(const std::string& url) {
   size_t p = url.find("://");
@@ -134,9 +129,13 @@ RemoteOptions remote_options_from_environment(RemoteOptions o, bool command_line
         if (!part.empty()) o.urls.push_back(part);
     }
   }
-  const auto read_only = env("TVMFFI_JIT_REMOTE_READ_ONLY");
-  o.read_only = command_line_read_only || truthy(read_only ? read_only->c_str() : nullptr);
+  o.read_only = command_line_read_only || toolchain::env_flag(env, "TVMFFI_JIT_REMOTE_READ_ONLY");
   if (auto ns = env("TVMFFI_JIT_REMOTE_NAMESPACE"); ns && o.key_namespace == "tvmffi-jit") o.key_namespace = *ns;
+  o.first_byte_timeout_ms = static_cast<int>(
+      toolchain::env_duration_ms(env, "TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT", o.first_byte_timeout_ms));
+  o.transfer_timeout_ms =
+      static_cast<int>(toolchain::env_duration_ms(env, "TVMFFI_JIT_REMOTE_TIMEOUT", o.transfer_timeout_ms));
+  o.max_blob_bytes = toolchain::env_size(env, "TVMFFI_JIT_REMOTE_MAX_BLOB", o.max_blob_bytes);
   if (auto lib = env("TVMFFI_JIT_LIBCURL"); lib && !lib->empty()) o.libcurl = *lib;
   if (o.sign_key_file.empty()) {
     if (auto v = env("TVMFFI_JIT_REMOTE_SIGN_KEY")) o.sign_key_file = *v;
@@ -381,6 +380,7 @@ std::optional<RemoteHit> RemoteTier::fetch(const std::string& name, const Key& k
         return RemoteHit{r, "imported"};
       }
     } catch (const Error& e) {
+      if (util::termination_signal() != 0) throw;
       spdlog::info("imported entry {} is not usable here: {}", imported, e.what());
     }
   }
@@ -407,7 +407,8 @@ std::optional<RemoteHit> RemoteTier::fetch(const std::string& name, const Key& k
       s = server(i);
       blob = s->backend->get(object_name(key.portable_hex), options_.max_blob_bytes);
     } catch (const Error& e) {
-      if (e.code() == ExitCode::kMissingTool) throw;
+      // A termination signal ends the build, not just this server.
+      if (e.code() == ExitCode::kMissingTool || util::termination_signal() != 0) throw;
       give_up(i, e.what(), ms_since(t0));
       continue;
     }
@@ -425,6 +426,7 @@ std::optional<RemoteHit> RemoteTier::fetch(const std::string& name, const Key& k
       stats_->remote_hits += 1;
       return RemoteHit{r, s->shown};
     } catch (const Error& e) {
+      if (util::termination_signal() != 0) throw;
       std::string what = e.what();
       if (util::starts_with(what, "stale: ")) {
         spdlog::info("remote cache {}: the entry for {} was built against other headers ({}); building",
@@ -465,7 +467,7 @@ void RemoteTier::put(const std::string& entry_dir, const Key& key) {
       stats_->remote_stores += 1;
       stats_->remote_bytes_sent += blob.size();
     } catch (const Error& e) {
-      if (e.code() == ExitCode::kMissingTool) throw;
+      if (e.code() == ExitCode::kMissingTool || util::termination_signal() != 0) throw;
       give_up(i, e.what(), ms_since(t0));
     }
   }

@@ -11,12 +11,18 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <vector>
 
 #include "tvmffi_jit/cache/remote.h"
 #include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/process.h"
 
 namespace tvmffi_jit::cache {
 
@@ -26,12 +32,21 @@ struct CurlApi {
   CURLcode (*global_init)(long);
   CURL* (*easy_init)();
   CURLcode (*easy_setopt)(CURL*, CURLoption, ...);
-  CURLcode (*easy_perform)(CURL*);
   CURLcode (*easy_getinfo)(CURL*, CURLINFO, ...);
   void (*easy_cleanup)(CURL*);
   const char* (*easy_strerror)(CURLcode);
   curl_slist* (*slist_append)(curl_slist*, const char*);
   void (*slist_free_all)(curl_slist*);
+  // The multi interface runs the transfer in our loop, so the deadlines and
+  // a termination signal are checked while it waits (easy_perform would
+  // block until curl's own timeout).
+  CURLM* (*multi_init)();
+  CURLMcode (*multi_add_handle)(CURLM*, CURL*);
+  CURLMcode (*multi_remove_handle)(CURLM*, CURL*);
+  CURLMcode (*multi_perform)(CURLM*, int*);
+  CURLMcode (*multi_wait)(CURLM*, curl_waitfd*, unsigned, int, int*);
+  CURLMsg* (*multi_info_read)(CURLM*, int*);
+  CURLMcode (*multi_cleanup)(CURLM*);
 };
 
 // `configured`: RemoteOptions::libcurl ($TVMFFI_JIT_LIBCURL, read by the
@@ -52,45 +67,110 @@ const CurlApi& curl_api(const std::string& configured) {
     }
     auto sym = [&](auto& fn, const char* name) {
       fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(h, name));
-      if (!fn && error.empty()) error = lib + " has no " + name + ": it is not a usable libcurl";
+      if (!fn && error.empty()) error = lib + " has no " + name + ": it is not a usable libcurl (7.28 or newer)";
     };
     sym(api.global_init, "curl_global_init");
     sym(api.easy_init, "curl_easy_init");
     sym(api.easy_setopt, "curl_easy_setopt");
-    sym(api.easy_perform, "curl_easy_perform");
     sym(api.easy_getinfo, "curl_easy_getinfo");
     sym(api.easy_cleanup, "curl_easy_cleanup");
     sym(api.easy_strerror, "curl_easy_strerror");
     sym(api.slist_append, "curl_slist_append");
     sym(api.slist_free_all, "curl_slist_free_all");
+    sym(api.multi_init, "curl_multi_init");
+    sym(api.multi_add_handle, "curl_multi_add_handle");
+    sym(api.multi_remove_handle, "curl_multi_remove_handle");
+    sym(api.multi_perform, "curl_multi_perform");
+    sym(api.multi_wait, "curl_multi_wait");
+    sym(api.multi_info_read, "curl_multi_info_read");
+    sym(api.multi_cleanup, "curl_multi_cleanup");
     if (error.empty() && api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) error = "curl_global_init failed";
   });
   if (!error.empty()) throw missing_tool_error(error);
   return api;
 }
 
+using Clock = std::chrono::steady_clock;
+
+// The answer's bytes, never more than `max` of them buffered. With a
+// Content-Length (curl refuses one above the limit before any byte, through
+// CURLOPT_MAXFILESIZE) the body is reserved once at its size; without one
+// (chunked) bytes go into fixed-size blocks joined at the end, because a
+// growing string's doubling would hold up to twice the limit.
 struct Download {
-  std::string body;
+  const CurlApi* api = nullptr;
+  CURL* curl = nullptr;
   uint64_t max = 0;
+  uint64_t total = 0;
   bool too_large = false;
+  bool started = false;
+  bool sized = false;
+  std::string body;
+  std::vector<std::string> blocks;
+  static constexpr size_t kBlock = 1u << 20;
+
+  bool add(const char* data, size_t n) {
+    if (!started) {
+      started = true;
+      curl_off_t length = -1;
+      if (api->easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK && length >= 0 &&
+          static_cast<uint64_t>(length) <= max) {
+        body.reserve(static_cast<size_t>(length));
+        sized = true;
+      }
+    }
+    if (total + n > max) {
+      too_large = true;
+      return false;
+    }
+    total += n;
+    if (sized) {
+      body.append(data, n);
+      return true;
+    }
+    while (n > 0) {
+      if (blocks.empty() || blocks.back().size() == kBlock) {
+        blocks.emplace_back();
+        blocks.back().reserve(kBlock);
+      }
+      size_t take = std::min(n, kBlock - blocks.back().size());
+      blocks.back().append(data, take);
+      data += take;
+      n -= take;
+    }
+    return true;
+  }
+
+  std::string take() {
+    if (sized || blocks.empty()) return std::move(body);
+    std::string out;
+    out.reserve(static_cast<size_t>(total));
+    for (auto& b : blocks) {
+      out += b;
+      std::string().swap(b);  // freed as it is copied: the peak stays near `total`
+    }
+    return out;
+  }
 };
 
 size_t on_body(char* data, size_t size, size_t count, void* user) {
   auto* d = static_cast<Download*>(user);
-  size_t n = size * count;
-  if (d->body.size() + n > d->max) {
-    d->too_large = true;
-    return 0;  // aborts the transfer
-  }
-  d->body.append(data, n);
-  return n;
+  return d->add(data, size * count) ? size * count : 0;  // 0 aborts the transfer
 }
 
 size_t on_discard(char*, size_t size, size_t count, void*) { return size * count; }
 
+// Any header line of the answer is its first byte.
+size_t on_header(char*, size_t size, size_t count, void* user) {
+  auto* first = static_cast<std::optional<Clock::time_point>*>(user);
+  if (!*first) *first = Clock::now();
+  return size * count;
+}
+
 struct Upload {
   const std::string* blob;
   size_t pos = 0;
+  std::optional<Clock::time_point> sent;  // when the last byte was handed to curl
 };
 
 size_t on_read(char* buf, size_t size, size_t count, void* user) {
@@ -98,7 +178,14 @@ size_t on_read(char* buf, size_t size, size_t count, void* user) {
   size_t n = std::min(size * count, u->blob->size() - u->pos);
   std::memcpy(buf, u->blob->data() + u->pos, n);
   u->pos += n;
+  if (u->pos == u->blob->size() && !u->sent) u->sent = Clock::now();
   return n;
+}
+
+std::string seconds(int ms) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g s", ms / 1000.0);
+  return b;
 }
 
 class HttpBackend : public RemoteBackend {
@@ -108,39 +195,43 @@ class HttpBackend : public RemoteBackend {
     base_ = url;
     shown_ = redact_url(url);
     curl_ = api_.easy_init();
-    if (!curl_) throw io_error("curl_easy_init failed");
+    multi_ = api_.multi_init();
+    if (!curl_ || !multi_) throw io_error("curl_easy_init failed");
     // "Expect: 100-continue" would stall every upload above 1 MiB for a second
     // on servers that do not answer it.
     headers_ = api_.slist_append(nullptr, "Expect:");
   }
   ~HttpBackend() override {
     api_.slist_free_all(headers_);
-    api_.easy_cleanup(curl_);
+    if (multi_) api_.multi_cleanup(multi_);
+    if (curl_) api_.easy_cleanup(curl_);
   }
 
   std::optional<std::string> get(const std::string& object, uint64_t max_bytes) override {
     Download d;
+    d.api = &api_;
+    d.curl = curl_;
     d.max = max_bytes;
     setup(object);
     api_.easy_setopt(curl_, CURLOPT_HTTPGET, 1L);
     api_.easy_setopt(curl_, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(max_bytes));
     api_.easy_setopt(curl_, CURLOPT_WRITEFUNCTION, on_body);
     api_.easy_setopt(curl_, CURLOPT_WRITEDATA, &d);
-    long status = perform("GET", object, &d);
+    long status = perform("GET", object, &d, nullptr);
     if (status == 404) return std::nullopt;
     if (status != 200) throw io_error("GET " + object + " answered HTTP " + std::to_string(status));
-    return std::move(d.body);
+    return d.take();
   }
 
   void put(const std::string& object, const std::string& blob) override {
-    Upload u{&blob, 0};
+    Upload u{&blob, 0, std::nullopt};
     setup(object);
     api_.easy_setopt(curl_, CURLOPT_UPLOAD, 1L);
     api_.easy_setopt(curl_, CURLOPT_READFUNCTION, on_read);
     api_.easy_setopt(curl_, CURLOPT_READDATA, &u);
     api_.easy_setopt(curl_, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(blob.size()));
     api_.easy_setopt(curl_, CURLOPT_WRITEFUNCTION, on_discard);
-    long status = perform("PUT", object, nullptr);
+    long status = perform("PUT", object, nullptr, &u);
     if (status != 200 && status != 201 && status != 204)
       throw io_error("PUT " + object + " answered HTTP " + std::to_string(status));
   }
@@ -153,20 +244,67 @@ class HttpBackend : public RemoteBackend {
     api_.easy_setopt(curl_, CURLOPT_URL, url_.c_str());
     api_.easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
     api_.easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout_ms));
-    api_.easy_setopt(curl_, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.transfer_timeout_ms));
+    // A backstop only: perform() enforces the deadlines with its own messages.
+    api_.easy_setopt(curl_, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.transfer_timeout_ms) + 1000L);
     api_.easy_setopt(curl_, CURLOPT_FOLLOWLOCATION, 0L);
     api_.easy_setopt(curl_, CURLOPT_HTTPHEADER, headers_);
     api_.easy_setopt(curl_, CURLOPT_USERAGENT, "tvmffi-jit/" TVMFFI_JIT_VERSION);
     api_.easy_setopt(curl_, CURLOPT_NOPROGRESS, 1L);
+    api_.easy_setopt(curl_, CURLOPT_HEADERFUNCTION, on_header);
+    api_.easy_setopt(curl_, CURLOPT_HEADERDATA, &first_byte_);
   }
 
-  long perform(const char* method, const std::string& object, const Download* d) {
-    CURLcode rc = api_.easy_perform(curl_);
+  // Runs the transfer in this thread, waking at least at the next deadline
+  // and at once on a termination signal. The first-byte deadline runs from
+  // when the request was sent: for a GET the connection (bounded by the
+  // connect timeout), for a PUT its last byte.
+  long perform(const char* method, const std::string& object, const Download* d, const Upload* u) {
+    first_byte_ = std::nullopt;
+    const auto start = Clock::now();
+    const auto end = start + std::chrono::milliseconds(options_.transfer_timeout_ms);
+    struct Attached {
+      const CurlApi& api;
+      CURLM* m;
+      CURL* c;
+      ~Attached() { api.multi_remove_handle(m, c); }
+    } attached{api_, multi_, curl_};
+    if (api_.multi_add_handle(multi_, curl_) != CURLM_OK) throw io_error(std::string(method) + ": curl_multi_add_handle failed");
+    const std::string where = std::string(method) + " " + shown_ + "/" + object;
+    CURLcode rc = CURLE_OK;
+    for (;;) {
+      int running = 0;
+      if (api_.multi_perform(multi_, &running) != CURLM_OK) throw io_error(where + ": curl_multi_perform failed");
+      if (running == 0) {
+        int left = 0;
+        while (CURLMsg* m = api_.multi_info_read(multi_, &left))
+          if (m->msg == CURLMSG_DONE) rc = m->data.result;
+        break;
+      }
+      const auto now = Clock::now();
+      if (now >= end)
+        throw io_error(where + ": not finished within " + seconds(options_.transfer_timeout_ms) +
+                       " (transfer deadline, TVMFFI_JIT_REMOTE_TIMEOUT)");
+      std::optional<Clock::time_point> first_due;
+      if (!first_byte_) {
+        if (!u) first_due = start + std::chrono::milliseconds(options_.connect_timeout_ms + options_.first_byte_timeout_ms);
+        else if (u->sent) first_due = *u->sent + std::chrono::milliseconds(options_.first_byte_timeout_ms);
+      }
+      if (first_due && now >= *first_due)
+        throw io_error(where + ": no answer within " + seconds(options_.first_byte_timeout_ms) +
+                       " of the request (first-byte deadline, TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT)");
+      auto due = first_due ? std::min(end, *first_due) : end;
+      int wait_ms = static_cast<int>(std::clamp<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(due - now).count() + 1, 1, 1000));
+      curl_waitfd wake{util::termination_wake_fd(), CURL_WAIT_POLLIN, 0};
+      int numfds = 0;
+      api_.multi_wait(multi_, wake.fd >= 0 ? &wake : nullptr, wake.fd >= 0 ? 1 : 0, wait_ms, &numfds);
+      util::check_termination();
+    }
+    util::check_termination();
     if ((d && d->too_large) || rc == CURLE_FILESIZE_EXCEEDED)
-      throw io_error(std::string(method) + " " + object + ": the blob is larger than the limit (" +
-                     std::to_string(d ? d->max : 0) + " bytes)");
-    if (rc != CURLE_OK)
-      throw io_error(std::string(method) + " " + shown_ + "/" + object + ": " + api_.easy_strerror(rc));
+      throw io_error(where + ": the blob is larger than the limit (" + std::to_string(d ? d->max : 0) +
+                     " bytes, TVMFFI_JIT_REMOTE_MAX_BLOB); not downloaded");
+    if (rc != CURLE_OK) throw io_error(where + ": " + api_.easy_strerror(rc));
     long status = 0;
     api_.easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &status);
     return status;
@@ -176,7 +314,9 @@ class HttpBackend : public RemoteBackend {
   RemoteOptions options_;
   std::string base_, shown_, url_;
   CURL* curl_ = nullptr;
+  CURLM* multi_ = nullptr;
   curl_slist* headers_ = nullptr;
+  std::optional<Clock::time_point> first_byte_;
 };
 
 }  // namespace

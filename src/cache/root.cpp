@@ -44,8 +44,10 @@ int make_private_directories(const std::string& path) {
 bool probe_writable(const std::string& dir, std::string* why) {
   // access(W_OK) is not enough: root passes it on an immutable directory, and
   // it says nothing about a full disk. Create and remove a real file.
-  // The thread id too: the modules of a batch probe one root from several threads.
-  std::string probe = util::join_path(dir, ".write-probe." + std::to_string(::getpid()) + std::to_string(::gettid()));
+  // Unique per thread, not per process: the modules of one batch probe the
+  // same new root at once, and a shared name made one of them see EEXIST and
+  // build without caching.
+  std::string probe = util::join_path(dir, ".write-probe." + util::unique_name_suffix());
   int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     *why = errno_message("cannot write in " + dir, errno);
@@ -82,6 +84,15 @@ std::optional<int> read_markers(const std::string& root) {
   return std::stoi(std::string(rest));
 }
 
+// "<pid>.<tid>.<hex>" as util::unique_name_suffix() writes it (and "<pid>"
+// from tools before it).
+bool is_unique_suffix(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == '.')) return false;
+  return true;
+}
+
 // Names this tool creates directly under a root (root.h's layout), with the
 // temporary files of its atomic writes ("<file>.tmp.<pid>.<random>").
 bool is_layout_name(const std::string& n) {
@@ -95,7 +106,7 @@ bool is_layout_name(const std::string& n) {
       base == kRootMarkerName)
     return true;
   if (util::starts_with(base, "stats.log.") && all_digits(std::string_view(base).substr(10))) return true;
-  if (util::starts_with(base, ".write-probe.") && all_digits(std::string_view(base).substr(13))) return true;
+  if (util::starts_with(base, ".write-probe.") && is_unique_suffix(std::string_view(base).substr(13))) return true;
   return false;
 }
 

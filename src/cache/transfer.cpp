@@ -92,31 +92,20 @@ ExportReport export_entries(const std::vector<std::string>& entry_dirs, const st
     }
   }
   if (pack.empty()) throw usage_error("nothing to export: no module entry with a portable key was selected");
-  std::string tmp = file + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw io_error(errno_message("cannot write " + tmp, errno));
-  try {
-    BlobSigner signer;
-    if (sign_key) signer = [sign_key](const BlobEntry& e) { return sign_blob_entry(*sign_key, e); };
-    write_blob(
-        pack,
-        [&](const char* d, size_t n) {
-          if (std::fwrite(d, 1, n, f) != n) throw io_error(errno_message("cannot write " + tmp, errno));
-          report.bytes += n;
-        },
-        3, signer);
-    if (std::fflush(f) != 0 || ::fsync(fileno(f)) != 0) throw io_error(errno_message("cannot write " + tmp, errno));
-  } catch (...) {
-    std::fclose(f);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  std::fclose(f);
-  if (::rename(tmp.c_str(), file.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    throw io_error(errno_message("cannot write " + file, e));
-  }
+  // A unique name created with O_EXCL|O_NOFOLLOW: a symlink planted at a
+  // guessable FILE.tmp.<pid> must not redirect the write (util::AtomicFile).
+  util::AtomicFile out(file);
+  BlobSigner signer;
+  if (sign_key) signer = [sign_key](const BlobEntry& e) { return sign_blob_entry(*sign_key, e); };
+  write_blob(
+      pack,
+      [&](const char* d, size_t n) {
+        out.write(std::string_view(d, n));
+        report.bytes += n;
+      },
+      3, signer);
+  out.sync();
+  out.commit();
   report.exported = pack.size();
   return report;
 }

@@ -56,7 +56,7 @@ int run_inspect(const InspectArgs& args) {
       all_ok = false;
       print_diagnostic(path, report.error);
     }
-    if (!args.json && !devcode::write_text(stdout, report, options.threads)) throw io_error("cannot write to stdout");
+    if (!args.json && !devcode::write_text(stdout, report, options.threads)) stdout_failed();
     // Text is printed file by file, so memory stays flat over many files.
     if (args.json || args.load) reports.push_back(std::move(report));
   }
@@ -65,8 +65,8 @@ int run_inspect(const InspectArgs& args) {
     int load_code = finish_inspect_load(reports, args.driver, args.json);
     if (all_ok) code = load_code;
   } else {
-    if (args.json && !devcode::write_json(stdout, reports, options.threads)) throw io_error("cannot write to stdout");
-    if (std::fflush(stdout) != 0) throw io_error("cannot write to stdout");
+    if (args.json && !devcode::write_json(stdout, reports, options.threads)) stdout_failed();
+    if (std::fflush(stdout) != 0) stdout_failed();
   }
   keep_until_exit(std::move(reports));
   return code;

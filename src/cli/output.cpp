@@ -1,5 +1,8 @@
 #include "output.h"
 
+#include <signal.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <string>
 
@@ -18,9 +21,19 @@ void append_visible(std::string& out, std::string_view text) {
 
 }  // namespace
 
+void stdout_failed() {
+  if (errno == EPIPE) {
+    // The reader is gone (`| head`). SIGPIPE is ignored so that sockets and
+    // child pipes report EPIPE (util/process.h); for stdout end as the
+    // default action would have, quietly, with the status a shell expects.
+    ::signal(SIGPIPE, SIG_DFL);
+    ::raise(SIGPIPE);
+  }
+  throw io_error(errno_message("cannot write to stdout", errno));
+}
+
 void print_result(std::string_view text) {
-  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
-    throw io_error("cannot write to stdout");
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) stdout_failed();
 }
 
 void print_diagnostic(std::string_view where, std::string_view message) {

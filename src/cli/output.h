@@ -13,6 +13,10 @@ namespace tvmffi_jit::cli {
 // Writes `text` to stdout and flushes it. Throws Error(kIo) when stdout
 // cannot take it (a closed pipe, a full disk).
 void print_result(std::string_view text);
+// A write to stdout failed: with EPIPE (the reader closed the pipe) the
+// process ends by SIGPIPE as it would have by default; otherwise throws
+// io_error naming the cause.
+[[noreturn]] void stdout_failed();
 
 // Writes "tvmffi-jit: <where>: <message>\n" to stderr in one write. A NUL in
 // either part is shown as \x00 instead of ending the line early.

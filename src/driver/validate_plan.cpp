@@ -9,6 +9,7 @@
 #include <set>
 
 #include "validate_internal.h"
+#include "tvmffi_jit/toolchain/environment.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -76,10 +77,7 @@ std::string temp_dir(Plan& plan, const ValidateOptions& o) {
   return plan.temp->path();
 }
 
-bool ungated() {
-  const char* e = std::getenv(kUngatedEnv);
-  return e && std::string(e) == "1";
-}
+bool ungated() { return toolchain::env_flag(toolchain::process_environment(), kUngatedEnv); }
 
 Expected<std::string> find_tvm_ffi_library(const ValidateOptions& o) {
   if (!o.tvm_ffi_library.empty()) return o.tvm_ffi_library;

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <random>
 
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/strings.h"
@@ -40,14 +41,6 @@ const char* file_type_name(mode_t mode) {
   if (S_ISBLK(mode)) return "a block device";
   if (S_ISSOCK(mode)) return "a socket";
   return "not a file";
-}
-
-std::string random_suffix() {
-  static thread_local std::mt19937_64 rng(std::random_device{}() ^ (static_cast<uint64_t>(getpid()) << 32));
-  static const char* chars = "abcdefghijklmnopqrstuvwxyz0123456789";
-  std::string s(10, 'x');
-  for (char& c : s) c = chars[rng() % 36];
-  return s;
 }
 
 void write_all(int fd, std::string_view content, const std::string& path) {
@@ -189,25 +182,53 @@ void write_file(const std::string& path, std::string_view content) {
   }
 }
 
+std::string unique_name_suffix() {
+  uint64_t r = 0;
+  // getrandom() of 8 bytes never blocks once the pool is initialised (it is
+  // after boot); a short read leaves part of r zero, still unique by pid.tid.
+  ssize_t ignored = ::getrandom(&r, sizeof r, 0);
+  (void)ignored;
+  return std::to_string(::getpid()) + "." + std::to_string(::syscall(SYS_gettid)) + "." +
+         hex_encode(reinterpret_cast<const uint8_t*>(&r), sizeof r);
+}
+
+AtomicFile::AtomicFile(std::string path, unsigned mode) : path_(std::move(path)) {
+  tmp_ = path_ + ".tmp." + unique_name_suffix();
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd_ < 0) {
+    int e = errno;
+    throw io_error(errno_message("cannot create " + tmp_, e));
+  }
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::write(std::string_view data) { write_all(fd_, data, tmp_); }
+
+void AtomicFile::sync() {
+  if (::fsync(fd_) != 0) {
+    int e = errno;
+    throw io_error(errno_message("cannot write " + tmp_, e));
+  }
+}
+
+void AtomicFile::commit() {
+  int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0 || ::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    int e = errno;
+    throw io_error(errno_message("cannot write " + path_, e));
+  }
+  committed_ = true;
+}
+
 void write_file_atomic(const std::string& path, std::string_view content, unsigned mode) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + random_suffix();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd < 0) {
-    int e = errno;
-    throw io_error(errno_message("cannot create " + tmp, e));
-  }
-  try {
-    write_all(fd, content, tmp);
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    throw io_error(errno_message("cannot write " + path, e));
-  }
+  AtomicFile f(path, mode);
+  f.write(content);
+  f.commit();
 }
 
 bool path_exists(const std::string& path) {
@@ -229,9 +250,10 @@ void make_directories(const std::string& path, unsigned mode) {
   if (path.empty() || is_directory(path)) return;
   std::string parent = parent_path(path);
   if (!parent.empty() && parent != path) make_directories(parent, mode);
-  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+  if (::mkdir(path.c_str(), mode) != 0) {
     int e = errno;
-    throw io_error(errno_message("cannot create directory " + path, e));
+    if (e == EEXIST && is_directory(path)) return;  // another thread or process made it first
+    throw io_error(errno_message("cannot create directory " + path, e == EEXIST ? ENOTDIR : e));
   }
 }
 

@@ -162,8 +162,16 @@ void install_termination_handlers() {
       if (old.sa_handler == SIG_IGN) continue;  // nohup, or a background job's SIGINT: stay ignored
       ::sigaction(sig, &sa, nullptr);
     }
+    // A peer that goes away (a Redis server killed mid-upload, a probe child
+    // that died before reading its stdin, a closed stdout) is an EPIPE for the
+    // code that wrote, which reports it; by default it would kill the whole
+    // build, module published or not, with nothing printed. Children get the
+    // default back (run_process resets every disposition).
+    ::signal(SIGPIPE, SIG_IGN);
   });
 }
+
+int termination_wake_fd() { return g_wake_pipe[0]; }
 
 UnwindOnTermination::UnwindOnTermination() { g_unwinders.fetch_add(1); }
 UnwindOnTermination::~UnwindOnTermination() { g_unwinders.fetch_sub(1); }

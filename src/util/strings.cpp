@@ -174,6 +174,49 @@ std::optional<int64_t> parse_duration_seconds(std::string_view text) {
   return n * mult;
 }
 
+std::optional<int64_t> parse_duration_ms(std::string_view text) {
+  std::string_view t = trim(text);
+  std::string lower = to_lower(t);
+  if (ends_with(lower, "ms")) {
+    std::string_view digits = trim(t.substr(0, t.size() - 2));
+    if (digits.empty()) return std::nullopt;
+    int64_t n = 0;
+    for (char c : digits) {
+      if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+      if (n > (std::numeric_limits<int64_t>::max() - 9) / 10) return std::nullopt;
+      n = n * 10 + (c - '0');
+    }
+    return n;
+  }
+  auto s = parse_duration_seconds(t);
+  if (!s || *s > std::numeric_limits<int64_t>::max() / 1000) return std::nullopt;
+  return *s * 1000;
+}
+
+std::optional<bool> parse_bool(std::string_view text) {
+  std::string v = to_lower(trim(text));
+  if (v == "1" || v == "true" || v == "yes" || v == "on" || v == "y") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "off" || v == "n") return false;
+  return std::nullopt;
+}
+
+std::optional<std::string> hex_decode(std::string_view hex) {
+  if (hex.size() % 2) return std::nullopt;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(hex.size() / 2);
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return out;
+}
+
 std::string hex_encode(const uint8_t* data, size_t size) {
   static const char* digits = "0123456789abcdef";
   std::string r(size * 2, '0');

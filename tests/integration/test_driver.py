@@ -8,6 +8,7 @@ toolkit's stub libcuda and a missing libcuda are "no driver" (exit 4).
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -96,6 +97,23 @@ def test_a_load_error_is_invalid_with_the_log():
     assert r.returncode == 3
     assert d["entries"][0]["failed_step"] == "cuLibraryLoadFromFile"
     assert "CUDA_ERROR_INVALID_IMAGE" in d["message"] and "not recognized" in d["message"]
+
+
+def test_a_kernel_name_that_is_not_utf8_is_loaded_and_resolved_by_its_real_bytes(tmp_path):
+    # One flipped bit in "add" (0x64 -> 0xe4, a UTF-8 lead byte with no continuation) wherever the
+    # name is stored: symbol and section names agree, so the cubin stays consistent. The probe
+    # child gets and returns the name byte for byte; only the user-facing JSON shows U+FFFD.
+    data = bytearray(CUBIN.read_bytes())
+    for m in re.finditer(rb"add\x00", bytes(data)):
+        data[m.start() + 1] ^= 0x80
+    flipped = tmp_path / "flipped.cubin"
+    flipped.write_bytes(bytes(data))
+    r, (d,) = load_json([str(flipped)])
+    assert r.returncode == 0, r.stderr
+    assert d["verdict"] == "valid"
+    (e,) = d["entries"]
+    assert sorted(k["name"] for k in e["kernels"]) == ["_Z3locIfEvPT_1Bi", "_Z4smemPf", "a\ufffdd", "clu"]
+    assert all(k["resolved"] for k in e["kernels"])
 
 
 def test_the_tool_survives_a_driver_crash_and_reports_it():

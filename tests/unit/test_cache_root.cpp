@@ -7,7 +7,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <atomic>
 #include <functional>
+#include <thread>
+#include <vector>
 #include <string>
 
 #include "tvmffi_jit/cache/root.h"
@@ -133,4 +136,37 @@ TEST_CASE("the home directory and the filesystem root are never a cache root, ma
   }
   // A directory below the home directory is fine.
   CHECK(open_root(util::join_path(home, ".cache/tvmffi-jit"), true).marked);
+}
+
+TEST_CASE("threads of one process creating and probing one new root all find it writable and marked",
+          "[cache][root]") {
+  // The modules of a batch open a new root at once; a write probe named by
+  // pid alone collided between them (EEXIST: "building without caching").
+  util::TempDir tmp;
+  for (int round = 0; round < 5; ++round) {
+    const std::string path = util::join_path(tmp.path(), "fresh" + std::to_string(round) + "/sub/cache");
+    std::atomic<int> ready{0};
+    std::atomic<int> unwritable{0}, unmarked{0}, threw{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 8; ++i)
+      threads.emplace_back([&] {
+        ++ready;
+        while (ready.load() < 8) std::this_thread::yield();  // start together
+        try {
+          CacheRoot r = open_root(path, true, true);
+          if (!r.writable) ++unwritable;
+          if (!r.marked) ++unmarked;
+          for (int k = 0; k < 300; ++k) {
+            probe_root_writable(r);
+            if (!r.writable) ++unwritable;
+          }
+        } catch (const Error&) {
+          ++threw;
+        }
+      });
+    for (auto& t : threads) t.join();
+    CHECK(unwritable == 0);
+    CHECK(unmarked == 0);
+    CHECK(threw == 0);
+  }
 }

@@ -106,3 +106,34 @@ TEST_CASE("driver versions are written as CUDA versions", "[driver][protocol]") 
   CHECK(format_driver_version(12040) == "12.4");
   CHECK(format_driver_version(11080) == "11.8");
 }
+
+TEST_CASE("names that are not UTF-8 cross the protocol byte for byte", "[driver][protocol]") {
+  // A kernel name with one flipped bit ("a\xe4d"), a path in Latin-1: the
+  // request is dumped strictly (as validate_run does) and must not throw.
+  const std::string name = std::string("a\xe4") + "d";
+  const std::string path = "/tmp/caf\xe9/k.cubin";
+  ProbeRequest r;
+  ProbeItem image;
+  image.id = 1;
+  image.path = path;
+  image.candidates = {{"sm_90", {name, "ok"}}};
+  r.items = {image};
+  ProbeRequest back = request_from_json(nlohmann::json::parse(to_json(r).dump()));
+  REQUIRE(back.items.size() == 1);
+  CHECK(back.items[0].path == path);
+  CHECK(back.items[0].candidates[0].names == std::vector<std::string>{name, "ok"});
+
+  ProbeResult res;
+  res.item = 1;
+  res.error_log = "bad \xff byte";
+  DriverKernel k;
+  k.name = name;
+  k.resolved = true;
+  res.kernels = {k};
+  res.symbols = {{name, true}, {"plain", false}};
+  ProbeResult rb = result_from_json(nlohmann::json::parse(to_json(res).dump()));
+  CHECK(rb.error_log == res.error_log);
+  REQUIRE(rb.kernels.size() == 1);
+  CHECK(rb.kernels[0].name == name);
+  CHECK(rb.symbols == res.symbols);
+}

@@ -4,7 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
+#include <vector>
 
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/expected.h"
@@ -166,4 +169,66 @@ TEST_CASE("quote_for_message() shows NULs, control bytes, quotes and backslashes
   CHECK(quote_for_message(std::string("ab\0cd", 5)) == "\"ab\\x00cd\"");
   CHECK(quote_for_message("a\"b\\c\n\t\x1b[31m") == "\"a\\\"b\\\\c\\n\\t\\x1b[31m\"");
   CHECK(quote_for_message("ü") == "\"ü\"");  // UTF-8 passes unchanged
+}
+
+TEST_CASE("booleans: the usual spellings in any case, nothing else", "[util][strings]") {
+  for (const char* t : {"1", "true", "TRUE", "True", "yes", "YES", "on", "On", "y", "Y", " true "})
+    CHECK(parse_bool(t) == std::optional<bool>(true));
+  for (const char* f : {"0", "false", "False", "no", "NO", "off", "OFF", "n", "N"})
+    CHECK(parse_bool(f) == std::optional<bool>(false));
+  for (const char* bad : {"", "2", "-1", "maybe", "enable", "truee", "yess", "o"}) CHECK_FALSE(parse_bool(bad));
+}
+
+TEST_CASE("durations in milliseconds accept ms and every seconds unit", "[util][strings]") {
+  CHECK(parse_duration_ms("250ms") == std::optional<int64_t>(250));
+  CHECK(parse_duration_ms("250 MS") == std::optional<int64_t>(250));
+  CHECK(parse_duration_ms("5s") == std::optional<int64_t>(5000));
+  CHECK(parse_duration_ms("5") == std::optional<int64_t>(5000));
+  CHECK(parse_duration_ms("2m") == std::optional<int64_t>(120000));
+  for (const char* bad : {"", "ms", "-5s", "5x", "1.5s"}) CHECK_FALSE(parse_duration_ms(bad));
+}
+
+TEST_CASE("an atomic write never follows a symlink planted at a temp name, and names are unique per thread",
+          "[util][fs]") {
+  TempDir d;
+  const std::string target = d.path() + "/out";
+  const std::string victim = d.path() + "/victim";
+  write_file(victim, "precious");
+  // A name another thread would have picked, if names were per process: never equal.
+  std::string other;
+  std::thread([&] { other = unique_name_suffix(); }).join();
+  CHECK(other != unique_name_suffix());
+  CHECK(unique_name_suffix() != unique_name_suffix());
+  write_file_atomic(target, "new");
+  CHECK(read_file(target) == "new");
+  CHECK(read_file(victim) == "precious");
+  {
+    AtomicFile f(target);
+    f.write("abandoned");
+  }  // not committed: removed
+  CHECK(read_file(target) == "new");
+  size_t files = 0;
+  for (auto& e : std::filesystem::directory_iterator(d.path())) (void)e, ++files;
+  CHECK(files == 2);
+}
+
+TEST_CASE("make_directories: EEXIST is success for a directory made by someone else, an error for a file",
+          "[util][fs]") {
+  TempDir d;
+  const std::string tree = d.path() + "/a/b/c/d";
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&] {
+      try {
+        make_directories(tree, 0700);
+      } catch (const Error&) {
+        ++failures;
+      }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(failures == 0);
+  CHECK(is_directory(tree));
+  write_file(d.path() + "/file", "x");
+  CHECK_THROWS_AS(make_directories(d.path() + "/file", 0700), Error);
 }

@@ -32,13 +32,22 @@
 
 namespace tvmffi_jit::cache {
 
+// Every transfer is bounded three ways (docs/remote.md, "Limits"): the
+// connection must be made within connect_timeout_ms; once the request is
+// sent, the server's first byte must come within first_byte_timeout_ms (a
+// server that accepts and never answers); and the whole request, upload and
+// answer included, must end within transfer_timeout_ms (a server that drips
+// a byte every second). A termination signal ends a transfer at once.
 struct RemoteOptions {
   std::vector<std::string> urls;  // tried in order
   bool read_only = false;         // never PUT
   std::string key_namespace = "tvmffi-jit";
   int connect_timeout_ms = 100;
+  int first_byte_timeout_ms = 5000;
   int transfer_timeout_ms = 60000;
-  uint64_t max_blob_bytes = 1ull << 30;  // compressed, as received
+  // As received; memory for a download is at most this plus a small constant,
+  // checked before anything is buffered.
+  uint64_t max_blob_bytes = 1ull << 30;
   std::string libcurl;  // $TVMFFI_JIT_LIBCURL: the libcurl to dlopen (empty: the usual sonames)
   // Signing (cache/signing.h, docs/remote.md "Trust"): the files as given,
   // then the keys load_remote_keys() read from them.
@@ -51,12 +60,15 @@ struct RemoteOptions {
 };
 
 // $TVMFFI_JIT_REMOTE (URLs separated by spaces), $TVMFFI_JIT_REMOTE_READ_ONLY
-// (1/true/yes), $TVMFFI_JIT_REMOTE_NAMESPACE, $TVMFFI_JIT_REMOTE_SIGN_KEY and
-// $TVMFFI_JIT_REMOTE_TRUSTED_KEYS (files separated by ':', as PATH) under the
-// command line's values: urls, a sign key or trusted keys given on the
-// command line replace the variable's. Then loads the key files
-// (load_remote_keys). The environment is the caller's, read once by the CLI
-// (ARCHITECTURE.md); $TVMFFI_JIT_LIBCURL names the libcurl to load for
+// (a boolean: toolchain::env_flag), $TVMFFI_JIT_REMOTE_NAMESPACE,
+// $TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT and $TVMFFI_JIT_REMOTE_TIMEOUT
+// (durations), $TVMFFI_JIT_REMOTE_MAX_BLOB (a size),
+// $TVMFFI_JIT_REMOTE_SIGN_KEY and $TVMFFI_JIT_REMOTE_TRUSTED_KEYS (files
+// separated by ':', as PATH) under the command line's values: urls, a sign
+// key or trusted keys given on the command line replace the variable's. A
+// malformed value is usage_error (exit 2) naming the variable. Then loads the
+// key files (load_remote_keys). The environment is the caller's, read once by
+// the CLI (ARCHITECTURE.md); $TVMFFI_JIT_LIBCURL names the libcurl to load for
 // http(s) remotes.
 RemoteOptions remote_options_from_environment(RemoteOptions command_line, bool command_line_read_only,
                                               const toolchain::EnvLookup& env);

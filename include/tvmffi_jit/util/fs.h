@@ -26,10 +26,40 @@ std::optional<std::string> try_read_file(const std::string& path);  // nullopt o
 // directory") otherwise; `why` may be null.
 std::optional<std::string> read_small_file(const std::string& path, uint64_t max_bytes, std::string* why = nullptr);
 void write_file(const std::string& path, std::string_view content);
-// Writes to a unique temp file in the same directory, fsyncs nothing (the
-// cache's correctness rests on rename atomicity, not durability), then
-// renames over `path`, so readers see the old or the new content, never a mix.
+// Writes to a unique temp file in the same directory (AtomicFile), fsyncs
+// nothing (the cache's correctness rests on rename atomicity, not
+// durability), then renames over `path`, so readers see the old or the new
+// content, never a mix.
 void write_file_atomic(const std::string& path, std::string_view content, unsigned mode = 0644);
+
+// A name no other thread or process of any user picks: "<pid>.<tid>.<16 hex
+// from getrandom>". For temp files beside user paths (a guessable name lets
+// another user plant a symlink there first) and for probe files that several
+// threads of one batch create in one directory at once.
+std::string unique_name_suffix();
+
+// A file written beside `path` under "<path>.tmp.<unique_name_suffix()>",
+// created with O_CREAT|O_EXCL|O_NOFOLLOW: whatever is planted at that name
+// (a symlink to the victim's file) makes the open fail instead of being
+// written through. commit() renames it over `path`; until then the
+// destructor removes it (an exception or a termination signal unwinding).
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path, unsigned mode = 0644);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  void write(std::string_view data);
+  // fsync before the rename (an export is kept, a cache file is not).
+  void sync();
+  void commit();
+  const std::string& temp_path() const { return tmp_; }
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
 
 bool path_exists(const std::string& path);   // lstat: a dangling symlink exists
 bool is_directory(const std::string& path);  // stat (follows links)
@@ -41,6 +71,10 @@ bool is_regular_file(const std::string& path);
 // file whose size reads 0 although it has content (a compiler would read
 // whatever it holds at that moment). Follows symlinks.
 std::string readable_file_problem(const std::string& path);
+// mkdir -p. Safe against other threads and processes creating the same tree
+// at once: EEXIST is success when what exists is a directory (followed
+// through a symlink, as mkdir -p does), and an error naming the path when it
+// is a file.
 void make_directories(const std::string& path, unsigned mode = 0755);
 // Removes a file or a tree without following symlinks; missing is fine.
 void remove_all(const std::string& path);

@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tvmffi_jit/util/strings.h"
+
 namespace tvmffi_jit::util {
 
 // j.dump(indent) with invalid UTF-8 replaced by U+FFFD; never throws for text.
@@ -44,6 +46,25 @@ inline bool is_valid_utf8(std::string_view s) {
     i += n + 1;
   }
   return true;
+}
+
+// Bytes that travel between processes of the tool as JSON (the driver probe
+// protocol) and must come back exactly: valid UTF-8 stays a string, anything
+// else becomes {"hex": "<its bytes in hex>"}. A kernel name with one flipped
+// bit is data, not a reason to fail the exchange. User-facing JSON shows such
+// text through dump_json() instead.
+inline nlohmann::json bytes_to_json(std::string_view s) {
+  if (is_valid_utf8(s)) return std::string(s);
+  return {{"hex", hex_encode(reinterpret_cast<const uint8_t*>(s.data()), s.size())}};
+}
+
+// The inverse of bytes_to_json(); throws nlohmann::json::exception (as a
+// malformed message would) when `j` is neither form.
+inline std::string bytes_from_json(const nlohmann::json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  auto bytes = hex_decode(j.at("hex").get<std::string>());
+  if (!bytes) throw nlohmann::json::other_error::create(501, "malformed hex bytes", &j);
+  return *bytes;
 }
 
 // `s` as it reads back after a dump_json() round trip: unchanged when it is

@@ -55,6 +55,8 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
 //     whatever of the group is left once the child is reaped) and throws
 //     termination_error(), so destructors remove staging and temp dirs on the
 //     way out, and cli::run() exits 128 + the signal (130, 143, 129).
+// It also ignores SIGPIPE: a write to a closed socket or pipe fails with
+// EPIPE, which the writer reports, instead of killing the process.
 void install_termination_handlers();
 
 // While one is alive, a termination signal unwinds (see above) instead of
@@ -76,6 +78,11 @@ int termination_signal();
 Error termination_error();
 // Throws termination_error() if a termination signal has arrived.
 void check_termination();
+// A descriptor that becomes readable (and stays so) at the first termination
+// signal, for loops that wait in poll() on something else (network
+// transfers): poll it too, then check_termination(). -1 before
+// install_termination_handlers().
+int termination_wake_fd();
 
 // PATH lookup (like execvp); nullopt if not found or not executable.
 std::optional<std::string> find_program(const std::string& name);

@@ -34,7 +34,17 @@ std::string format_bytes(uint64_t bytes);
 std::optional<uint64_t> parse_size(std::string_view text);
 // "30s", "15m", "12h", "7d", "2w" -> seconds; nullopt if malformed.
 std::optional<int64_t> parse_duration_seconds(std::string_view text);
+// "250ms", "5s", "2m" (and every unit above) -> milliseconds; a bare number is
+// seconds, as above. nullopt if malformed.
+std::optional<int64_t> parse_duration_ms(std::string_view text);
+// The boolean spellings every switch of the tool accepts (environment
+// variables included), case-insensitively: 1/true/yes/on/y and
+// 0/false/no/off/n. nullopt for anything else ("2", "", "enable"), which the
+// caller refuses naming the variable: a typo must not silently pick a side.
+std::optional<bool> parse_bool(std::string_view text);
 
 std::string hex_encode(const uint8_t* data, size_t size);
+// Lower-case hex (as hex_encode writes it) back to bytes; nullopt if malformed.
+std::optional<std::string> hex_decode(std::string_view hex);
 
 }  // namespace tvmffi_jit::util

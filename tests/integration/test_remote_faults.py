@@ -1,0 +1,479 @@
+"""The remote tier against servers that misbehave: each fault is bounded
+(first-byte and total deadlines, memory), never kills the build (SIGPIPE),
+and a termination signal still ends a transfer at once. The misbehaving
+servers are small fakes written here, on 127.0.0.1 with a free port; the
+kill -9 case runs a real redis-server behind a pausing proxy. Events are
+ordered by handshakes (threading.Event set by the fake when the tool's
+request arrived), never by sleeping.
+"""
+
+import contextlib
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import remote_servers  # noqa: E402
+
+TOOL = os.environ.get("TVMFFI_JIT_BIN", "tvmffi-jit")
+HAVE_REDIS = bool(shutil.which("redis-server") or os.path.exists("/usr/bin/redis-server"))
+BACKENDS = ["redis", "http"]
+
+
+# ---- fake servers ---------------------------------------------------------------------------------------------------
+
+class FakeServer:
+    """Accepts connections on 127.0.0.1 and runs `handler(conn, server)` for each on a thread.
+    `requested` is set once a connection has sent its first bytes (the handshake tests wait on)."""
+
+    def __init__(self, handler):
+        self.handler = handler
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.requested = threading.Event()
+        self.stop = threading.Event()
+        self.conns = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def url(self, kind):
+        return f"redis://127.0.0.1:{self.port}" if kind == "redis" else f"http://127.0.0.1:{self.port}/cache"
+
+    def _accept(self):
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        with contextlib.suppress(OSError):
+            self.handler(conn, self)
+
+    def recv_request(self, conn):
+        data = conn.recv(65536)
+        if data:
+            self.requested.set()
+        return data
+
+    def close(self):
+        self.stop.set()
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        for c in self.conns:
+            with contextlib.suppress(OSError):
+                c.close()
+
+
+@contextlib.contextmanager
+def fake(handler):
+    s = FakeServer(handler)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def silent(conn, srv):
+    """Accepts and reads, never answers."""
+    while not srv.stop.is_set() and srv.recv_request(conn):
+        pass
+
+
+def dripping(kind):
+    """Starts an answer at once (so the first-byte deadline is met), then sends one byte every
+    0.3 s of a body it claims is 100 bytes long: only a total deadline ends it."""
+
+    def handler(conn, srv):
+        srv.recv_request(conn)
+        head = b"$100\r\n" if kind == "redis" else b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"
+        conn.sendall(head)
+        while not srv.stop.wait(0.3):
+            conn.sendall(b"x")
+
+    return handler
+
+
+def huge_redis(conn, srv):
+    """Answers STRLEN honestly small, and anything else with a bulk reply claiming 3 GiB, then
+    streams up to 512 MiB of it and holds the connection."""
+    buf = b""
+    while not srv.stop.is_set():
+        data = srv.recv_request(conn)
+        if not data:
+            return
+        buf += data
+        if b"STRLEN" in buf and b"GETRANGE" not in buf:
+            conn.sendall(b":100\r\n")
+            buf = b""
+            continue
+        conn.sendall(b"$3221225472\r\n")
+        block = b"\0" * (1 << 20)
+        for _ in range(512):
+            conn.sendall(block)
+        srv.stop.wait()
+        return
+
+
+def chunked_http(conn, srv):
+    """A 200 answer without Content-Length (chunked) of 512 MiB, then held open."""
+    srv.recv_request(conn)
+    conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    block = os.urandom(1 << 20)
+    chunk = b"%x\r\n" % len(block) + block + b"\r\n"
+    for _ in range(512):
+        conn.sendall(chunk)
+    srv.stop.wait()
+
+
+# ---- the project ----------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def proj(tmp_path):
+    """One small C++ module (no tvm-ffi headers: a quick compile), its own cache root and TMPDIR."""
+    d = tmp_path / "proj"
+    d.mkdir()
+    (d / "m.json").write_text(json.dumps({"name": "faults_m", "cpp_sources": "int m() { return 7; }"}))
+    (tmp_path / "tmp").mkdir()
+    env = dict(os.environ, TVMFFI_JIT_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "tmp"))
+    for k in list(env):
+        if k.startswith("TVMFFI_JIT_REMOTE") or k in ("TVMFFI_JIT_CXX_LAUNCHER", "CXX", "CC"):
+            del env[k]
+
+    class P:
+        pass
+
+    p = P()
+    p.dir, p.env, p.cache, p.tmp, p.root = d, env, tmp_path / "cache", tmp_path / "tmp", tmp_path
+    p.manifest = d / "m.json"
+    return p
+
+
+def make_big_module(proj, tmp_path):
+    """8 MiB of random bytes in the module (assembled in with .incbin: a quick compile), so its
+    blob does not compress and a transfer outlasts the socket buffers."""
+    (tmp_path / "noise.bin").write_bytes(os.urandom(8 << 20))
+    proj.manifest.write_text(json.dumps({"name": "faults_big", "cpp_sources":
+                                         f'__asm__(".section .rodata\\n.incbin \\"{tmp_path / "noise.bin"}\\"\\n'
+                                         f'.previous");\nint m() {{ return 7; }}\n'}))
+
+
+def build(proj, *remotes, env=None, timeout=120):
+    args = [TOOL, "build", "-m", str(proj.manifest), "--json"]
+    for r in remotes:
+        args += ["--remote", r]
+    t0 = time.monotonic()
+    p = subprocess.run(args, env=dict(proj.env, **(env or {})), capture_output=True, text=True, timeout=timeout)
+    p.elapsed = time.monotonic() - t0
+    return p
+
+
+def build_measuring_rss(proj, remote, env=None):
+    """The build under a Python parent that reports its children's largest max RSS (KiB)."""
+    code = ("import resource, subprocess, sys\n"
+            "p = subprocess.run(sys.argv[1:])\n"
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+            "sys.exit(p.returncode)\n")
+    p = subprocess.run([sys.executable, "-c", code, TOOL, "build", "-m", str(proj.manifest), "--remote", remote],
+                       env=dict(proj.env, **(env or {})), capture_output=True, text=True, timeout=300)
+    rss_kib = int(p.stderr.strip().splitlines()[-1])
+    print(f"max RSS of the build and its children: {rss_kib / 1024:.1f} MiB")
+    return p, rss_kib * 1024
+
+
+def remote_warnings(stderr):
+    return [l for l in stderr.splitlines() if "remote cache" in l]
+
+
+# ---- deadlines ------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_server_that_accepts_and_never_answers_costs_the_first_byte_deadline(proj, kind):
+    with fake(silent) as srv:
+        p = build(proj, srv.url(kind), env={"TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT": "1s"})
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["cache"] == "miss"
+    (w,) = remote_warnings(p.stderr)
+    assert "first-byte deadline" in w and "TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT" in w, w
+    # One deadline (1 s), not the 60 s transfer deadline; the build itself is on top.
+    assert p.elapsed < 20, p.elapsed
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_server_dripping_a_byte_at_a_time_is_bounded_by_the_total_deadline(proj, kind):
+    with fake(dripping(kind)) as srv:
+        p = build(proj, srv.url(kind), env={"TVMFFI_JIT_REMOTE_TIMEOUT": "2s"})
+    assert p.returncode == 0, p.stderr
+    (w,) = remote_warnings(p.stderr)
+    assert "transfer deadline" in w and "TVMFFI_JIT_REMOTE_TIMEOUT" in w, w
+    assert p.elapsed < 20, p.elapsed
+
+
+def test_bad_deadline_and_size_variables_are_usage_errors_naming_the_variable(proj):
+    for var, value in (("TVMFFI_JIT_REMOTE_TIMEOUT", "soon"), ("TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT", "0"),
+                       ("TVMFFI_JIT_REMOTE_MAX_BLOB", "-1")):
+        p = build(proj, "redis://127.0.0.1:1", env={var: value})
+        assert p.returncode == 2 and var in p.stderr, (var, p.stderr)
+
+
+# ---- memory ---------------------------------------------------------------------------------------------------------
+
+def test_a_redis_claiming_a_3_gib_reply_does_not_make_the_tool_buffer_it(proj):
+    with fake(huge_redis) as srv:
+        p, rss = build_measuring_rss(proj, srv.url("redis"))
+    assert p.returncode == 0, p.stderr
+    assert "more than the" in p.stderr, p.stderr
+    # The fake sends 512 MiB: buffering it would show. Compilers are children too (tens of MiB).
+    assert rss < 200 << 20, rss
+
+
+def test_an_http_chunked_answer_beyond_the_limit_is_cut_at_the_limit_without_doubling(proj):
+    limit = 160 << 20
+    with fake(chunked_http) as srv:
+        p, rss = build_measuring_rss(proj, srv.url("http"), env={"TVMFFI_JIT_REMOTE_MAX_BLOB": str(limit)})
+    assert p.returncode == 0, p.stderr
+    assert "larger than the limit" in p.stderr, p.stderr
+    # At most the limit plus a small constant (the tool itself, a block): a string grown by
+    # doubling would have held 256 MiB at one point.
+    assert rss < limit + (48 << 20), rss / (1 << 20)
+
+
+# ---- SIGPIPE ----------------------------------------------------------------------------------------------------------
+
+class PausingProxy:
+    """Forwards client <-> real Redis, until the client starts a SET: then it stops reading
+    from the client (the upload blocks in the tool's send) and sets `upload_started`. After
+    the test kills Redis, `cut()` ends the client's connection as a dead server's host does."""
+
+    def __init__(self, upstream_port):
+        self.upstream_port = upstream_port
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.upload_started = threading.Event()
+        self.clients = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            self.clients.append(c)
+            up = socket.create_connection(("127.0.0.1", self.upstream_port))
+            threading.Thread(target=self._up, args=(c, up), daemon=True).start()
+            threading.Thread(target=self._down, args=(c, up), daemon=True).start()
+
+    def _up(self, c, up):
+        with contextlib.suppress(OSError):
+            while True:
+                data = c.recv(65536)
+                if not data:
+                    return
+                if b"SET" in data:
+                    self.upload_started.set()
+                    return  # never read again
+                up.sendall(data)
+
+    def _down(self, c, up):
+        with contextlib.suppress(OSError):
+            while True:
+                data = up.recv(65536)
+                if not data:
+                    return
+                c.sendall(data)
+
+    def cut(self):
+        """What the client sees from a Redis killed mid-upload: a FIN (the kernel closes the dead
+        process's socket), then a RST for the bytes that keep arriving. A socket in CLOSE_WAIT
+        that gets a RST reports EPIPE on the next send: the SIGPIPE case."""
+        for c in self.clients:
+            with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_WR)
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
+                c.close()
+        self.sock.close()
+
+
+@pytest.mark.skipif(not HAVE_REDIS, reason="redis-server comes from scripts/setup.sh")
+def test_kill_9_of_redis_during_an_upload_is_a_warning_and_the_build_prints_its_path(proj, tmp_path):
+    make_big_module(proj, tmp_path)
+    redis = remote_servers.Redis(tmp_path / "redis")
+    proxy = PausingProxy(redis.port)
+    try:
+        p = subprocess.Popen([TOOL, "build", "-m", str(proj.manifest), "--json", "--remote",
+                              f"redis://127.0.0.1:{proxy.port}"], env=proj.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        assert proxy.upload_started.wait(120), "the upload never started"
+        redis.proc.kill()  # kill -9
+        redis.proc.wait()
+        proxy.cut()
+        out, err = p.communicate(timeout=60)
+    finally:
+        redis.stop()
+        proxy.sock.close()
+    assert p.returncode == 0, (p.returncode, err)
+    j = json.loads(out)
+    assert Path(j["path"]).is_file() and j["cache"] == "miss"
+    assert remote_warnings(err), err
+
+
+# ---- signals ----------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_during_a_transfer_ends_it_within_a_second_and_removes_staging(proj, kind, sig, code):
+    # Deadlines far away: only the signal can end this transfer.
+    env = dict(proj.env, TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT="60s", TVMFFI_JIT_REMOTE_TIMEOUT="120s")
+    with fake(silent) as srv:
+        p = subprocess.Popen([TOOL, "build", "-m", str(proj.manifest), "--remote", srv.url(kind)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert srv.requested.wait(60), "the tool never asked the server"
+            t0 = time.monotonic()
+            p.send_signal(sig)
+            out, err = p.communicate(timeout=10)
+            elapsed = time.monotonic() - t0
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert p.returncode == code, (p.returncode, err)
+    assert elapsed < 1.0, elapsed
+    assert out == ""
+    staging = proj.cache / "tmp"
+    assert not staging.exists() or list(staging.iterdir()) == []
+    assert list(proj.tmp.iterdir()) == []
+
+
+class HoldingProxy:
+    """Forwards client <-> real Redis, but after the first MiB of an answer holds the rest back
+    (sets `holding`) until `release()`: a download caught in the middle, for as long as the test
+    needs to send its signal."""
+
+    def __init__(self, upstream_port):
+        self.upstream_port = upstream_port
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.holding = threading.Event()
+        self.released = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            up = socket.create_connection(("127.0.0.1", self.upstream_port))
+            threading.Thread(target=self._pipe, args=(c, up, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(up, c, True), daemon=True).start()
+
+    def _pipe(self, src, dst, hold):
+        sent = 0
+        with contextlib.suppress(OSError):
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    dst.shutdown(socket.SHUT_WR)
+                    return
+                if hold and sent >= (1 << 20) and not self.released.is_set():
+                    self.holding.set()
+                    self.released.wait()
+                dst.sendall(data)
+                sent += len(data)
+
+    def release(self):
+        self.released.set()
+
+    def close(self):
+        self.release()
+        self.sock.close()
+
+
+@pytest.mark.skipif(not HAVE_REDIS, reason="redis-server comes from scripts/setup.sh")
+def test_a_sigint_during_a_download_that_would_succeed_is_not_lost(proj, tmp_path):
+    make_big_module(proj, tmp_path)
+    with remote_servers.server("redis", tmp_path / "redis") as redis:
+        assert build(proj, redis.url).returncode == 0  # fills the server
+        proxy = HoldingProxy(redis.port)
+        env = dict(proj.env, TVMFFI_JIT_CACHE_DIR=str(tmp_path / "second-root"))
+        p = subprocess.Popen([TOOL, "build", "-m", str(proj.manifest), "--json", "--remote",
+                              f"redis://127.0.0.1:{proxy.port}"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            assert proxy.holding.wait(120), "the download never started"
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGINT)
+            proxy.release()  # the rest of a valid blob arrives
+            out, err = p.communicate(timeout=30)
+            elapsed = time.monotonic() - t0
+        finally:
+            proxy.close()
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert p.returncode == 130, (p.returncode, err)
+    assert out == "" and elapsed < 1.0, (out, elapsed)
+    staging = tmp_path / "second-root" / "tmp"
+    assert not staging.exists() or list(staging.iterdir()) == []
+
+
+# ---- READ_ONLY --------------------------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(not HAVE_REDIS, reason="redis-server comes from scripts/setup.sh")
+@pytest.mark.parametrize("value,uploads", [("True", False), ("YES", False), ("On", False), ("y", False),
+                                           ("off", True), ("N", True), ("FALSE", True)])
+def test_read_only_accepts_the_usual_boolean_spellings_in_any_case(proj, tmp_path, value, uploads):
+    with remote_servers.server("redis", tmp_path / "redis") as srv:
+        p = build(proj, srv.url, env={"TVMFFI_JIT_REMOTE_READ_ONLY": value})
+        assert p.returncode == 0, p.stderr
+        assert (srv.dbsize() == 1) == uploads
+
+
+@pytest.mark.parametrize("value", ["2", "maybe", "enabled"])
+def test_read_only_with_an_unknown_spelling_is_exit_2_naming_the_variable(proj, value):
+    p = build(proj, "redis://127.0.0.1:1", env={"TVMFFI_JIT_REMOTE_READ_ONLY": value})
+    assert p.returncode == 2, p.stderr
+    assert "TVMFFI_JIT_REMOTE_READ_ONLY" in p.stderr and "true" in p.stderr
+    assert p.stdout == ""
+
+
+# ---- export temp file --------------------------------------------------------------------------------------------------
+
+def test_export_does_not_write_through_a_symlink_planted_at_its_temp_name(proj, tmp_path):
+    assert build(proj).returncode == 0
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    out = tmp_path / "out" / "entries.tar.zst"
+    out.parent.mkdir()
+    # The next pids (a busy machine may hand out a few in between): FILE.tmp.<pid> for each.
+    last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+    for pid in range(last + 1, last + 3000):
+        os.symlink(victim, f"{out}.tmp.{pid}")
+    p = subprocess.run([TOOL, "cache", "export", str(out)], env=proj.env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert victim.read_text() == "precious\n"
+    assert out.is_file() and not out.is_symlink() and out.stat().st_size > 0
+    # Only the planted links and the export are there: no temp file of ours was left.
+    assert sorted(x.name for x in out.parent.iterdir() if not x.is_symlink()) == ["entries.tar.zst"]
