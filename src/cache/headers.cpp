@@ -162,6 +162,22 @@ std::optional<std::string> check_headers(const std::vector<HeaderRecord>& header
   return std::nullopt;
 }
 
+std::optional<std::string> verify_headers_recording_stats(std::vector<HeaderRecord>& headers) {
+  for (auto& h : headers) {
+    h.stat.clear();
+    struct stat st;
+    if (::stat(h.path.c_str(), &st) != 0) return h.path + " is gone";
+    if (!S_ISREG(st.st_mode)) return h.path + " is not a regular file";
+    if (static_cast<uint64_t>(st.st_size) != h.size) return h.path + " changed (size)";
+    uint64_t size = 0;
+    std::string hex, hashed_stat;
+    if (!hash_one(h.path, &size, &hex, &hashed_stat)) return h.path + " cannot be read";
+    if (size != h.size || hex != h.sha256) return h.path + " changed";
+    h.stat = std::move(hashed_stat);
+  }
+  return std::nullopt;
+}
+
 void merge_headers(std::vector<HeaderRecord>& into, const std::vector<HeaderRecord>& more) {
   std::unordered_set<std::string> seen;
   for (const auto& h : into) seen.insert(h.path);

@@ -1,5 +1,7 @@
 #include "tvmffi_jit/cache/remote.h"
 
+#include "remote_http.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -113,15 +115,33 @@ RemoteOptions remote_options_from_environment(RemoteOptions o, bool command_line
   o.read_only = command_line_read_only || truthy(std::getenv("TVMFFI_JIT_REMOTE_READ_ONLY"));
   if (const char* ns = std::getenv("TVMFFI_JIT_REMOTE_NAMESPACE"); ns && o.key_namespace == "tvmffi-jit")
     o.key_namespace = ns;
+  // AWS's variables, read only when an S3 remote will use them.
+  if (std::any_of(o.urls.begin(), o.urls.end(), [](const std::string& u) { return scheme_of(u) == "s3"; })) {
+    auto var = [](const char* name) -> std::string {
+      const char* v = std::getenv(name);
+      return v ? v : "";
+    };
+    o.s3.endpoint_url = var("AWS_ENDPOINT_URL");
+    if (std::string r = var("AWS_REGION"); !r.empty()) o.s3.region = r;
+    else if (std::string d = var("AWS_DEFAULT_REGION"); !d.empty()) o.s3.region = d;
+    o.s3.access_key_id = var("AWS_ACCESS_KEY_ID");
+    o.s3.secret_access_key = var("AWS_SECRET_ACCESS_KEY");
+    o.s3.session_token = var("AWS_SESSION_TOKEN");
+    check_s3_settings(o.s3);
+  }
   return o;
 }
 
 void check_remote_urls(const std::vector<std::string>& urls) {
   for (const auto& url : urls) {
     std::string scheme = scheme_of(url);
-    if (scheme != "http" && scheme != "https" && scheme != "redis")
+    if (scheme != "http" && scheme != "https" && scheme != "redis" && scheme != "s3")
       throw usage_error("remote " + redact_url(url) +
-                        ": the URL must start with http://, https:// or redis:// (docs/remote.md)");
+                        ": the URL must start with http://, https://, redis:// or s3:// (docs/remote.md)");
+    if (scheme == "s3") {
+      check_s3_url(url);
+      continue;
+    }
     std::string rest = url.substr(scheme.size() + 3);
     size_t at = rest.rfind('@', rest.find('/'));
     std::string hostport = rest.substr(at == std::string::npos ? 0 : at + 1);
@@ -174,7 +194,13 @@ LookupResult adopt_portable_entry(const Store& store, Staging& staging, const st
     if (!stamp || stamp->size != a.size) throw io_error("artifact " + a.file + " is missing or has the wrong size");
     if (util::sha256_file_hex(p) != a.sha256) throw io_error("artifact " + a.file + " does not match entry.json");
   }
-  if (auto changed = check_headers(record->headers)) throw io_error("stale: header " + *changed);
+  if (auto changed = verify_headers_recording_stats(record->headers)) throw io_error("stale: header " + *changed);
+  // The stats they were verified with (entry_from_json kept the headers' order).
+  for (size_t i = 0; i < record->headers.size(); ++i) {
+    auto& h = local["headers"][i];
+    if (record->headers[i].stat.empty()) h.erase("stat");
+    else h["stat"] = record->headers[i].stat;
+  }
   util::write_file(json_path, local.dump(2) + "\n");
   // Checked above (headers re-hashed once: on a CUDA module they are most of a hit's time).
   PublishResult p = store.publish_prepared(staging, entry_dir, *record);
@@ -231,8 +257,10 @@ RemoteTier::Server* RemoteTier::server(size_t i) {
   Server* s = servers_[i].get();
   if (!s->backend) {
     // Opened on first use: a local hit never loads a client library.
-    s->backend = scheme_of(s->url) == "redis" ? make_redis_backend(s->url, options_)
-                                              : make_http_backend(s->url, options_);
+    const std::string scheme = scheme_of(s->url);
+    s->backend = scheme == "redis" ? make_redis_backend(s->url, options_)
+                 : scheme == "s3"  ? make_s3_backend(s->url, options_)
+                                   : make_http_backend(s->url, options_);
   }
   return s;
 }

@@ -38,6 +38,13 @@ std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, co
 // mismatch ("/abs/h.h changed", "/abs/h.h is gone").
 std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers);
 
+// For an entry that comes from elsewhere (a remote, an import): re-hashes
+// every header whatever its `stat` says (a stat from another machine, or
+// planted in a blob, vouches for nothing), and sets each `stat` to the one the
+// file was hashed with when it is trusted (as hash_headers records it), so the
+// adopted entry's local hits skip the re-hash as a local build's do.
+std::optional<std::string> verify_headers_recording_stats(std::vector<HeaderRecord>& headers);
+
 constexpr int64_t kTrustedStatAgeSeconds = 2;
 
 // Merges header lists, keeping the first record of each path.

@@ -3,13 +3,14 @@
 //   build: local hit -> imported entry -> remote hit (verified, published
 //          locally) -> build -> publish locally -> PUT (unless read-only)
 //
-// Backends: HTTP(S) GET/PUT (nginx WebDAV, bazel-remote /ac/, S3 gateways)
-// through libcurl, opened with dlopen() only when an http(s) remote is used;
-// Redis GETRANGE/SET through hiredis (linked statically). Objects are named
-// by the portable key (cache/portable.h), so checkouts at other paths and
-// other machines find them:
-//   http://host/path  ->  http://host/path/<namespace>/<portable key>
-//   redis://host:port ->  key "<namespace>:<portable key>"
+// Backends: HTTP(S) GET/PUT (nginx WebDAV, bazel-remote /ac/) and S3
+// (SigV4-signed GET/PUT, same transfer code) through libcurl, opened with
+// dlopen() only when an http(s) or s3 remote is used; Redis GETRANGE/SET
+// through hiredis (linked statically). Objects are named by the portable key
+// (cache/portable.h), so checkouts at other paths and other machines find them:
+//   http://host/path     ->  http://host/path/<namespace>/<portable key>
+//   s3://bucket/prefix   ->  object "prefix/<namespace>/<portable key>"
+//   redis://host:port    ->  key "<namespace>:<portable key>"
 // A blob (cache/blob.h) is verified completely (every file's SHA-256, the
 // entry's own claims, its recorded headers re-hashed here) before the one
 // rename that publishes it; anything wrong is a miss that rebuilds. A server
@@ -30,6 +31,17 @@
 
 namespace tvmffi_jit::cache {
 
+// S3 settings: AWS's standard variables (docs/remote.md, "S3"). The secret
+// and the session token are never put into a message, a log line or JSON.
+struct S3Settings {
+  std::string endpoint_url;  // $AWS_ENDPOINT_URL: path-style requests to it; empty: AWS, virtual-hosted style
+  std::string region = "us-east-1";  // $AWS_REGION, else $AWS_DEFAULT_REGION
+  std::string access_key_id;         // empty (or no secret): anonymous, unsigned requests
+  std::string secret_access_key;
+  std::string session_token;  // $AWS_SESSION_TOKEN: temporary credentials (x-amz-security-token)
+  bool anonymous() const { return access_key_id.empty() || secret_access_key.empty(); }
+};
+
 struct RemoteOptions {
   std::vector<std::string> urls;  // tried in order
   bool read_only = false;         // never PUT
@@ -37,16 +49,19 @@ struct RemoteOptions {
   int connect_timeout_ms = 100;
   int transfer_timeout_ms = 60000;
   uint64_t max_blob_bytes = 1ull << 30;  // compressed, as received
+  S3Settings s3;
   bool enabled() const { return !urls.empty(); }
 };
 
 // $TVMFFI_JIT_REMOTE (URLs separated by spaces), $TVMFFI_JIT_REMOTE_READ_ONLY
 // (1/true/yes) and $TVMFFI_JIT_REMOTE_NAMESPACE under the command line's
-// values: urls given on the command line replace the variable's.
+// values: urls given on the command line replace the variable's. With an
+// s3:// URL among them, also the AWS variables (S3Settings), checked here:
+// a malformed $AWS_ENDPOINT_URL or $AWS_REGION is usage_error (exit 2).
 RemoteOptions remote_options_from_environment(RemoteOptions command_line, bool command_line_read_only);
 
-// Checks every URL's syntax (scheme http, https or redis; host; Redis db
-// number). Throws usage_error (exit 2) naming the URL.
+// Checks every URL's syntax (scheme http, https, redis or s3; host; Redis db
+// number; S3 bucket name and prefix). Throws usage_error (exit 2) naming the URL.
 void check_remote_urls(const std::vector<std::string>& urls);
 
 // "redis://:secret@h:1/0" -> "redis://***@h:1/0": URLs as logs show them.
@@ -64,6 +79,7 @@ class RemoteBackend {
 
 std::unique_ptr<RemoteBackend> make_http_backend(const std::string& url, const RemoteOptions& options);
 std::unique_ptr<RemoteBackend> make_redis_backend(const std::string& url, const RemoteOptions& options);
+std::unique_ptr<RemoteBackend> make_s3_backend(const std::string& url, const RemoteOptions& options);
 
 // `cache import` keeps entries here, in portable form, until a build in some
 // base directory adopts them: <root>/imported/<name>_<portable key16>/.
