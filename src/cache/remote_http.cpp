@@ -178,9 +178,11 @@ class HttpBackend : public RemoteBackend {
     api_.easy_setopt(curl_, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.transfer_timeout_ms));
     api_.easy_setopt(curl_, CURLOPT_FOLLOWLOCATION, 0L);
     api_.slist_free_all(headers_);
+    headers_ = nullptr;
     // "Expect: 100-continue" would stall every upload above 1 MiB for a second
-    // on servers that do not answer it.
-    headers_ = api_.slist_append(nullptr, "Expect:");
+    // on servers that do not answer it. Not for S3 (its servers answer it):
+    // libcurl would sign the empty "Expect:" line it then does not send.
+    if (signing_.aws_sigv4.empty()) headers_ = api_.slist_append(headers_, "Expect:");
     if (!signing_.aws_sigv4.empty()) {
       if (api_.easy_setopt(curl_, CURLOPT_AWS_SIGV4, signing_.aws_sigv4.c_str()) != CURLE_OK)
         throw missing_tool_error("the S3 remote " + shown_ + " signs its requests (AWS SigV4) through libcurl, and the "
