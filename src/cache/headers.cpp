@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <ctime>
 #include <unordered_set>
 
@@ -162,13 +163,86 @@ std::optional<std::string> check_headers(const std::vector<HeaderRecord>& header
   return std::nullopt;
 }
 
-std::optional<std::string> verify_headers_recording_stats(std::vector<HeaderRecord>& headers) {
+namespace {
+constexpr uint64_t kMaxDigestMemoBytes = 8u << 20;
+constexpr size_t kMaxDigestMemoRecords = 20000;  // ~55 toolkits' worth of headers
+}  // namespace
+
+// One line per header: "<sha256> <size> <stat> <path>" (the path last: it may
+// hold spaces; one with a newline is not memoised).
+void HeaderDigestMemo::load() {
+  loaded_ = true;
+  auto text = util::read_small_file(path_, kMaxDigestMemoBytes);
+  if (!text) return;
+  for (const auto& line : util::split_any(*text, "\n")) {
+    size_t a = line.find(' '), b = a == std::string::npos ? a : line.find(' ', a + 1),
+           c = b == std::string::npos ? b : line.find(' ', b + 1);
+    if (c == std::string::npos || a != 64 || c + 1 >= line.size() || line[c + 1] != '/') continue;
+    HeaderRecord r;
+    r.sha256 = line.substr(0, a);
+    r.size = std::strtoull(line.c_str() + a + 1, nullptr, 10);
+    r.stat = line.substr(b + 1, c - b - 1);
+    r.path = line.substr(c + 1);
+    records_.push_back(std::move(r));
+  }
+  std::sort(records_.begin(), records_.end(), [](const auto& x, const auto& y) { return x.path < y.path; });
+}
+
+const HeaderRecord* HeaderDigestMemo::find(const std::string& path) {
+  if (!loaded_) load();
+  auto it = std::lower_bound(records_.begin(), records_.end(), path,
+                             [](const HeaderRecord& r, const std::string& p) { return r.path < p; });
+  return it != records_.end() && it->path == path ? &*it : nullptr;
+}
+
+void HeaderDigestMemo::remember(const std::vector<HeaderRecord>& headers) {
+  if (!loaded_) load();
+  bool changed = false;
+  for (const auto& h : headers) {
+    if (h.stat.empty() || h.path.find('\n') != std::string::npos) continue;
+    auto it = std::lower_bound(records_.begin(), records_.end(), h.path,
+                               [](const HeaderRecord& r, const std::string& p) { return r.path < p; });
+    if (it != records_.end() && it->path == h.path) {
+      if (it->stat == h.stat && it->sha256 == h.sha256 && it->size == h.size) continue;
+      *it = h;
+    } else {
+      records_.insert(it, h);
+    }
+    changed = true;
+  }
+  if (!changed) return;
+  if (records_.size() > kMaxDigestMemoRecords) {  // start over from these headers rather than grow without end
+    records_.clear();
+    for (const auto& h : headers)
+      if (!h.stat.empty() && h.path.find('\n') == std::string::npos) records_.push_back(h);
+    std::sort(records_.begin(), records_.end(), [](const auto& x, const auto& y) { return x.path < y.path; });
+  }
+  std::string text;
+  for (const auto& r : records_)
+    text += r.sha256 + " " + std::to_string(r.size) + " " + r.stat + " " + r.path + "\n";
+  try {
+    util::make_directories(util::parent_path(path_), 0700);
+    util::write_file_atomic(path_, text, 0600);
+  } catch (const Error&) {
+    // A memo: the next adoption hashes again.
+  }
+}
+
+std::optional<std::string> verify_headers_recording_stats(std::vector<HeaderRecord>& headers, HeaderDigestMemo* memo) {
   for (auto& h : headers) {
     h.stat.clear();
     struct stat st;
     if (::stat(h.path.c_str(), &st) != 0) return h.path + " is gone";
     if (!S_ISREG(st.st_mode)) return h.path + " is not a regular file";
     if (static_cast<uint64_t>(st.st_size) != h.size) return h.path + " changed (size)";
+    if (memo) {
+      const HeaderRecord* known = memo->find(h.path);
+      if (known && !known->stat.empty() && known->stat == stat_text(st) && known->size == h.size &&
+          known->sha256 == h.sha256) {
+        h.stat = known->stat;  // the very file that was hashed (and trusted) here
+        continue;
+      }
+    }
     uint64_t size = 0;
     std::string hex, hashed_stat;
     if (!hash_one(h.path, &size, &hex, &hashed_stat)) return h.path + " cannot be read";

@@ -194,7 +194,9 @@ LookupResult adopt_portable_entry(const Store& store, Staging& staging, const st
     if (!stamp || stamp->size != a.size) throw io_error("artifact " + a.file + " is missing or has the wrong size");
     if (util::sha256_file_hex(p) != a.sha256) throw io_error("artifact " + a.file + " does not match entry.json");
   }
-  if (auto changed = verify_headers_recording_stats(record->headers)) throw io_error("stale: header " + *changed);
+  HeaderDigestMemo memo(HeaderDigestMemo::path_in(store.root()));
+  if (auto changed = verify_headers_recording_stats(record->headers, &memo)) throw io_error("stale: header " + *changed);
+  memo.remember(record->headers);
   // The stats they were verified with (entry_from_json kept the headers' order).
   for (size_t i = 0; i < record->headers.size(); ++i) {
     auto& h = local["headers"][i];

@@ -42,7 +42,9 @@ const CurlApi& curl_api() {
   std::call_once(once, [] {
     const char* env = std::getenv("TVMFFI_JIT_LIBCURL");
     std::string lib = env && *env ? env : "libcurl.so.4";
-    void* h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    // RTLD_LAZY: libcurl and its ~30 libraries are bound as used, not all at
+    // load (a few ms of a remote hit); the functions used are dlsym()ed below.
+    void* h = ::dlopen(lib.c_str(), RTLD_LAZY | RTLD_LOCAL);
     if (!h) {
       const char* e = ::dlerror();
       error = "an http(s) remote cache needs libcurl, and " + lib + " could not be loaded (" + (e ? e : "?") +

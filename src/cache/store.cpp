@@ -216,6 +216,9 @@ PublishResult Store::publish(Staging& staging, const std::string& entry_dir, Ent
     record.artifacts.push_back(std::move(a));
   }
   util::write_file(util::join_path(staging.entry_dir(), kEntryFileName), entry_file_text(record));
+  // A module's build teaches the root the digests of the headers it read, so
+  // a later remote hit that lists them does not hash them again (headers.h).
+  if (record.kind == "module") HeaderDigestMemo(HeaderDigestMemo::path_in(root())).remember(record.headers);
   return commit(staging, entry_dir, std::move(record));
 }
 

@@ -157,7 +157,7 @@ class Nginx:
 
 @contextlib.contextmanager
 def server(kind, workdir):
-    s = Redis(workdir) if kind == "redis" else Nginx(workdir)
+    s = Redis(workdir) if kind == "redis" else SeaweedS3(workdir) if kind == "s3" else Nginx(workdir)
     try:
         yield s
     finally:
@@ -297,6 +297,14 @@ class SeaweedS3:
         key, secret = {"writer": (self.WRITER_KEY, self.WRITER_SECRET),
                        "reader": (self.READER_KEY, self.READER_SECRET), "anonymous": (None, None)}[who]
         return sigv4_request(self.endpoint, method, path, key, secret, body)
+
+    def env(self, who="writer"):
+        """The AWS variables a build uses to reach this server as `who`."""
+        e = {"AWS_ENDPOINT_URL": self.endpoint}
+        if who != "anonymous":
+            key, secret = (self.WRITER_KEY, self.WRITER_SECRET) if who == "writer" else (self.READER_KEY, self.READER_SECRET)
+            e.update(AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret)
+        return e
 
     def url(self, bucket=None, prefix=""):
         return f"s3://{bucket or self.BUCKET}" + (f"/{prefix}" if prefix else "")

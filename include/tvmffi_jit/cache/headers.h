@@ -38,12 +38,40 @@ std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, co
 // mismatch ("/abs/h.h changed", "/abs/h.h is gone").
 std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers);
 
-// For an entry that comes from elsewhere (a remote, an import): re-hashes
-// every header whatever its `stat` says (a stat from another machine, or
-// planted in a blob, vouches for nothing), and sets each `stat` to the one the
-// file was hashed with when it is trusted (as hash_headers records it), so the
-// adopted entry's local hits skip the re-hash as a local build's do.
-std::optional<std::string> verify_headers_recording_stats(std::vector<HeaderRecord>& headers);
+// Digests of headers this cache root has hashed, by path, each with the
+// trusted stat it was hashed with: <root>/toolchain/header-digests. An entry
+// from elsewhere (a remote, an import) lists the ~360 toolkit headers its
+// compile read; a header whose stat is still the one recorded here is not
+// re-hashed (the rule an entry's own header stats follow), so a remote hit
+// into a root that has seen those headers costs no hashing. A memo: a
+// missing, damaged or oversized file is empty, and concurrent writers may
+// lose each other's additions (they are re-learnt).
+class HeaderDigestMemo {
+ public:
+  static std::string path_in(const std::string& root) { return root + "/toolchain/header-digests"; }
+  explicit HeaderDigestMemo(std::string path) : path_(std::move(path)) {}
+  // The record for `path` (read from the file on first use), or nullptr.
+  const HeaderRecord* find(const std::string& path);
+  // Adds the records that carry a trusted stat and rewrites the file
+  // atomically when that changed it (errors are ignored: it is a memo).
+  void remember(const std::vector<HeaderRecord>& headers);
+
+ private:
+  void load();
+  std::string path_;
+  bool loaded_ = false;
+  std::vector<HeaderRecord> records_;  // sorted by path
+};
+
+// For an entry that comes from elsewhere (a remote, an import): checks every
+// header against the file here whatever its `stat` says (a stat from another
+// machine, or planted in a blob, vouches for nothing) -- by hashing it, or by
+// `memo` when the file's stat is the one recorded there with the same digest
+// -- and sets each `stat` to the trusted one it was checked with (as
+// hash_headers records it), so the adopted entry's local hits skip the
+// re-hash as a local build's do.
+std::optional<std::string> verify_headers_recording_stats(std::vector<HeaderRecord>& headers,
+                                                          HeaderDigestMemo* memo = nullptr);
 
 constexpr int64_t kTrustedStatAgeSeconds = 2;
 
