@@ -529,3 +529,43 @@ TEST_CASE("text that is not UTF-8 is stored: compiler output and flags replaced,
   util::write_file(h, "#define K 2\n");
   CHECK_FALSE(f.store.lookup(p.entry_dir, kKeyA).hit);
 }
+
+TEST_CASE("an adopted entry's headers are checked by hash or by the root's digest memo, never by a foreign stat",
+          "[cache][headers]") {
+  util::TempDir tmp;
+  const std::string old_header = "/usr/include/stdio.h";  // years old: its stat is trusted
+  auto hashed = hash_headers({old_header}, "/", {}, {});
+  REQUIRE(hashed.size() == 1);
+  REQUIRE_FALSE(hashed[0].stat.empty());
+
+  // Without a memo every header is hashed; the trusted stat is recorded, a
+  // stat that came with the entry is not believed.
+  auto fetched = hashed;
+  fetched[0].stat = "1:2:3:4";
+  CHECK_FALSE(verify_headers_recording_stats(fetched));
+  CHECK(fetched[0].stat == hashed[0].stat);
+  auto wrong = hashed;
+  wrong[0].sha256 = std::string(64, 'a');
+  wrong[0].stat = hashed[0].stat;  // even the right stat from elsewhere: hashed, and the digest differs
+  CHECK(verify_headers_recording_stats(wrong));
+
+  // A memo record made under the file's current stat is taken without
+  // hashing (shown by a digest the file does not have), read back from its file.
+  HeaderDigestMemo(HeaderDigestMemo::path_in(tmp.path())).remember({wrong[0]});
+  HeaderDigestMemo memo(HeaderDigestMemo::path_in(tmp.path()));
+  REQUIRE(memo.find(old_header));
+  auto claimed = wrong;
+  claimed[0].stat.clear();
+  CHECK_FALSE(verify_headers_recording_stats(claimed, &memo));
+  CHECK(claimed[0].stat == hashed[0].stat);
+
+  // Under another stat the memo is not used: the hash decides.
+  auto other = wrong[0];
+  other.stat = "0:0:0:0";
+  HeaderDigestMemo(HeaderDigestMemo::path_in(tmp.path())).remember({other});
+  HeaderDigestMemo stale(HeaderDigestMemo::path_in(tmp.path()));
+  auto again = wrong;
+  CHECK(verify_headers_recording_stats(again, &stale));
+  auto real = hashed;
+  CHECK_FALSE(verify_headers_recording_stats(real, &stale));
+}
