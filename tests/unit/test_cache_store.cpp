@@ -545,9 +545,9 @@ TEST_CASE("an adopted entry's headers are checked by hash or by the root's diges
   CHECK_FALSE(verify_headers_recording_stats(fetched));
   CHECK(fetched[0].stat == hashed[0].stat);
   auto wrong = hashed;
-  wrong[0].sha256 = std::string(64, 'a');
-  wrong[0].stat = hashed[0].stat;  // even the right stat from elsewhere: hashed, and the digest differs
-  CHECK(verify_headers_recording_stats(wrong));
+  wrong[0].sha256 = std::string(64, 'a');  // keeps the file's own, trusted stat
+  auto claimed_with_stat = wrong;  // even the right stat from elsewhere: hashed, and the digest differs
+  CHECK(verify_headers_recording_stats(claimed_with_stat));
 
   // A memo record made under the file's current stat is taken without
   // hashing (shown by a digest the file does not have), read back from its file.
