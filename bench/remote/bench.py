@@ -7,7 +7,7 @@ checkout B at different paths. Measured as whole processes, in one run:
 
   cold build      checkout A, empty root (every compile and the link)   anchor
   local hit       checkout A, its own root
-  remote hit      checkout B, --remote redis://... / http://... (GET, verify every
+  remote hit      checkout B, --remote redis://... / http://... / s3://... (GET, verify every
                   SHA-256, re-hash the headers, publish), into a new empty root per run
                   (which first identifies the toolchain: compilers' --version, tvm-ffi)
                   and into a warm root (toolchain memos present, the entry absent)
@@ -59,7 +59,9 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     env = dict(os.environ)
-    for v in ("TVMFFI_JIT_CACHE_DIR", "TVMFFI_JIT_REMOTE", "TVMFFI_JIT_REMOTE_READ_ONLY", "TVMFFI_JIT_BASE_DIR"):
+    for v in ("TVMFFI_JIT_CACHE_DIR", "TVMFFI_JIT_REMOTE", "TVMFFI_JIT_REMOTE_READ_ONLY", "TVMFFI_JIT_BASE_DIR",
+              "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+              "AWS_DEFAULT_REGION"):
         env.pop(v, None)
 
     example = REPO / "share" / "tvmffi-jit" / "examples" / "cuda_add_one"
@@ -83,11 +85,14 @@ def main():
         return [tool, "build", "-m", str(manifest), "--cache-dir", str(root), *map(str, extra)]
 
     rows = []
-    with remote_servers.server("redis", work / "redis") as redis, remote_servers.server("http", work / "nginx") as nginx:
-        # Cold builds (each into an empty root; uploads to both servers on the first).
+    with remote_servers.server("redis", work / "redis") as redis, remote_servers.server("http", work / "nginx") as nginx, \
+            remote_servers.server("s3", work / "seaweedfs") as s3:
+        s3_url = s3.url(prefix="bench")
+        env = dict(env, **s3.env("writer"))  # read only by s3:// remotes
+        # Cold builds (each into an empty root; uploads to every server on the first).
         cold = []
         for i in range(a.cold_runs):
-            extra = ["--remote", redis.url, "--remote", nginx.url] if i == 0 else []
+            extra = ["--remote", redis.url, "--remote", nginx.url, "--remote", s3_url] if i == 0 else []
             cold.append(timed(build(mA, work / f"cold{i}", *extra), cwd=ckA, env=env)[0])
         cold_m = statistics.median(cold)
         rootA = work / "cold0"
@@ -97,21 +102,22 @@ def main():
         local_m = statistics.median(local)
         size = None
         remote = {}
-        for name, srv in (("redis", redis), ("nginx (WebDAV)", nginx)):
+        for name, url in (("redis", redis.url), ("nginx (WebDAV)", nginx.url), ("S3 (SeaweedFS)", s3_url)):
             # A warm second root: a runner's node-local cache that has identified
             # the compilers and tvm-ffi before, but not this entry.
-            template = work / f"tpl-{name[:5]}"
-            timed(build(mB, template, "--remote", srv.url), cwd=ckB, env=env)
+            slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+            template = work / f"tpl-{slug}"
+            timed(build(mB, template, "--remote", url), cwd=ckB, env=env)
             for d in template.iterdir():
                 if re.fullmatch(r".+_[0-9a-f]{16}", d.name) or d.name.startswith("stats"):
                     shutil.rmtree(d) if d.is_dir() else d.unlink()
             for kind in ("empty", "warm"):
                 times = []
                 for i in range(a.runs):
-                    root = work / f"b-{name[:5]}-{kind}-{i}"
+                    root = work / f"b-{slug}-{kind}-{i}"
                     if kind == "warm":
                         shutil.copytree(template, root, symlinks=True)
-                    dt, p = timed(build(mB, root, "--remote", srv.url, "--json"), cwd=ckB, env=env)
+                    dt, p = timed(build(mB, root, "--remote", url, "--json"), cwd=ckB, env=env)
                     j = json.loads(p.stdout)
                     assert j["cache"] == "remote-hit" and j["commands"] == [], j
                     size = size or json.loads(timed([tool, "cache", "stats", "--json", "--cache-dir", str(root)],

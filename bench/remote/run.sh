@@ -2,8 +2,9 @@
 # Benchmarks the remote cache tier (docs/benchmarks.md and docs/remote.md,
 # section "remote"): for the README example module (CUDA; a C++ module when
 # nvcc is absent), whole `tvmffi-jit build` processes for
-#   a remote hit from redis-server and from nginx (WebDAV) on 127.0.0.1,
-#   each into an empty second cache root from a second checkout (target <= 20 ms),
+#   a remote hit from redis-server, nginx (WebDAV) and SeaweedFS (S3, SigV4) on 127.0.0.1,
+#   each from a second checkout into a warm second cache root (target <= 15 ms)
+#   and into a new empty one (target <= 60 ms),
 #   a local hit, and a cold build (the anchor), all in one run;
 # plus what an unreachable server costs a build (the connect timeout).
 #

@@ -1,5 +1,7 @@
 #include "tvmffi_jit/cache/remote.h"
 
+#include "remote_http.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -137,6 +139,17 @@ RemoteOptions remote_options_from_environment(RemoteOptions o, bool command_line
       static_cast<int>(toolchain::env_duration_ms(env, "TVMFFI_JIT_REMOTE_TIMEOUT", o.transfer_timeout_ms));
   o.max_blob_bytes = toolchain::env_size(env, "TVMFFI_JIT_REMOTE_MAX_BLOB", o.max_blob_bytes);
   if (auto lib = env("TVMFFI_JIT_LIBCURL"); lib && !lib->empty()) o.libcurl = *lib;
+  // AWS's variables, read only when an S3 remote will use them.
+  if (std::any_of(o.urls.begin(), o.urls.end(), [](const std::string& u) { return scheme_of(u) == "s3"; })) {
+    auto var = [&env](const char* name) -> std::string { return env(name).value_or(""); };
+    o.s3.endpoint_url = var("AWS_ENDPOINT_URL");
+    if (std::string r = var("AWS_REGION"); !r.empty()) o.s3.region = r;
+    else if (std::string d = var("AWS_DEFAULT_REGION"); !d.empty()) o.s3.region = d;
+    o.s3.access_key_id = var("AWS_ACCESS_KEY_ID");
+    o.s3.secret_access_key = var("AWS_SECRET_ACCESS_KEY");
+    o.s3.session_token = var("AWS_SESSION_TOKEN");
+    check_s3_settings(o.s3);
+  }
   if (o.sign_key_file.empty()) {
     if (auto v = env("TVMFFI_JIT_REMOTE_SIGN_KEY")) o.sign_key_file = *v;
   }
@@ -169,9 +182,13 @@ std::optional<std::string> untrusted_reason(const RemoteOptions& options, const 
 void check_remote_urls(const std::vector<std::string>& urls) {
   for (const auto& url : urls) {
     std::string scheme = scheme_of(url);
-    if (scheme != "http" && scheme != "https" && scheme != "redis")
+    if (scheme != "http" && scheme != "https" && scheme != "redis" && scheme != "s3")
       throw usage_error("remote " + redact_url(url) +
-                        ": the URL must start with http://, https:// or redis:// (docs/remote.md)");
+                        ": the URL must start with http://, https://, redis:// or s3:// (docs/remote.md)");
+    if (scheme == "s3") {
+      check_s3_url(url);
+      continue;
+    }
     std::string rest = url.substr(scheme.size() + 3);
     size_t at = rest.rfind('@', rest.find('/'));
     std::string hostport = rest.substr(at == std::string::npos ? 0 : at + 1);
@@ -317,8 +334,10 @@ RemoteTier::Server* RemoteTier::server(size_t i) {
   Server* s = servers_[i].get();
   if (!s->backend) {
     // Opened on first use: a local hit never loads a client library.
-    s->backend = scheme_of(s->url) == "redis" ? make_redis_backend(s->url, options_)
-                                              : make_http_backend(s->url, options_);
+    const std::string scheme = scheme_of(s->url);
+    s->backend = scheme == "redis" ? make_redis_backend(s->url, options_)
+                 : scheme == "s3"  ? make_s3_backend(s->url, options_)
+                                   : make_http_backend(s->url, options_);
   }
   return s;
 }

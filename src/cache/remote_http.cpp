@@ -20,8 +20,9 @@
 #include <optional>
 #include <vector>
 
-#include "tvmffi_jit/cache/remote.h"
+#include "remote_http.h"
 #include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/process.h"
 
 namespace tvmffi_jit::cache {
@@ -57,7 +58,9 @@ const CurlApi& curl_api(const std::string& configured) {
   static std::once_flag once;
   std::call_once(once, [&configured] {
     std::string lib = configured.empty() ? "libcurl.so.4" : configured;
-    void* h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    // RTLD_LAZY: libcurl and its ~30 libraries are bound as used, not all at
+    // load (a few ms of a remote hit); the functions used are dlsym()ed below.
+    void* h = ::dlopen(lib.c_str(), RTLD_LAZY | RTLD_LOCAL);
     if (!h) {
       const char* e = ::dlerror();
       error = "an http(s) remote cache needs libcurl, and " + lib + " could not be loaded (" + (e ? e : "?") +
@@ -158,7 +161,26 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
   return d->add(data, size * count) ? size * count : 0;  // 0 aborts the transfer
 }
 
-size_t on_discard(char*, size_t size, size_t count, void*) { return size * count; }
+// A PUT's reply: its first bytes are kept for the warning (an S3 error body
+// says why), the rest is read and dropped.
+constexpr size_t kKeptReplyBytes = 64 << 10;
+
+size_t on_reply(char* data, size_t size, size_t count, void* user) {
+  auto* kept = static_cast<std::string*>(user);
+  size_t n = size * count;
+  kept->append(data, std::min(n, kKeptReplyBytes - std::min(kKeptReplyBytes, kept->size())));
+  return n;
+}
+
+// "HTTP 403 (AccessDenied: ...)": the status and, when the body is an S3
+// error, what it says.
+std::string answered(long status, const std::string& body) {
+  std::string reason = s3_error_reason(body);
+  return "HTTP " + std::to_string(status) + (reason.empty() ? "" : " (" + reason + ")");
+}
+
+// SHA-256 of the empty body (a GET's), as SigV4's x-amz-content-sha256 wants it.
+constexpr const char* kEmptySha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 // Any header line of the answer is its first byte.
 size_t on_header(char*, size_t size, size_t count, void* user) {
@@ -190,16 +212,14 @@ std::string seconds(int ms) {
 
 class HttpBackend : public RemoteBackend {
  public:
-  HttpBackend(std::string url, const RemoteOptions& o) : api_(curl_api(o.libcurl)), options_(o) {
+  HttpBackend(std::string url, std::string shown, const RemoteOptions& o, HttpSigning signing)
+      : api_(curl_api(o.libcurl)), options_(o), signing_(std::move(signing)) {
     while (!url.empty() && url.back() == '/') url.pop_back();
     base_ = url;
-    shown_ = redact_url(url);
+    shown_ = std::move(shown);
     curl_ = api_.easy_init();
     multi_ = api_.multi_init();
     if (!curl_ || !multi_) throw io_error("curl_easy_init failed");
-    // "Expect: 100-continue" would stall every upload above 1 MiB for a second
-    // on servers that do not answer it.
-    headers_ = api_.slist_append(nullptr, "Expect:");
   }
   ~HttpBackend() override {
     api_.slist_free_all(headers_);
@@ -212,32 +232,38 @@ class HttpBackend : public RemoteBackend {
     d.api = &api_;
     d.curl = curl_;
     d.max = max_bytes;
-    setup(object);
+    setup(object, kEmptySha256);
     api_.easy_setopt(curl_, CURLOPT_HTTPGET, 1L);
     api_.easy_setopt(curl_, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(max_bytes));
     api_.easy_setopt(curl_, CURLOPT_WRITEFUNCTION, on_body);
     api_.easy_setopt(curl_, CURLOPT_WRITEDATA, &d);
     long status = perform("GET", object, &d, nullptr);
-    if (status == 404) return std::nullopt;
-    if (status != 200) throw io_error("GET " + object + " answered HTTP " + std::to_string(status));
-    return d.take();
+    std::string body = d.take();
+    // Absent, unless an S3 server says the bucket itself is (an error to report).
+    if (status == 404 && s3_error_code(body) != "NoSuchBucket") return std::nullopt;
+    if (status != 200) throw io_error("GET " + object + " answered " + answered(status, body));
+    return body;
   }
 
   void put(const std::string& object, const std::string& blob) override {
     Upload u{&blob, 0, std::nullopt};
-    setup(object);
+    std::string reply;
+    setup(object, signing_.aws_sigv4.empty() ? std::string() : util::sha256_hex(blob));
     api_.easy_setopt(curl_, CURLOPT_UPLOAD, 1L);
     api_.easy_setopt(curl_, CURLOPT_READFUNCTION, on_read);
     api_.easy_setopt(curl_, CURLOPT_READDATA, &u);
     api_.easy_setopt(curl_, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(blob.size()));
-    api_.easy_setopt(curl_, CURLOPT_WRITEFUNCTION, on_discard);
+    api_.easy_setopt(curl_, CURLOPT_WRITEFUNCTION, on_reply);
+    api_.easy_setopt(curl_, CURLOPT_WRITEDATA, &reply);
     long status = perform("PUT", object, nullptr, &u);
     if (status != 200 && status != 201 && status != 204)
-      throw io_error("PUT " + object + " answered HTTP " + std::to_string(status));
+      throw io_error("PUT " + object + " answered " + answered(status, reply));
   }
 
  private:
-  void setup(const std::string& object) {
+  // `content_sha256`: the body's SHA-256 for SigV4 (S3 wants it in a header,
+  // and libcurl signs that header's value as the payload hash).
+  void setup(const std::string& object, const std::string& content_sha256) {
     api_.easy_setopt(curl_, CURLOPT_UPLOAD, 0L);
     api_.easy_setopt(curl_, CURLOPT_HTTPGET, 1L);
     url_ = base_ + "/" + object;
@@ -247,6 +273,23 @@ class HttpBackend : public RemoteBackend {
     // A backstop only: perform() enforces the deadlines with its own messages.
     api_.easy_setopt(curl_, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.transfer_timeout_ms) + 1000L);
     api_.easy_setopt(curl_, CURLOPT_FOLLOWLOCATION, 0L);
+    api_.slist_free_all(headers_);
+    headers_ = nullptr;
+    // "Expect: 100-continue" would stall every upload above 1 MiB for a second
+    // on servers that do not answer it. Not for S3 (its servers answer it):
+    // libcurl would sign the empty "Expect:" line it then does not send.
+    if (signing_.aws_sigv4.empty()) headers_ = api_.slist_append(headers_, "Expect:");
+    if (!signing_.aws_sigv4.empty()) {
+      if (api_.easy_setopt(curl_, CURLOPT_AWS_SIGV4, signing_.aws_sigv4.c_str()) != CURLE_OK)
+        throw missing_tool_error("the S3 remote " + shown_ + " signs its requests (AWS SigV4) through libcurl, and the "
+                                 "libcurl loaded is older than 7.75: install a newer libcurl or point "
+                                 "TVMFFI_JIT_LIBCURL at one");
+      api_.easy_setopt(curl_, CURLOPT_USERNAME, signing_.key_id.c_str());
+      api_.easy_setopt(curl_, CURLOPT_PASSWORD, signing_.secret.c_str());
+      headers_ = api_.slist_append(headers_, ("x-amz-content-sha256: " + content_sha256).c_str());
+      if (!signing_.session_token.empty())
+        headers_ = api_.slist_append(headers_, ("x-amz-security-token: " + signing_.session_token).c_str());
+    }
     api_.easy_setopt(curl_, CURLOPT_HTTPHEADER, headers_);
     api_.easy_setopt(curl_, CURLOPT_USERAGENT, "tvmffi-jit/" TVMFFI_JIT_VERSION);
     api_.easy_setopt(curl_, CURLOPT_NOPROGRESS, 1L);
@@ -312,6 +355,7 @@ class HttpBackend : public RemoteBackend {
 
   const CurlApi& api_;
   RemoteOptions options_;
+  HttpSigning signing_;
   std::string base_, shown_, url_;
   CURL* curl_ = nullptr;
   CURLM* multi_ = nullptr;
@@ -322,7 +366,12 @@ class HttpBackend : public RemoteBackend {
 }  // namespace
 
 std::unique_ptr<RemoteBackend> make_http_backend(const std::string& url, const RemoteOptions& options) {
-  return std::make_unique<HttpBackend>(url, options);
+  return std::make_unique<HttpBackend>(url, redact_url(url), options, HttpSigning{});
+}
+
+std::unique_ptr<RemoteBackend> make_http_backend(std::string base_url, std::string shown, const RemoteOptions& options,
+                                                 HttpSigning signing) {
+  return std::make_unique<HttpBackend>(std::move(base_url), std::move(shown), options, std::move(signing));
 }
 
 }  // namespace tvmffi_jit::cache

@@ -184,13 +184,21 @@ bool require_marked_root(const CacheRoot& root) {
   return true;
 }
 
+namespace {
+// $XDG_CACHE_HOME, else ~/.cache.
+std::string user_cache_home() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x && x[0] == '/') return util::absolute_path(x);
+  return util::absolute_path(util::join_path(home_directory(), ".cache"));
+}
+}  // namespace
+
 std::string resolve_root_path(const std::string& cli_value) {
   if (!cli_value.empty()) return util::absolute_path(cli_value);
   if (const char* v = std::getenv("TVMFFI_JIT_CACHE_DIR"); v && *v) return util::absolute_path(v);
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x && x[0] == '/')
-    return util::absolute_path(util::join_path(x, "tvmffi-jit"));
-  return util::absolute_path(util::join_path(util::join_path(home_directory(), ".cache"), "tvmffi-jit"));
+  return util::join_path(user_cache_home(), "tvmffi-jit");
 }
+
+std::string user_toolchain_memo_dir() { return util::join_path(user_cache_home(), "tvmffi-jit-toolchain"); }
 
 CacheRoot open_root(const std::string& path, bool create, bool probe_write) {
   CacheRoot root;

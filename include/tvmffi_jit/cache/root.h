@@ -30,6 +30,13 @@ namespace tvmffi_jit::cache {
 // else ~/.cache/tvmffi-jit. Returned absolute (lexically), not resolved.
 std::string resolve_root_path(const std::string& cli_value);
 
+// The per-user directory of toolchain memos that every cache root of this
+// user may share ($XDG_CACHE_HOME/tvmffi-jit-toolchain, else
+// ~/.cache/tvmffi-jit-toolchain): a new root reads what another root has
+// learnt about the toolchain instead of running tvm-ffi-config again.
+// Not a cache root: it holds memos only, each validated before use.
+std::string user_toolchain_memo_dir();
+
 inline constexpr const char* kCacheDirTagName = "CACHEDIR.TAG";
 inline constexpr const char* kRootMarkerName = "TVMFFI_JIT_CACHE";
 // The layout of names under the root (this file's comment); bump when it changes.

@@ -126,7 +126,9 @@ BuildResult build_without_cache(const BuildPlan& plan, const ExecuteOptions& exe
 // cache hit spawns nothing. The memo is used only while PATH, TVM_FFI_ROOT
 // and the identity (path, size, mtime, inode) of the program that answered
 // are unchanged and the directories it named still hold tvm-ffi; a root
-// given by flag or variable is resolved directly, as before.
+// given by flag or variable is resolved directly, as before. A new root
+// reads the same memo from cache::user_toolchain_memo_dir() (shared by all
+// of this user's roots) before asking tvm-ffi-config.
 Expected<toolchain::TvmFfiLocation> find_tvm_ffi_memoized(const toolchain::TvmFfiSearch& search,
                                                           const std::string& cache_dir);
 

@@ -1,0 +1,44 @@
+// The HTTP transfer shared by the http(s) and the S3 backends (private to the
+// cache layer): one libcurl handle (libcurl loaded with dlopen() on first use),
+// the same deadlines and size limit for both. S3 adds only how requests are
+// signed and how its XML error bodies are read.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "tvmffi_jit/cache/remote.h"
+
+namespace tvmffi_jit::cache {
+
+// How the requests of one backend are authenticated. Empty: as the URL says
+// (basic auth from user:password@ in it, else none).
+struct HttpSigning {
+  std::string aws_sigv4;  // CURLOPT_AWS_SIGV4 provider, "aws:amz:<region>:s3"
+  std::string key_id;     // the SigV4 credentials (never shown)
+  std::string secret;
+  std::string session_token;  // sent (and signed) as x-amz-security-token when not empty
+};
+
+// `base_url` (no trailing '/') + "/" + object is what GET and PUT address;
+// `shown` is how messages name the server (no secret in it).
+std::unique_ptr<RemoteBackend> make_http_backend(std::string base_url, std::string shown, const RemoteOptions& options,
+                                                 HttpSigning signing);
+
+// What an error reply body says, for a warning: S3's XML error
+// (`<Code>AccessDenied</Code><Message>...</Message>`) as
+// "AccessDenied: Access Denied." plus what to do for the usual codes; ""
+// when the body is not one. Reads at most the first 64 KiB of the body.
+std::string s3_error_reason(std::string_view body);
+// Syntax of s3://BUCKET[/PREFIX] (bucket name rules, prefix segments);
+// usage_error (exit 2) naming the URL.
+void check_s3_url(const std::string& url);
+// $AWS_ENDPOINT_URL (http(s)://host[:port][/path]) and the region; usage_error
+// naming the variable.
+void check_s3_settings(const S3Settings& s3);
+
+// The bare <Code> of an S3 XML error body, "" when none (bounded as above).
+std::string s3_error_code(std::string_view body);
+
+}  // namespace tvmffi_jit::cache
