@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <random>
 
 #include "tvmffi_jit/compile/compile_commands.h"
 #include "tvmffi_jit/compile/depfile.h"
@@ -47,8 +46,7 @@ void copy_artifact(const std::string& artifact_path, const std::string& destinat
 // the old link or the new one.
 void link_artifact(const std::string& artifact_path, const std::string& link) {
   make_parent(link);
-  std::random_device rd;
-  const std::string temp = link + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rd());
+  const std::string temp = link + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(util::random_seed());
   if (::symlink(util::absolute_path(artifact_path).c_str(), temp.c_str()) != 0) {
     throw io_error(errno_message("cannot create symbolic link " + temp, errno));
   }

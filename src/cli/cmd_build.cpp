@@ -57,6 +57,7 @@ struct BuildArgs {
   bool force = false;
   bool verify = false;  // --verify: re-hash the cached artifact on a hit whatever its size
   bool no_cache = false;
+  bool only_if_cached = false;  // --only-if-cached (hidden): a local hit, or {"cache": "miss"} without building
   std::string base_dir;                  // --base-dir
   std::vector<std::string> remote_urls;  // --remote (repeatable)
   bool remote_read_only = false;         // --remote-read-only
@@ -204,6 +205,16 @@ compile::PlanOptions plan_options_from_environment() {
   return plan_options;
 }
 
+// --only-if-cached runs inside the Python process (the engine library), whose
+// CUDA state is not the tool's to touch: loading the driver there would break
+// a later fork() of the caller's CUDA program. Without an arch from the
+// manifest or TVM_FFI_CUDA_ARCH_LIST the answer comes from a tvmffi-jit process.
+toolchain::DetectedGpus no_gpu_detection() {
+  toolchain::DetectedGpus gpus;
+  gpus.reason = "not detected by --only-if-cached (run the build without it)";
+  return gpus;
+}
+
 int run_batch_build(const BuildArgs& args, CommandContext& ctx, std::vector<compile::BatchInput> modules);
 
 int run_build(const BuildArgs& args, CommandContext& ctx) {
@@ -220,11 +231,15 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     manifest = std::move(expanded.modules.at(0).manifest);
   }
   compile::apply_command_line(manifest, args.inputs);
+  if (args.only_if_cached && (!uses_cache(args) || !args.json))
+    throw usage_error("--only-if-cached answers from the cache with --json; it takes neither --build-dir nor --no-cache");
   const cache::RemoteOptions remote = uses_cache(args) ? remote_options(args) : cache::RemoteOptions{};
 
   // 2. With what, and how: toolchain (exit 4 when missing) and the plan.
   toolchain::Toolchain tc = find_toolchain(manifest, args);
-  compile::BuildPlan plan = compile::make_plan(manifest, tc, plan_options_from_environment());
+  compile::PlanOptions plan_options = plan_options_from_environment();
+  if (args.only_if_cached) plan_options.detect_gpus = no_gpu_detection;
+  compile::BuildPlan plan = compile::make_plan(manifest, tc, plan_options);
 
   JobBudget budget = job_budget(args);
   compile::ExecuteOptions exec;
@@ -232,6 +247,8 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   exec.verbose = ctx.global.verbosity > 0;  // -q hides progress and logs, never compiler warnings
   exec.gate = budget.gate.get();
   exec.cuda_job_bytes = budget.cuda_job_bytes;
+  // A hit-only caller showed the compiler's warnings when the module was built.
+  if (args.only_if_cached) exec.hide_compiler_output = true;
 
   // 3a. Cached (the default): docs/cache.md.
   if (uses_cache(args)) {
@@ -243,7 +260,14 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     co.exec = exec;
     co.base_dir = key_base_dir(args, manifest);
     co.remote = remote;
+    co.only_if_cached = args.only_if_cached;
     compile::CachedBuildResult cr = compile::cached_build(plan, manifest, tc, co);
+    if (args.only_if_cached && cr.cache == "miss") {
+      nlohmann::json j{{"name", plan.name}, {"cache", "miss"}, {"key", cr.key}, {"miss_reason", cr.miss_reason}};
+      j["warnings"] = util::logged_warnings();
+      print_result(util::dump_json(j, 2) + "\n");
+      return 0;
+    }
     nlohmann::json validation;
     int validated = args.validate ? validate_build_output(cr.build.artifact_path, args.driver, args.require_driver,
                                                           args.json ? &validation : nullptr)
@@ -254,6 +278,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
       nlohmann::json j = cached_result_json(plan, cr);
       if (!args.outputs.output.empty()) j["output"] = shown;
       if (args.validate) j["validation"] = validation;
+      j["warnings"] = util::logged_warnings();
       print_result(util::dump_json(j, 2) + "\n");
     } else {
       print_result(shown + "\n");
@@ -283,6 +308,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     if (!args.outputs.output.empty()) j["output"] = shown;
     j["cache"] = "off";
     if (args.validate) j["validation"] = validation;
+    j["warnings"] = util::logged_warnings();
     print_result(util::dump_json(j, 2) + "\n");
   } else {
     print_result(shown + "\n");
@@ -299,6 +325,7 @@ int run_batch_build(const BuildArgs& args, CommandContext& ctx, std::vector<comp
     throw usage_error("source files on the command line build one module; a batch (several -m, a directory, a glob "
                       "or a modules manifest) takes each module's sources from its manifest");
   if (args.inputs.name) throw usage_error("--name names one module; in a batch each manifest names its own");
+  if (args.only_if_cached) throw usage_error("--only-if-cached answers for one module; build a batch without it");
   if (!args.outputs.output.empty() || !args.outputs.link_to.empty() || !args.outputs.depfile.empty() ||
       !args.outputs.compile_commands.empty())
     throw usage_error("--output, --link-to, --depfile and --compile-commands are about one module's artifact; a batch "
@@ -482,6 +509,10 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                 "On a cache hit, re-hash the artifact against its recorded SHA-256 whatever its size (modules up to "
                 "4 MiB always are); a mismatch rebuilds");
   sub->add_flag("--no-cache", args->no_cache, "Build in a new temp directory without the cache");
+  // Hidden (no group): the Python package's in-process hit path (docs/python.md).
+  sub->add_flag("--only-if-cached", args->only_if_cached,
+                "Answer from the local cache only: a hit as usual, else {\"cache\": \"miss\"} with --json, building nothing")
+      ->group("");
   sub->add_option("--remote", args->remote_urls,
                   "Remote cache (http://, https:// or redis:// URL), tried in order after a local miss;\n"
                   "repeatable (default: $TVMFFI_JIT_REMOTE, URLs separated by spaces; docs/remote.md)")

@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <algorithm>
 #include <cstdlib>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -43,7 +45,7 @@ const char* file_type_name(mode_t mode) {
 }
 
 std::string random_suffix() {
-  static thread_local std::mt19937_64 rng(std::random_device{}() ^ (static_cast<uint64_t>(getpid()) << 32));
+  static thread_local std::mt19937_64 rng(random_seed() ^ (static_cast<uint64_t>(getpid()) << 32));
   static const char* chars = "abcdefghijklmnopqrstuvwxyz0123456789";
   std::string s(10, 'x');
   for (char& c : s) c = chars[rng() % 36];
@@ -298,6 +300,15 @@ std::string current_directory() {
                    "; it may have been deleted): cd to an existing directory or give absolute paths");
   }
   return p.string();
+}
+
+uint64_t random_seed() {
+  uint64_t seed = 0;
+  // getrandom() of 8 bytes does not block once the pool is initialised and
+  // is not cut short; the clock is the fallback for a kernel without it.
+  if (::getrandom(&seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed))
+    seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return seed;
 }
 
 std::string temp_root() {

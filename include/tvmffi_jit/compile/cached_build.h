@@ -80,6 +80,9 @@ struct CachedBuildOptions {
   std::string base_dir;
   cache::RemoteOptions remote;
   ExecuteOptions exec;
+  // A local hit or nothing: a miss returns cache "miss" with no lock taken, no
+  // remote asked and nothing built (the engine library's in-process path).
+  bool only_if_cached = false;
   InFlightUnits* in_flight = nullptr;  // shared by the modules of a batch; null: no other builder in this process
 };
 
