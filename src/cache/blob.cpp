@@ -14,6 +14,7 @@
 
 #include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/root.h"
+#include "tvmffi_jit/cache/signing.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/hash.h"
 
@@ -195,9 +196,31 @@ nlohmann::json manifest_json(const std::vector<BlobEntry>& entries) {
   for (const auto& e : entries) {
     nlohmann::json files = nlohmann::json::array();
     for (const auto& f : e.files) files.push_back({{"name", f.name}, {"size", f.size}, {"sha256", f.sha256}});
-    arr.push_back({{"dir", e.dir}, {"key", e.key}, {"files", files}});
+    nlohmann::json je = {{"dir", e.dir}, {"key", e.key}, {"files", files}};
+    if (!e.signatures.empty()) {
+      nlohmann::json sigs = nlohmann::json::array();
+      for (const auto& s : e.signatures) sigs.push_back({{"signer", s.signer}, {"ed25519", base64_encode(s.signature)}});
+      je["signatures"] = sigs;
+    }
+    arr.push_back(std::move(je));
   }
   return {{"format", "tvmffi-jit-blob"}, {"version", kBlobVersion}, {"entries", arr}};
+}
+
+// The artifact names an entry.json lists (what else its blob entry may
+// carry). Its content is checked in full later, by whoever adopts the entry.
+std::set<std::string> listed_artifacts(const std::string& entry_json, const std::string& where) {
+  auto j = nlohmann::json::parse(entry_json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) bad(where + "/entry.json is not a JSON object");
+  std::set<std::string> names;
+  auto it = j.find("artifacts");
+  if (it == j.end() || !it->is_array()) bad(where + "/entry.json lists no artifacts");
+  for (const auto& a : *it) {
+    if (!a.is_object() || !a.contains("file") || !a["file"].is_string())
+      bad(where + "/entry.json has a malformed artifact record");
+    names.insert(a["file"].get<std::string>());
+  }
+  return names;
 }
 
 // Streams one file on disk through `each`; returns its size.
@@ -266,6 +289,25 @@ BlobManifest parse_blob_manifest(std::string_view text, const BlobLimits& limits
         e.files.push_back(std::move(f));
       }
       if (!names.count(kEntryFileName)) bad("entry " + e.dir + " has no entry.json");
+      // First, so that the files it does not list are refused unread.
+      if (e.files.front().name != kEntryFileName) bad("entry " + e.dir + " does not start with its entry.json");
+      if (e.files.front().size > kMaxEntryFileBytes)
+        bad("the entry.json of " + e.dir + " claims " + std::to_string(e.files.front().size) + " bytes (at most " +
+            std::to_string(kMaxEntryFileBytes) + ")");
+      if (je.contains("signatures")) {
+        const auto& sigs = je.at("signatures");
+        if (!sigs.is_array() || sigs.size() > kMaxBlobSignatures)
+          bad("entry " + e.dir + " carries more than " + std::to_string(kMaxBlobSignatures) + " signatures");
+        for (const auto& js : sigs) {
+          BlobSignature sig;
+          sig.signer = js.at("signer").get<std::string>();
+          if (!is_valid_entry_name(sig.signer)) bad("a signer name of " + e.dir + " is not a plain name");
+          auto raw = base64_decode(js.at("ed25519").get<std::string>());
+          if (!raw || raw->size() != kEd25519SignatureBytes) bad("a signature of " + e.dir + " is malformed");
+          sig.signature = std::move(*raw);
+          e.signatures.push_back(std::move(sig));
+        }
+      }
       m.entries.push_back(std::move(e));
     }
   } catch (const nlohmann::json::exception& ex) {
@@ -274,7 +316,24 @@ BlobManifest parse_blob_manifest(std::string_view text, const BlobLimits& limits
   return m;
 }
 
-void write_blob(const std::vector<BlobPackEntry>& entries, const BlobSink& sink, int zstd_level) {
+std::string blob_entry_digest(const BlobEntry& entry) {
+  util::KeyHasher h;
+  h.field("format", "tvmffi-jit blob entry 1");
+  h.field("dir", entry.dir);
+  h.field("key", entry.key);
+  h.field("files", std::to_string(entry.files.size()));
+  for (const auto& f : entry.files) {
+    h.field("name", f.name);
+    h.field("size", std::to_string(f.size));
+    h.field("sha256", f.sha256);
+  }
+  return h.hex_digest();
+}
+
+std::string blob_manifest_text(const BlobManifest& manifest) { return manifest_json(manifest.entries).dump(1) + "\n"; }
+
+void write_blob(const std::vector<BlobPackEntry>& entries, const BlobSink& sink, int zstd_level,
+                const BlobSigner& signer) {
   // The manifest comes first, so every file is hashed before any is packed.
   std::vector<BlobEntry> described;
   for (const auto& pe : entries) {
@@ -292,6 +351,9 @@ void write_blob(const std::vector<BlobPackEntry>& entries, const BlobSink& sink,
       }
       e.files.push_back(std::move(f));
     }
+    if (e.files.empty() || e.files.front().name != kEntryFileName)
+      throw io_error("cannot pack " + pe.dir + ": its entry.json must come first");
+    if (signer) e.signatures.push_back(signer(e));
     described.push_back(std::move(e));
   }
   Compressor z(sink, zstd_level);
@@ -338,9 +400,10 @@ void write_blob(const std::vector<BlobPackEntry>& entries, const BlobSink& sink,
   z.finish();
 }
 
-std::string write_blob_to_string(const std::vector<BlobPackEntry>& entries, int zstd_level) {
+std::string write_blob_to_string(const std::vector<BlobPackEntry>& entries, int zstd_level,
+                                 const BlobSigner& signer) {
   std::string out;
-  write_blob(entries, [&](const char* d, size_t n) { out.append(d, n); }, zstd_level);
+  write_blob(entries, [&](const char* d, size_t n) { out.append(d, n); }, zstd_level, signer);
   return out;
 }
 
@@ -391,7 +454,12 @@ BlobManifest read_blob(const BlobSource& source, BlobReceiver& receiver, const B
 
   std::vector<char> buf(kChunk);
   for (const auto& e : m.entries) {
+    std::string entry_json;         // the entry's first file (parse_blob_manifest)
+    std::set<std::string> listed;  // the artifacts it lists
     for (const auto& f : e.files) {
+      const bool is_entry_json = f.name == kEntryFileName;
+      if (!is_entry_json && !listed.count(f.name))
+        bad(e.dir + "/" + f.name + " is not an artifact its entry.json lists");
       uint64_t size = read_header(e.dir, f.name);
       if (size != f.size)
         bad(e.dir + "/" + f.name + " has " + std::to_string(size) + " bytes in the archive, the manifest says " +
@@ -403,12 +471,14 @@ BlobManifest read_blob(const BlobSource& source, BlobReceiver& receiver, const B
         size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
         if (!z.read_exact(buf.data(), n)) bad("truncated in " + e.dir + "/" + f.name);
         sha.update(buf.data(), n);
+        if (is_entry_json) entry_json.append(buf.data(), n);
         receiver.write(buf.data(), n);
         left -= n;
       }
       if (sha.hex_digest() != f.sha256) bad(e.dir + "/" + f.name + " does not match its SHA-256");
       skip_padding(size, e.dir + "/" + f.name);
       receiver.close();
+      if (is_entry_json) listed = listed_artifacts(entry_json, e.dir);
     }
   }
   // Two zero blocks end the archive; padding to the record may follow.

@@ -1,5 +1,8 @@
 #include "tvmffi_jit/cache/entry.h"
 
+#include <filesystem>
+#include <unordered_map>
+
 #include "tvmffi_jit/cache/key.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/util/error.h"
@@ -43,6 +46,11 @@ nlohmann::json header_to_json(const HeaderRecord& h) {
   if (util::is_valid_utf8(h.path)) j["path"] = h.path;
   else j["path_hex"] = util::hex_encode(reinterpret_cast<const uint8_t*>(h.path.data()), h.path.size());
   return j;
+}
+
+// "/a/b.h", never "/a/../b.h", "/a/./b.h", "/a//b.h" or "relative/b.h".
+bool is_normal_absolute_path(const std::string& p) {
+  return !p.empty() && p[0] == '/' && std::filesystem::path(p).lexically_normal().string() == p;
 }
 
 std::string bounded_compiler_output(const std::string& text) {
@@ -110,6 +118,8 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
       e.artifacts.push_back(std::move(r));
     }
     if (e.artifacts.empty()) return fail("entry lists no artifact");
+    std::unordered_map<std::string, size_t> header_index;  // path -> position in e.headers
+    uint64_t header_bytes = 0;
     for (const auto& h : j.at("headers")) {
       HeaderRecord r;
       if (h.contains("path_hex")) {
@@ -123,6 +133,19 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
       r.sha256 = h.at("sha256").get<std::string>();
       if (h.contains("stat")) r.stat = h.at("stat").get<std::string>();
       if (r.path.empty() || r.path[0] != '/') return fail("header path '" + r.path + "' is not absolute");
+      if (!is_normal_absolute_path(r.path))
+        return fail("header path '" + r.path + "' is not a normal absolute path (a '.' or '..' component)");
+      auto [it, fresh] = header_index.emplace(r.path, e.headers.size());
+      if (!fresh) {
+        const HeaderRecord& first = e.headers[it->second];
+        if (first.size != r.size || first.sha256 != r.sha256)
+          return fail("header " + r.path + " is recorded twice with different contents");
+        continue;  // the same file again: hashing it once proves it
+      }
+      header_bytes += r.size;
+      if (r.size > kMaxRecordedHeaderBytes || header_bytes > kMaxRecordedHeaderBytes)
+        return fail("the recorded headers add up to more than " + std::to_string(kMaxRecordedHeaderBytes >> 20) +
+                    " MiB");
       e.headers.push_back(std::move(r));
     }
     for (const auto& o : j.at("objects")) {
@@ -157,6 +180,13 @@ std::optional<EntryRecord> read_entry(const std::string& dir, std::string* why) 
 }
 
 std::string entry_file_text(const EntryRecord& e) {
+  // Whatever is written must read back (entry_from_json's header rules).
+  uint64_t header_bytes = 0;
+  for (const auto& h : e.headers) header_bytes += h.size;
+  if (header_bytes > kMaxRecordedHeaderBytes)
+    throw io_error("the headers " + e.name + " read add up to " + std::to_string(header_bytes >> 20) +
+                   " MiB, more than the " + std::to_string(kMaxRecordedHeaderBytes >> 20) +
+                   " MiB an entry may record");
   std::string text = util::dump_json(entry_to_json(e), 2) + "\n";
   if (text.size() > kMaxEntryFileBytes)
     throw io_error("entry.json for " + e.name + " would have " + std::to_string(text.size()) +

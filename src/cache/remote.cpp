@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <future>
 #include <cstdlib>
 #include <map>
 
@@ -31,6 +33,9 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+constexpr const char* kUntrustedPrefix = "untrusted: ";
+constexpr const char* kImportedRecordName = ".manifest.json";  // cache/transfer.h
+
 bool truthy(const char* v) {
   if (!v) return false;
   std::string s = v;
@@ -42,12 +47,25 @@ std::string scheme_of(const std::string& url) {
   return p == std::string::npos ? "" : url.substr(0, p);
 }
 
-// Writes the files of one blob entry into a directory, as they arrive.
+// Writes the files of one blob entry into a directory, as they arrive. The
+// manifest is checked first (begin): the entry asked for, and under trusted
+// keys its signature, so an untrusted blob writes nothing at all.
 class DirReceiver : public BlobReceiver {
  public:
-  explicit DirReceiver(std::string dir) : dir_(std::move(dir)) {}
+  DirReceiver(std::string dir, std::string expected_dir, std::string expected_key, const RemoteOptions& options)
+      : dir_(std::move(dir)),
+        expected_dir_(std::move(expected_dir)),
+        expected_key_(std::move(expected_key)),
+        options_(options) {}
   ~DirReceiver() override {
     if (fd_ >= 0) ::close(fd_);
+  }
+  void begin(const BlobManifest& m) override {
+    const BlobEntry& e = m.entries.front();
+    if (e.key != expected_key_ || e.dir != expected_dir_)
+      throw io_error("the blob holds " + e.dir + ", not " + expected_dir_);
+    if (auto why = untrusted_reason(options_, e)) throw io_error(kUntrustedPrefix + *why);
+    record_ = e;
   }
   void open(const BlobEntry&, const BlobFile& f) override {
     std::string path = util::join_path(dir_, f.name);
@@ -74,14 +92,19 @@ class DirReceiver : public BlobReceiver {
     }
     fd_ = -1;
   }
+  const BlobEntry& record() const { return record_; }
 
  private:
   std::string dir_;
+  std::string expected_dir_, expected_key_;
+  const RemoteOptions& options_;
+  BlobEntry record_;
   std::string path_;
   int fd_ = -1;
 };
 
-std::vector<std::string> regular_files(const std::string& dir) {
+// The regular files in `dir` (with `everything`: every name but . and ..).
+std::vector<std::string> regular_files(const std::string& dir, bool everything = false) {
   std::vector<std::string> out;
   DIR* d = ::opendir(dir.c_str());
   if (!d) throw io_error(errno_message("cannot list " + dir, errno));
@@ -89,7 +112,7 @@ std::vector<std::string> regular_files(const std::string& dir) {
     std::string n = e->d_name;
     if (n == "." || n == "..") continue;
     struct stat st;
-    if (::lstat(util::join_path(dir, n).c_str(), &st) == 0 && S_ISREG(st.st_mode)) out.push_back(n);
+    if (everything || (::lstat(util::join_path(dir, n).c_str(), &st) == 0 && S_ISREG(st.st_mode))) out.push_back(n);
   }
   ::closedir(d);
   std::sort(out.begin(), out.end());
@@ -113,7 +136,33 @@ RemoteOptions remote_options_from_environment(RemoteOptions o, bool command_line
   o.read_only = command_line_read_only || truthy(std::getenv("TVMFFI_JIT_REMOTE_READ_ONLY"));
   if (const char* ns = std::getenv("TVMFFI_JIT_REMOTE_NAMESPACE"); ns && o.key_namespace == "tvmffi-jit")
     o.key_namespace = ns;
+  if (o.sign_key_file.empty()) {
+    if (const char* v = std::getenv("TVMFFI_JIT_REMOTE_SIGN_KEY")) o.sign_key_file = v;
+  }
+  if (o.trusted_key_files.empty()) {
+    if (const char* v = std::getenv("TVMFFI_JIT_REMOTE_TRUSTED_KEYS")) {
+      for (const auto& part : util::split_any(v, ":"))
+        if (!part.empty()) o.trusted_key_files.push_back(part);
+    }
+  }
+  load_remote_keys(o);
   return o;
+}
+
+void load_remote_keys(RemoteOptions& o) {
+  o.sign_key.reset();
+  o.trusted_keys.clear();
+  if (!o.sign_key_file.empty()) o.sign_key = read_secret_key(o.sign_key_file);
+  for (const auto& f : o.trusted_key_files) o.trusted_keys.push_back(read_public_key(f));
+}
+
+std::optional<std::string> untrusted_reason(const RemoteOptions& options, const BlobEntry& record) {
+  if (!options.requires_signature()) return std::nullopt;
+  if (trusted_signer(options.trusted_keys, record)) return std::nullopt;
+  if (record.signatures.empty()) return std::string("it is not signed");
+  std::string names;
+  for (const auto& s : record.signatures) names += (names.empty() ? "" : ", ") + s.signer;
+  return "no trusted key verifies its signature (signed as " + names + ")";
 }
 
 void check_remote_urls(const std::vector<std::string>& urls) {
@@ -152,10 +201,23 @@ std::string imported_dir(const Store& store) { return util::join_path(store.root
 
 LookupResult adopt_portable_entry(const Store& store, Staging& staging, const std::string& name,
                                   const std::string& portable_key, const std::string& base_dir,
-                                  const std::string& entry_dir) {
+                                  const std::string& entry_dir, const std::string& artifact,
+                                  const BlobEntry* manifest_record) {
   const std::string json_path = util::join_path(staging.entry_dir(), kEntryFileName);
-  auto text = util::try_read_file(json_path);
-  if (!text || text->size() > (16u << 20)) throw io_error("entry.json is missing or too large");
+  std::string read_why;
+  auto text = util::read_small_file(json_path, kMaxEntryFileBytes, &read_why);
+  if (!text) throw io_error("entry.json: " + read_why);
+  auto recorded = [&](const std::string& file) -> const BlobFile* {
+    if (!manifest_record) return nullptr;
+    for (const auto& f : manifest_record->files)
+      if (f.name == file) return &f;
+    return nullptr;
+  };
+  if (manifest_record) {
+    const BlobFile* f = recorded(kEntryFileName);
+    if (!f || f->size != text->size() || f->sha256 != util::sha256_hex(*text))
+      throw io_error("entry.json is not the one its manifest lists");
+  }
   auto portable = nlohmann::json::parse(*text, nullptr, false);
   if (portable.is_discarded() || !portable.is_object()) throw io_error("entry.json is not a JSON object");
   if (portable.value("key", "") != portable_key || portable.value("portable_key", "") != portable_key)
@@ -166,16 +228,33 @@ LookupResult adopt_portable_entry(const Store& store, Staging& staging, const st
   std::string why;
   std::optional<EntryRecord> record = entry_from_json(local, &why);
   if (!record) throw io_error(why);
+  bool serves_artifact = false;
+  for (const auto& a : record->artifacts) serves_artifact = serves_artifact || a.file == artifact;
+  if (!serves_artifact) throw io_error("entry.json does not list " + artifact + ", the artifact this build serves");
+  // Only what entry.json lists is published: anything else in the staging
+  // dir (an old import, a planted file) is refused, never served.
+  for (const auto& f : regular_files(staging.entry_dir(), true)) {
+    bool listed = f == kEntryFileName;
+    for (const auto& a : record->artifacts) listed = listed || a.file == f;
+    if (!listed) throw io_error("the entry holds " + f + ", which its entry.json does not list");
+  }
   // The entry's own claims, re-checked against the files (the blob's manifest
   // vouched for the bytes, entry.json for what they are).
   for (const auto& a : record->artifacts) {
+    if (manifest_record) {
+      const BlobFile* f = recorded(a.file);
+      if (!f || f->size != a.size || f->sha256 != a.sha256)
+        throw io_error("artifact " + a.file + " is not the one its manifest lists");
+    }
     std::string p = util::join_path(staging.entry_dir(), a.file);
     auto stamp = util::file_stamp(p);
     if (!stamp || stamp->size != a.size) throw io_error("artifact " + a.file + " is missing or has the wrong size");
     if (util::sha256_file_hex(p) != a.sha256) throw io_error("artifact " + a.file + " does not match entry.json");
   }
   if (auto changed = check_headers(record->headers)) throw io_error("stale: header " + *changed);
-  util::write_file(json_path, local.dump(2) + "\n");
+  // Written from the parsed record: header records merged, nothing else kept
+  // that this version does not read.
+  util::write_file(json_path, entry_file_text(*record));
   // Checked above (headers re-hashed once: on a CUDA module they are most of a hit's time).
   PublishResult p = store.publish_prepared(staging, entry_dir, *record);
   LookupResult r;
@@ -186,10 +265,12 @@ LookupResult adopt_portable_entry(const Store& store, Staging& staging, const st
 }
 
 BlobPackEntry portable_pack_entry(const std::string& entry_dir) {
-  auto text = util::try_read_file(util::join_path(entry_dir, kEntryFileName));
-  if (!text) throw io_error("no entry.json in " + entry_dir);
-  auto local = nlohmann::json::parse(*text, nullptr, false);
-  if (local.is_discarded()) throw io_error(entry_dir + "/entry.json is not valid JSON");
+  std::string why;
+  auto local = read_entry_json(entry_dir, &why);
+  if (local.is_discarded()) throw io_error(entry_dir + ": " + why);
+  // Parsed for the artifact list: only what entry.json lists travels.
+  auto record = entry_from_json(local, &why);
+  if (!record) throw io_error(entry_dir + ": " + why);
   nlohmann::json portable = entry_to_portable(local);
   std::string key = portable.value("key", "");
   std::string name = portable.value("name", "");
@@ -197,13 +278,14 @@ BlobPackEntry portable_pack_entry(const std::string& entry_dir) {
   e.dir = name + "_" + key.substr(0, 16);
   e.key = key;
   e.files.push_back({kEntryFileName, "", portable.dump(2) + "\n"});
-  for (const auto& f : regular_files(entry_dir))
-    if (f != kEntryFileName) e.files.push_back({f, util::join_path(entry_dir, f), std::nullopt});
+  for (const auto& a : record->artifacts) e.files.push_back({a.file, util::join_path(entry_dir, a.file), std::nullopt});
   return e;
 }
 
-std::string pack_portable_entry(const std::string& entry_dir) {
-  return write_blob_to_string({portable_pack_entry(entry_dir)});
+std::string pack_portable_entry(const std::string& entry_dir, const SecretKey* sign_key) {
+  BlobSigner signer;
+  if (sign_key) signer = [sign_key](const BlobEntry& e) { return sign_blob_entry(*sign_key, e); };
+  return write_blob_to_string({portable_pack_entry(entry_dir)}, 3, signer);
 }
 
 // ---- the tier ----------------------------------------------------------------
@@ -249,26 +331,67 @@ std::string RemoteTier::object_name(const std::string& portable_key) const {
   return options_.key_namespace.empty() ? portable_key : options_.key_namespace + "/" + portable_key;
 }
 
+void RemoteTier::count_untrusted(const std::string& source, const std::string& name, const std::string& why) {
+  stats_->remote_untrusted += 1;
+  // Once per process: a batch of many modules against a server full of
+  // unsigned entries says it once; `cache stats` has the count.
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    spdlog::warn("{}: the entry for {} is not used: {}; only entries signed by a trusted key are used "
+                 "(--remote-trusted-key); building. Further untrusted entries are counted as `remote untrusted` "
+                 "in `tvmffi-jit cache stats`",
+                 source, name, why);
+  else
+    spdlog::info("{}: the entry for {} is not used: {}", source, name, why);
+}
+
 std::optional<RemoteHit> RemoteTier::fetch(const std::string& name, const Key& key, const std::string& base_dir,
-                                           const std::string& entry_dir) {
+                                           const std::string& entry_dir, const std::string& artifact) {
   const std::string portable_dir_name = name + "_" + key.portable_hex.substr(0, 16);
   // Entries brought in by `cache import`.
   std::string imported = util::join_path(imported_dir(store_), portable_dir_name);
   struct stat st;
   if (::lstat(imported.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     try {
-      Staging staging = store_.stage();
-      for (const auto& f : regular_files(imported))
-        link_or_copy(util::join_path(imported, f), util::join_path(staging.entry_dir(), f));
-      LookupResult r = adopt_portable_entry(store_, staging, name, key.portable_hex, base_dir, entry_dir);
-      stats_->imported_hits += 1;
-      return RemoteHit{r, "imported"};
+      // The manifest record it was imported with (older imports have none).
+      std::optional<BlobEntry> record;
+      if (auto text = util::read_small_file(util::join_path(imported, kImportedRecordName), 1u << 20)) {
+        BlobManifest m = parse_blob_manifest(*text, BlobLimits{});
+        if (m.entries.front().dir == portable_dir_name && m.entries.front().key == key.portable_hex)
+          record = m.entries.front();
+      }
+      std::optional<std::string> untrusted;
+      if (options_.requires_signature())
+        untrusted = record ? untrusted_reason(options_, *record)
+                           : std::optional<std::string>("it was imported without its signatures");
+      if (untrusted) {
+        count_untrusted("imported entry " + imported, name, *untrusted);
+      } else {
+        Staging staging = store_.stage();
+        for (const auto& f : regular_files(imported))
+          if (f != kImportedRecordName) link_or_copy(util::join_path(imported, f), util::join_path(staging.entry_dir(), f));
+        LookupResult r = adopt_portable_entry(store_, staging, name, key.portable_hex, base_dir, entry_dir, artifact,
+                                              record ? &*record : nullptr);
+        stats_->imported_hits += 1;
+        return RemoteHit{r, "imported"};
+      }
     } catch (const Error& e) {
       spdlog::info("imported entry {} is not usable here: {}", imported, e.what());
     }
   }
   if (!options_.enabled()) return std::nullopt;
 
+  // OpenSSL's ed25519 set-up (~1 ms) overlaps the download instead of
+  // following it; joined before any blob is read.
+  std::future<void> crypto_ready;
+  if (options_.requires_signature())
+    crypto_ready = std::async(std::launch::async, [] {
+      try {
+        prepare_signature_check();
+      } catch (const Error&) {
+        // trusted_signer() reports what is wrong when it needs OpenSSL.
+      }
+    });
   bool asked = false;
   for (size_t i = 0; i < servers_.size(); ++i) {
     if (servers_[i]->down) continue;
@@ -286,14 +409,14 @@ std::optional<RemoteHit> RemoteTier::fetch(const std::string& name, const Key& k
     asked = true;
     if (!blob) continue;
     stats_->remote_bytes_received += blob->size();
+    if (crypto_ready.valid()) crypto_ready.wait();
     try {
       Staging staging = store_.stage();
-      DirReceiver rx(staging.entry_dir());
+      DirReceiver rx(staging.entry_dir(), portable_dir_name, key.portable_hex, options_);
       BlobLimits limits;
-      BlobManifest m = read_blob(blob_source(*blob), rx, limits);
-      if (m.entries.front().key != key.portable_hex || m.entries.front().dir != portable_dir_name)
-        throw io_error("the blob holds " + m.entries.front().dir + ", not " + portable_dir_name);
-      LookupResult r = adopt_portable_entry(store_, staging, name, key.portable_hex, base_dir, entry_dir);
+      read_blob(blob_source(*blob), rx, limits);
+      LookupResult r = adopt_portable_entry(store_, staging, name, key.portable_hex, base_dir, entry_dir, artifact,
+                                            &rx.record());
       stats_->remote_hits += 1;
       return RemoteHit{r, s->shown};
     } catch (const Error& e) {
@@ -301,6 +424,8 @@ std::optional<RemoteHit> RemoteTier::fetch(const std::string& name, const Key& k
       if (util::starts_with(what, "stale: ")) {
         spdlog::info("remote cache {}: the entry for {} was built against other headers ({}); building",
                      s->shown, name, what.substr(7));
+      } else if (util::starts_with(what, kUntrustedPrefix)) {
+        count_untrusted("remote cache " + s->shown, name, what.substr(std::char_traits<char>::length(kUntrustedPrefix)));
       } else {
         stats_->remote_corrupt += 1;
         spdlog::warn("remote cache {}: the blob for {} is unusable ({}); building", s->shown, name, what);
@@ -318,7 +443,7 @@ void RemoteTier::put(const std::string& entry_dir, const Key& key) {
     if (servers_[i]->down) continue;
     if (blob.empty()) {
       try {
-        blob = pack_portable_entry(entry_dir);
+        blob = pack_portable_entry(entry_dir, options_.sign_key ? &*options_.sign_key : nullptr);
       } catch (const Error& e) {
         spdlog::warn("cannot pack {} for the remote cache: {}", entry_dir, e.what());
         return;

@@ -80,7 +80,8 @@ void check_portable_entry(const std::string& dir, const BlobEntry& e) {
 
 }  // namespace
 
-ExportReport export_entries(const std::vector<std::string>& entry_dirs, const std::string& file) {
+ExportReport export_entries(const std::vector<std::string>& entry_dirs, const std::string& file,
+                            const SecretKey* sign_key) {
   ExportReport report;
   std::vector<BlobPackEntry> pack;
   for (const auto& dir : entry_dirs) {
@@ -95,10 +96,15 @@ ExportReport export_entries(const std::vector<std::string>& entry_dirs, const st
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw io_error(errno_message("cannot write " + tmp, errno));
   try {
-    write_blob(pack, [&](const char* d, size_t n) {
-      if (std::fwrite(d, 1, n, f) != n) throw io_error(errno_message("cannot write " + tmp, errno));
-      report.bytes += n;
-    });
+    BlobSigner signer;
+    if (sign_key) signer = [sign_key](const BlobEntry& e) { return sign_blob_entry(*sign_key, e); };
+    write_blob(
+        pack,
+        [&](const char* d, size_t n) {
+          if (std::fwrite(d, 1, n, f) != n) throw io_error(errno_message("cannot write " + tmp, errno));
+          report.bytes += n;
+        },
+        3, signer);
     if (std::fflush(f) != 0 || ::fsync(fileno(f)) != 0) throw io_error(errno_message("cannot write " + tmp, errno));
   } catch (...) {
     std::fclose(f);
@@ -136,7 +142,13 @@ ImportReport import_entries(const Store& store, const std::string& file) {
     throw io_error(file + ": " + e.what());
   }
   std::fclose(f);
-  for (const auto& e : m.entries) check_portable_entry(util::join_path(staging.build_dir(), e.dir), e);
+  for (const auto& e : m.entries) {
+    const std::string dir = util::join_path(staging.build_dir(), e.dir);
+    check_portable_entry(dir, e);
+    // The entry's manifest record, signatures included, for a build with
+    // trusted keys to check when it adopts the entry (cache/transfer.h).
+    util::write_file(util::join_path(dir, ".manifest.json"), blob_manifest_text(BlobManifest{{e}}));
+  }
 
   ImportReport report;
   const std::string into = imported_dir(store);

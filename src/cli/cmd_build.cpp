@@ -62,6 +62,8 @@ struct BuildArgs {
   std::vector<std::string> remote_urls;  // --remote (repeatable)
   bool remote_read_only = false;         // --remote-read-only
   std::string remote_namespace;          // --remote-namespace
+  std::string remote_sign_key;                   // --remote-sign-key FILE
+  std::vector<std::string> remote_trusted_keys;  // --remote-trusted-key FILE (repeatable)
   std::string tvm_ffi_root;
   int jobs = 0;
   std::string mem_per_job;  // --mem-per-job SIZE (a CUDA unit's reservation in the job gate)
@@ -89,6 +91,8 @@ cache::RemoteOptions remote_options(const BuildArgs& args) {
   cache::RemoteOptions cl;
   cl.urls = args.remote_urls;
   if (!args.remote_namespace.empty()) cl.key_namespace = args.remote_namespace;
+  cl.sign_key_file = args.remote_sign_key;
+  cl.trusted_key_files = args.remote_trusted_keys;
   cache::RemoteOptions o = cache::remote_options_from_environment(cl, args.remote_read_only);
   cache::check_remote_urls(o.urls);
   if (!o.key_namespace.empty() && !cache::is_valid_entry_name(o.key_namespace))
@@ -521,6 +525,13 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                 "Fetch from the remote caches but never upload (also $TVMFFI_JIT_REMOTE_READ_ONLY=1)");
   sub->add_option("--remote-namespace", args->remote_namespace,
                   "Key prefix on the remote servers (default: $TVMFFI_JIT_REMOTE_NAMESPACE, else tvmffi-jit)");
+  sub->add_option("--remote-sign-key", args->remote_sign_key,
+                  "Sign uploaded entries with this secret key (NAME.sec from `cache keygen`; default:\n"
+                  "$TVMFFI_JIT_REMOTE_SIGN_KEY)");
+  sub->add_option("--remote-trusted-key", args->remote_trusted_keys,
+                  "Use remote and imported entries only if signed by this public key (NAME.pub); repeatable\n"
+                  "(default: $TVMFFI_JIT_REMOTE_TRUSTED_KEYS, files separated by ':'; docs/remote.md)")
+      ->allow_extra_args(false);
   sub->add_option("--base-dir", args->base_dir,
                   "Project root for path-independent keys: paths under it are hashed relative to it, so a\n"
                   "checkout elsewhere hits the remote cache (default: $TVMFFI_JIT_BASE_DIR, else the manifest's\n"

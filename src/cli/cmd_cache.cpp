@@ -1,6 +1,7 @@
 // tvmffi-jit cache path | list | show NAME_OR_KEY | verify [--remove] |
 //                  clean [--older-than DURATION] | gc --max-size SIZE | stats [--zero] |
-//                  export FILE [ENTRY...] | import FILE
+//                  export FILE [ENTRY...] [--sign-key FILE] | import FILE |
+//                  keygen NAME --out DIR
 //
 // Every subcommand takes --cache-dir and --json. Exit codes: 0 ok; 3 `verify`
 // found bad entries (even when it removed them); 2 usage (no entry matches
@@ -18,6 +19,8 @@
 
 #include "output.h"
 #include "tvmffi_jit/cache/maintenance.h"
+#include "tvmffi_jit/cache/remote.h"
+#include "tvmffi_jit/cache/signing.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/store.h"
@@ -42,6 +45,9 @@ struct CacheArgs {
   bool zero = false;
   std::string transfer_file;                 // export/import FILE
   std::vector<std::string> export_entries;   // export: names, entry dirs or key prefixes
+  std::string sign_key;                      // export --sign-key FILE
+  std::string key_name;                      // keygen NAME
+  std::string key_out_dir;                   // keygen --out DIR
 };
 
 void out(const std::string& s) { print_result(s); }
@@ -226,6 +232,7 @@ void print_remote_stats(const cache::StatsCounters& s) {
       "remote misses    " + std::to_string(s.remote_misses) + "\n" +
       "remote errors    " + std::to_string(s.remote_errors) + "\n" +
       "remote corrupt   " + std::to_string(s.remote_corrupt) + "\n" +
+      "remote untrusted " + std::to_string(s.remote_untrusted) + "\n" +
       "remote uploads   " + std::to_string(s.remote_stores) + "\n" +
       "remote received  " + util::format_bytes(s.remote_bytes_received) + "\n" +
       "remote sent      " + util::format_bytes(s.remote_bytes_sent) + "\n" +
@@ -292,7 +299,13 @@ void run_export(const CacheArgs& a) {
                           " (give a module name, an entry directory name or at least 4 hex digits of a key)");
     }
   }
-  cache::ExportReport r = cache::export_entries(dirs, a.transfer_file);
+  // The key as a build's uploads would use it ($TVMFFI_JIT_REMOTE_SIGN_KEY
+  // when --sign-key is not given): read before anything is written.
+  cache::RemoteOptions keys;
+  keys.sign_key_file = a.sign_key;
+  keys = cache::remote_options_from_environment(keys, false);
+  cache::ExportReport r =
+      cache::export_entries(dirs, a.transfer_file, keys.sign_key ? &*keys.sign_key : nullptr);
   for (const auto& s : r.skipped) spdlog::warn("not exported: {}", s);
   if (a.json) {
     out_json({{"file", a.transfer_file}, {"exported", r.exported}, {"skipped", r.skipped}, {"bytes", r.bytes}});
@@ -311,6 +324,15 @@ void run_import(const CacheArgs& a) {
   } else {
     out("imported " + std::to_string(r.imported) + " entries from " + a.transfer_file +
         (r.replaced ? " (" + std::to_string(r.replaced) + " replaced earlier imports)" : "") + "\n");
+  }
+}
+
+void run_keygen(const CacheArgs& a) {
+  cache::KeyPairFiles f = cache::generate_key_pair(a.key_name, a.key_out_dir);
+  if (a.json) {
+    out_json({{"name", a.key_name}, {"secret_key", f.secret_file}, {"public_key", f.public_file}});
+  } else {
+    out(f.secret_file + "\n" + f.public_file + "\n");
   }
 }
 
@@ -364,12 +386,23 @@ void register_cache_command(CLI::App& app, CommandContext& ctx) {
   common(exp);
   exp->add_option("file", args->transfer_file, "The file to write (a zstd-compressed tar; docs/remote.md)")->required();
   exp->add_option("entries", args->export_entries, "Module names, <name>_<key16> or >= 4 hex digits of a key");
+  exp->add_option("--sign-key", args->sign_key,
+                  "Sign every exported entry with this secret key (NAME.sec from `cache keygen`; default:\n"
+                  "$TVMFFI_JIT_REMOTE_SIGN_KEY)");
   exp->callback([args, &ctx] { run_export(*args); ctx.exit_code = 0; });
 
   CLI::App* imp = cache->add_subcommand("import", "Verify and keep the entries of a `cache export` file; builds adopt them");
   common(imp);
   imp->add_option("file", args->transfer_file, "A file written by `tvmffi-jit cache export`")->required();
   imp->callback([args, &ctx] { run_import(*args); ctx.exit_code = 0; });
+
+  CLI::App* keygen = cache->add_subcommand(
+      "keygen", "Make an ed25519 key pair for signing cache entries: DIR/NAME.sec (0600) and DIR/NAME.pub");
+  keygen->add_flag("--json", args->json, "Print one JSON object");
+  keygen->add_option("name", args->key_name, "The key's name (inside every signature; [A-Za-z0-9_.-])")->required();
+  keygen->add_option("--out", args->key_out_dir, "The directory to write the two files into (it must exist)")
+      ->required();
+  keygen->callback([args, &ctx] { run_keygen(*args); ctx.exit_code = 0; });
 }
 
 }  // namespace tvmffi_jit::cli

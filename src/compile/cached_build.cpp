@@ -620,12 +620,13 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   // ---- remote tier (cache/remote.h): an imported or remote entry instead of a build.
   cache::RemoteTier remote(options.remote, store, &stats);
   if (!cannot_store && !options.force) {
-    if (std::optional<cache::RemoteHit> hit = remote.fetch(plan.name, key, options.base_dir, entry_dir)) {
+    if (std::optional<cache::RemoteHit> hit =
+            remote.fetch(plan.name, key, options.base_dir, entry_dir, plan.artifact_name)) {
       result.cache = "remote-hit";
       result.remote_source = hit->source;
       result.entry_dir = hit->lookup.entry_dir;
       result.build.build_dir = hit->lookup.entry_dir;
-      result.build.artifact_path = util::join_path(hit->lookup.entry_dir, plan.artifact_name);
+      result.build.artifact_path = hit->lookup.artifact_path(plan.artifact_name);
       store.count(stats);
       return result;
     }

@@ -177,7 +177,7 @@ t tvmffi-jit -v doctor --require nvcc,dr
         assert set(out[0].split()) >= {"build", "inspect", "cache", "doctor"}
         assert out[1].split() == ["module", "object", "cubin", "fatbin", "ptx"]
         assert "8.0,9.0a" in out[2].split() and "8.0,9.0+PTX" in out[2].split()
-        assert out[3].split() == ["path", "list", "show", "verify", "clean", "gc", "stats", "export", "import"]
+        assert out[3].split() == ["path", "list", "show", "verify", "clean", "gc", "stats", "export", "import", "keygen"]
         assert out[4].split() == ["nvcc,driver"]
 
     # Every subcommand and option --help lists can be completed.

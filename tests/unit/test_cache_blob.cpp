@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "tvmffi_jit/cache/blob.h"
+#include "tvmffi_jit/cache/entry.h"
+#include "tvmffi_jit/cache/key.h"
 #include "tvmffi_jit/cache/portable.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -28,7 +30,9 @@ struct MemoryReceiver : BlobReceiver {
   void close() override {}
 };
 
-std::string entry_json() { return "{\"format_version\": 2, \"name\": \"m\"}\n"; }
+std::string entry_json() {
+  return "{\"format_version\": 2, \"name\": \"m\", \"artifacts\": [{\"file\": \"m.so\"}]}\n";
+}
 
 std::string sample_blob(const std::string& artifact, int level = 3) {
   BlobPackEntry e{"m_" + kKey.substr(0, 16), kKey, {}};
@@ -161,6 +165,127 @@ TEST_CASE("manifests naming unsafe or duplicate files are refused", "[cache][blo
   CHECK_THROWS_AS(parse_blob_manifest(manifest("m_a", "entry.json"), {}), Error);  // twice
   CHECK_THROWS_AS(parse_blob_manifest("[1,2]", {}), Error);
   CHECK_THROWS_AS(parse_blob_manifest("{\"format\":\"tvmffi-jit-blob\",\"version\":2,\"entries\":[]}", {}), Error);
+}
+
+TEST_CASE("a blob file its entry.json does not list is refused before its data is read", "[cache][blob]") {
+  BlobPackEntry e{"m_" + kKey.substr(0, 16), kKey, {}};
+  e.files.push_back({"entry.json", "", entry_json()});
+  e.files.push_back({"m.so", "", "module"});
+  e.files.push_back({"pad.bin", "", std::string(100000, 'p')});
+  MemoryReceiver rx;
+  try {
+    read_blob(blob_source(write_blob_to_string({e})), rx, {});
+    FAIL("a blob with an unlisted file was read");
+  } catch (const Error& err) {
+    CHECK(std::string(err.what()).find("pad.bin is not an artifact its entry.json lists") != std::string::npos);
+  }
+  CHECK(rx.files.count("m_cccccccccccccccc/pad.bin") == 0);  // never opened, so never written
+}
+
+TEST_CASE("every blob entry starts with its entry.json", "[cache][blob]") {
+  BlobPackEntry e{"m_" + kKey.substr(0, 16), kKey, {}};
+  e.files.push_back({"m.so", "", "module"});
+  e.files.push_back({"entry.json", "", entry_json()});
+  CHECK_THROWS_AS(write_blob_to_string({e}), Error);
+  const std::string sha(64, 'b');
+  std::string manifest = "{\"format\":\"tvmffi-jit-blob\",\"version\":1,\"entries\":[{\"dir\":\"m_a\",\"key\":\"" +
+                         std::string(64, 'a') + "\",\"files\":[{\"name\":\"m.so\",\"size\":1,\"sha256\":\"" + sha +
+                         "\"},{\"name\":\"entry.json\",\"size\":1,\"sha256\":\"" + sha + "\"}]}]}";
+  CHECK_THROWS_WITH(parse_blob_manifest(manifest, {}), Catch::Contains("does not start with its entry.json"));
+}
+
+TEST_CASE("signatures travel in the manifest and the entry digest covers every file, not them",
+          "[cache][blob]") {
+  BlobPackEntry e{"m_" + kKey.substr(0, 16), kKey, {}};
+  e.files.push_back({"entry.json", "", entry_json()});
+  e.files.push_back({"m.so", "", "module"});
+  std::string digest_seen;
+  std::string blob = write_blob_to_string({e}, 3, [&](const BlobEntry& be) {
+    digest_seen = blob_entry_digest(be);
+    return BlobSignature{"ci", std::string(64, '\x5a')};
+  });
+  MemoryReceiver rx;
+  BlobManifest m = read_blob(blob_source(blob), rx, {});
+  REQUIRE(m.entries[0].signatures.size() == 1);
+  CHECK(m.entries[0].signatures[0].signer == "ci");
+  CHECK(m.entries[0].signatures[0].signature == std::string(64, '\x5a'));
+  BlobEntry unsigned_copy = m.entries[0];
+  unsigned_copy.signatures.clear();
+  CHECK(blob_entry_digest(m.entries[0]) == digest_seen);
+  CHECK(blob_entry_digest(unsigned_copy) == digest_seen);
+  BlobEntry other = m.entries[0];
+  other.files[1].sha256[0] = other.files[1].sha256[0] == 'a' ? 'b' : 'a';
+  CHECK(blob_entry_digest(other) != digest_seen);
+  other = m.entries[0];
+  other.files[1].size += 1;
+  CHECK(blob_entry_digest(other) != digest_seen);
+  // The manifest text a kept import carries reads back with its signature.
+  BlobManifest again = parse_blob_manifest(blob_manifest_text(m), {});
+  CHECK(again.entries[0].signatures[0].signature == m.entries[0].signatures[0].signature);
+}
+
+TEST_CASE("malformed or too many signatures are refused", "[cache][blob]") {
+  auto manifest = [](const std::string& sigs) {
+    return "{\"format\":\"tvmffi-jit-blob\",\"version\":1,\"entries\":[{\"dir\":\"m_a\",\"key\":\"" +
+           std::string(64, 'a') + "\",\"files\":[{\"name\":\"entry.json\",\"size\":1,\"sha256\":\"" +
+           std::string(64, 'b') + "\"}],\"signatures\":[" + sigs + "]}]}";
+  };
+  const std::string good = "{\"signer\":\"ci\",\"ed25519\":\"" + std::string(86, 'A') + "==\"}";
+  CHECK_NOTHROW(parse_blob_manifest(manifest(good), {}));
+  CHECK_THROWS_AS(parse_blob_manifest(manifest("{\"signer\":\"ci\",\"ed25519\":\"AAAA\"}"), {}), Error);
+  CHECK_THROWS_AS(parse_blob_manifest(manifest("{\"signer\":\"../x\",\"ed25519\":\"" + std::string(86, 'A') + "==\"}"), {}),
+                  Error);
+  std::string many = good;
+  for (int i = 0; i < 8; ++i) many += "," + good;
+  CHECK_THROWS_WITH(parse_blob_manifest(manifest(many), {}), Catch::Contains("signatures"));
+}
+
+namespace {
+
+nlohmann::json entry_with_headers(const std::vector<HeaderRecord>& headers) {
+  EntryRecord e;
+  e.format_version = kCacheFormatVersion;
+  e.kind = "module";
+  e.name = "m";
+  e.key = std::string(64, 'a');
+  e.tool_version = "t";
+  e.artifacts.push_back({"m.so", 1, std::string(64, 'b')});
+  e.headers = headers;
+  return entry_to_json(e);
+}
+
+}  // namespace
+
+TEST_CASE("repeated header records are merged, conflicting ones refused", "[cache][entry]") {
+  HeaderRecord h{"/p/include/big.h", 35u << 20, std::string(64, 'c'), ""};
+  std::vector<HeaderRecord> copies(100, h);
+  std::string why;
+  auto e = entry_from_json(entry_with_headers(copies), &why);
+  REQUIRE(e);
+  CHECK(e->headers.size() == 1);  // one re-hash per hit, not a hundred
+  HeaderRecord other = h;
+  other.sha256 = std::string(64, 'd');
+  CHECK_FALSE(entry_from_json(entry_with_headers({h, other}), &why));
+  CHECK(why.find("recorded twice with different contents") != std::string::npos);
+}
+
+TEST_CASE("recorded headers may not add up past the cap", "[cache][entry]") {
+  std::vector<HeaderRecord> hs;
+  for (int i = 0; i < 3; ++i) hs.push_back({"/p/h" + std::to_string(i) + ".h", 100u << 20, std::string(64, 'c'), ""});
+  std::string why;
+  CHECK_FALSE(entry_from_json(entry_with_headers(hs), &why));
+  CHECK(why.find("add up to more than") != std::string::npos);
+  hs.pop_back();
+  CHECK(entry_from_json(entry_with_headers(hs), &why));
+}
+
+TEST_CASE("header paths with . or .. components are refused", "[cache][entry]") {
+  std::string why;
+  for (const char* p : {"/base/../../etc/hostname", "/base/./h.h", "/base//h.h", "/base/inc/.."}) {
+    INFO(p);
+    CHECK_FALSE(entry_from_json(entry_with_headers({{p, 1, std::string(64, 'c'), ""}}), &why));
+  }
+  CHECK(entry_from_json(entry_with_headers({{"/base/inc/h.h", 1, std::string(64, 'c'), ""}}), &why));
 }
 
 TEST_CASE("bytes after the compressed frame are refused", "[cache][blob]") {

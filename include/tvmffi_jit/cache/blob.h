@@ -9,9 +9,15 @@
 // record is accepted). Manifest:
 //   {"format": "tvmffi-jit-blob", "version": 1,
 //    "entries": [{"dir": "<entry dir name>", "key": "<64 hex>",
-//                 "files": [{"name": "entry.json", "size": N, "sha256": "<hex>"}, ...]}]}
-// Every entry has an entry.json; names are plain cache names
-// (cache/root.h is_valid_entry_name).
+//                 "files": [{"name": "entry.json", "size": N, "sha256": "<hex>"}, ...],
+//                 "signatures": [{"signer": "<key name>", "ed25519": "<base64>"}]}]}
+// Every entry's first file is its entry.json (at most kMaxEntryFileBytes),
+// and every other file of the entry must be an artifact that entry.json
+// lists: a file it does not list is refused before its data is read, so an
+// extra member (a 1 GiB pad.bin) is never written anywhere. Names are plain
+// cache names (cache/root.h is_valid_entry_name). "signatures" is optional
+// (at most kMaxBlobSignatures; cache/signing.h says what they sign: the
+// entry's blob_entry_digest()).
 //
 // Blobs come from the network and from files users are handed: the reader
 // trusts nothing. It checks the manifest's shape and limits before any data,
@@ -39,11 +45,26 @@ struct BlobFile {
   std::string sha256;
 };
 
+// One signature over an entry (cache/signing.h).
+struct BlobSignature {
+  std::string signer;     // the signing key's name
+  std::string signature;  // 64 raw bytes (ed25519)
+};
+inline constexpr size_t kMaxBlobSignatures = 8;
+
 struct BlobEntry {
   std::string dir;  // entry directory name ("<name>_<key16>")
   std::string key;  // 64 hex
   std::vector<BlobFile> files;
+  std::vector<BlobSignature> signatures;  // not part of blob_entry_digest()
 };
+
+// SHA-256 (64 hex) over what a signature vouches for: the entry's directory
+// name, key, and every file's name, size and SHA-256, in order, fed through
+// util::KeyHasher (fields "format" = "tvmffi-jit blob entry 1", "dir",
+// "key", "files" = the count, then per file "name", "size" (decimal),
+// "sha256").
+std::string blob_entry_digest(const BlobEntry& entry);
 
 struct BlobManifest {
   std::vector<BlobEntry> entries;
@@ -70,14 +91,20 @@ struct BlobPackEntry {
 };
 
 using BlobSink = std::function<void(const char* data, size_t size)>;
+// Signs an entry once its files are hashed (write_blob).
+using BlobSigner = std::function<BlobSignature(const BlobEntry& entry)>;
 // Returns how many bytes it put into `buffer` (at most `size`); 0 at the end.
 using BlobSource = std::function<size_t(char* buffer, size_t size)>;
 
 // Hashes every file, then streams the compressed archive into `sink`.
 // Throws Error(kIo) when a file cannot be read or a name does not fit ustar
 // (entry dir <= 155 bytes, file name <= 100).
-void write_blob(const std::vector<BlobPackEntry>& entries, const BlobSink& sink, int zstd_level = 3);
-std::string write_blob_to_string(const std::vector<BlobPackEntry>& entries, int zstd_level = 3);
+// With `signer`, every entry carries its signature. Every entry's first file
+// must be its entry.json (the reader's rule).
+void write_blob(const std::vector<BlobPackEntry>& entries, const BlobSink& sink, int zstd_level = 3,
+                const BlobSigner& signer = nullptr);
+std::string write_blob_to_string(const std::vector<BlobPackEntry>& entries, int zstd_level = 3,
+                                 const BlobSigner& signer = nullptr);
 
 // Receives the files of a blob as they are read; see read_blob().
 class BlobReceiver {
@@ -97,5 +124,8 @@ BlobSource blob_source(std::string_view bytes);
 
 // Parses and checks a manifest's JSON text (shape and limits only).
 BlobManifest parse_blob_manifest(std::string_view text, const BlobLimits& limits);
+// A manifest as the writer puts it in a blob (`cache import` keeps each
+// imported entry's record, signatures included, this way).
+std::string blob_manifest_text(const BlobManifest& manifest);
 
 }  // namespace tvmffi_jit::cache

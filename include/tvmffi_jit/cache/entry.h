@@ -41,6 +41,13 @@ inline constexpr const char* kEntryFileName = "entry.json";
 // kMaxStoredCompilerOutput (and refuses to publish an entry that would not fit).
 inline constexpr uint64_t kMaxEntryFileBytes = 16ull << 20;
 inline constexpr size_t kMaxStoredCompilerOutput = 1u << 20;
+// The recorded headers are re-hashed on lookups (always when adopting a
+// remote or imported entry): their total size, after merging records of the
+// same path, is capped so that an entry cannot make every hit hash gigabytes.
+// A header set this big is far beyond any real compile (the CUDA toolkit
+// headers an nvcc unit reads are ~6.5 MB); an entry over it is not written
+// and not read.
+inline constexpr uint64_t kMaxRecordedHeaderBytes = 256ull << 20;
 
 struct ArtifactRecord {
   std::string file;  // a plain file name inside the entry directory
@@ -84,6 +91,11 @@ struct EntryRecord {
 
 nlohmann::json entry_to_json(const EntryRecord& e);
 // nullopt (with `why`) for anything not a well-formed entry of our format.
+// Header records must name lexically normal absolute paths (no "." or ".."
+// component: a relative record of a portable entry joined onto the base
+// cannot leave it); records repeating a path with the same size and SHA-256
+// are merged into one, repeating it with another content is malformed; the
+// merged sizes must stay within kMaxRecordedHeaderBytes.
 std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string* why);
 // Reads <dir>/entry.json (at most kMaxEntryFileBytes, never through a
 // symlink or from a FIFO); nullopt (with `why`) when missing or malformed.

@@ -25,6 +25,7 @@
 
 #include "tvmffi_jit/cache/blob.h"
 #include "tvmffi_jit/cache/key.h"
+#include "tvmffi_jit/cache/signing.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/store.h"
 
@@ -37,13 +38,27 @@ struct RemoteOptions {
   int connect_timeout_ms = 100;
   int transfer_timeout_ms = 60000;
   uint64_t max_blob_bytes = 1ull << 30;  // compressed, as received
+  // Signing (cache/signing.h, docs/remote.md "Trust"): the files as given,
+  // then the keys load_remote_keys() read from them.
+  std::string sign_key_file;                   // uploads and exports are signed with it
+  std::vector<std::string> trusted_key_files;  // any given: only entries signed by one are used
+  std::optional<SecretKey> sign_key;
+  std::vector<PublicKey> trusted_keys;
   bool enabled() const { return !urls.empty(); }
+  bool requires_signature() const { return !trusted_keys.empty(); }
 };
 
 // $TVMFFI_JIT_REMOTE (URLs separated by spaces), $TVMFFI_JIT_REMOTE_READ_ONLY
-// (1/true/yes) and $TVMFFI_JIT_REMOTE_NAMESPACE under the command line's
-// values: urls given on the command line replace the variable's.
+// (1/true/yes), $TVMFFI_JIT_REMOTE_NAMESPACE, $TVMFFI_JIT_REMOTE_SIGN_KEY and
+// $TVMFFI_JIT_REMOTE_TRUSTED_KEYS (files separated by ':', as PATH) under the
+// command line's values: urls, a sign key or trusted keys given on the
+// command line replace the variable's. Then loads the key files
+// (load_remote_keys).
 RemoteOptions remote_options_from_environment(RemoteOptions command_line, bool command_line_read_only);
+
+// Reads sign_key_file and trusted_key_files into sign_key and trusted_keys;
+// usage_error (exit 2) naming a file that is not a key of its kind.
+void load_remote_keys(RemoteOptions& options);
 
 // Checks every URL's syntax (scheme http, https or redis; host; Redis db
 // number). Throws usage_error (exit 2) naming the URL.
@@ -76,14 +91,26 @@ struct RemoteHit {
 
 // Verifies a portable entry staged in `staging`'s entry dir (entry.json in
 // portable form and its files), binds it to `base_dir`, re-hashes its
-// headers and publishes it as `entry_dir`. Throws Error(kIo) saying what is
-// wrong; stale headers throw with a message starting "stale:".
+// headers and publishes it as `entry_dir`. The entry must list `artifact`
+// (what the build will serve), the staging dir must hold nothing but
+// entry.json and the artifacts it lists, and with `record` (the manifest
+// record the files came with) entry.json and every artifact must have the
+// record's SHA-256. Throws Error(kIo) saying what is wrong; stale headers
+// throw with a message starting "stale:".
 LookupResult adopt_portable_entry(const Store& store, Staging& staging, const std::string& name,
                                   const std::string& portable_key, const std::string& base_dir,
-                                  const std::string& entry_dir);
+                                  const std::string& entry_dir, const std::string& artifact,
+                                  const BlobEntry* record);
 
-// A module entry (local form, on disk) as a one-entry blob in portable form.
-std::string pack_portable_entry(const std::string& entry_dir);
+// An entry is used under trusted keys only when one of them signed its
+// manifest record (cache/signing.h); nullopt when it may be used, else why
+// not ("not signed", "signed by ci-old, which is not trusted here").
+std::optional<std::string> untrusted_reason(const RemoteOptions& options, const BlobEntry& record);
+
+// A module entry (local form, on disk) as a one-entry blob in portable form,
+// signed with `sign_key` when given. Only entry.json and the artifacts it
+// lists are packed.
+std::string pack_portable_entry(const std::string& entry_dir, const SecretKey* sign_key = nullptr);
 // The pack list of that entry (for multi-entry exports).
 BlobPackEntry portable_pack_entry(const std::string& entry_dir);
 
@@ -91,9 +118,9 @@ class RemoteTier {
  public:
   RemoteTier(RemoteOptions options, const Store& store, StatsCounters* stats);
   ~RemoteTier();
-  // After a local miss. nullopt: build.
+  // After a local miss: an entry that lists `artifact`. nullopt: build.
   std::optional<RemoteHit> fetch(const std::string& name, const Key& key, const std::string& base_dir,
-                                 const std::string& entry_dir);
+                                 const std::string& entry_dir, const std::string& artifact);
   // After this process published `entry_dir`.
   void put(const std::string& entry_dir, const Key& key);
 
@@ -101,6 +128,7 @@ class RemoteTier {
   struct Server;
   Server* server(size_t i);
   void give_up(size_t i, const std::string& what, double elapsed_ms);
+  void count_untrusted(const std::string& source, const std::string& name, const std::string& why);
   std::string object_name(const std::string& portable_key) const;
   RemoteOptions options_;
   const Store& store_;

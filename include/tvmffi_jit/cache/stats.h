@@ -37,6 +37,7 @@ struct StatsCounters {
   uint64_t remote_bytes_received = 0;  // blob bytes downloaded
   uint64_t remote_bytes_sent = 0;      // blob bytes uploaded
   uint64_t imported_hits = 0;          // module lookups answered by `cache import`ed entries
+  uint64_t remote_untrusted = 0;       // remote/imported entries not used: no trusted key signed them
   void add(const StatsCounters& o);
   bool empty() const;
 };

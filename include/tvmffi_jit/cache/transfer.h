@@ -6,13 +6,16 @@
 // keeps anything, then keeps each entry under <root>/imported/ in portable
 // form; a build that misses locally adopts a matching imported entry for its
 // own base directory (re-hashing its headers there), exactly like a remote
-// hit (cache/remote.h).
+// hit (cache/remote.h). Each kept entry keeps its manifest record, signatures
+// included, as <entry>/.manifest.json (a dot name no entry file can have), so
+// that a build with trusted keys checks the signature when it adopts it.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "tvmffi_jit/cache/signing.h"
 #include "tvmffi_jit/cache/store.h"
 
 namespace tvmffi_jit::cache {
@@ -24,8 +27,10 @@ struct ExportReport {
 };
 
 // Writes the given module entry directories to `file` (atomically: a temp
-// file renamed over it). Entries without a portable key are skipped.
-ExportReport export_entries(const std::vector<std::string>& entry_dirs, const std::string& file);
+// file renamed over it), each entry signed with `sign_key` when given.
+// Entries without a portable key are skipped.
+ExportReport export_entries(const std::vector<std::string>& entry_dirs, const std::string& file,
+                            const SecretKey* sign_key = nullptr);
 
 struct ImportReport {
   size_t imported = 0;

@@ -4,13 +4,13 @@
 # every option there appears here).
 
 _tvmffi_jit_commands="build inspect cache doctor"
-_tvmffi_jit_cache_commands="path list show verify clean gc stats export import"
+_tvmffi_jit_cache_commands="path list show verify clean gc stats export import keygen"
 # --cache-dir and --json belong to the commands but are accepted before them too.
 _tvmffi_jit_global_opts="-h --help --version -v --verbose -q --quiet --cache-dir --json"
 _tvmffi_jit_build_opts="-h --help -m --manifest --name --function --cflag --cuda-cflag --ldflag -I --include
   --arch --emit --compiler --kernel-name --embed-cubin --build-dir --tvm-ffi-root -j --jobs --json
   -k --keep-going --mem-per-job --cxx-launcher --cuda-launcher
-  -v --verbose -q --quiet --cache-dir --no-cache --remote --remote-read-only --remote-namespace --base-dir -o --output --link-to --depfile --compile-commands --force --verify --validate --require-driver --device --timeout"
+  -v --verbose -q --quiet --cache-dir --no-cache --remote --remote-read-only --remote-namespace --remote-sign-key --remote-trusted-key --base-dir -o --output --link-to --depfile --compile-commands --force --verify --validate --require-driver --device --timeout"
 _tvmffi_jit_inspect_opts="-h --help --json -j --jobs --no-demangle --no-ptx --scan-data --load --device --timeout"
 _tvmffi_jit_doctor_opts="-h --help --json --cache-dir --tvm-ffi-root --require"
 _tvmffi_jit_cache_common_opts="-h --help --cache-dir --json"
@@ -24,6 +24,8 @@ _tvmffi_jit_cache_opts() {
     clean) echo "$_tvmffi_jit_cache_common_opts --older-than" ;;
     gc) echo "$_tvmffi_jit_cache_common_opts --max-size" ;;
     stats) echo "$_tvmffi_jit_cache_common_opts --zero" ;;
+    export) echo "$_tvmffi_jit_cache_common_opts --sign-key" ;;
+    keygen) echo "-h --help --json --out" ;;
     *) echo "$_tvmffi_jit_cache_common_opts" ;;
   esac
 }
@@ -98,8 +100,10 @@ _tvmffi_jit() {
     --compiler) COMPREPLY=($(compgen -W "nvcc nvrtc" -- "$cur")); return ;;
     --arch) _tvmffi_jit_complete_list "$cur" "$_tvmffi_jit_archs"; return ;;
     --require) _tvmffi_jit_complete_list "$cur" "$_tvmffi_jit_components"; return ;;
-    -I | --include | --build-dir | --cache-dir | --tvm-ffi-root | --base-dir) _tvmffi_jit_dirs "$cur"; return ;;
+    -I | --include | --build-dir | --cache-dir | --tvm-ffi-root | --base-dir | --out) _tvmffi_jit_dirs "$cur"; return ;;
     -o | --output | --link-to | --depfile | --compile-commands) _tvmffi_jit_files "$cur" ""; return ;;
+    --remote-sign-key | --sign-key) _tvmffi_jit_files "$cur" "sec"; return ;;
+    --remote-trusted-key) _tvmffi_jit_files "$cur" "pub"; return ;;
     --embed-cubin)
       if [[ $cur == *=* ]]; then
         local name=${cur%%=*}
