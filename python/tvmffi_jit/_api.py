@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from . import _binary
+from . import _binary, _engine
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (import cost)
 if TYPE_CHECKING:  # pragma: no cover - annotations only; tvm_ffi is imported lazily
@@ -38,6 +38,13 @@ class BuildError(RuntimeError):
         self.exit_code = exit_code
         self.argv = argv
         self.stderr = stderr
+
+
+class JitWarning(UserWarning):
+    """Something the build survived but the caller should know: the cache
+    could not store the module (every call will rebuild it), a remote cache
+    failed, a header changed during the build. The text is the tool's warning.
+    """
 
 
 class InspectError(RuntimeError):
@@ -155,6 +162,9 @@ def _output_kind(output: str | None) -> tuple[str, str | None]:
 # Running the tool.
 
 
+_tvm_ffi_root_found: str | None = None
+
+
 def _tvm_ffi_root() -> str | None:
     """The folder of the ``tvm_ffi`` package this interpreter would import.
 
@@ -162,9 +172,12 @@ def _tvm_ffi_root() -> str | None:
     that will load it (the tool on its own asks ``python3`` on PATH, which may
     be another environment). Found without importing tvm_ffi (~100 ms).
     """
+    global _tvm_ffi_root_found  # noqa: PLW0603 - a per-process memo (find_spec walks sys.path: ~0.1 ms)
     module = sys.modules.get("tvm_ffi")
     if module is not None and getattr(module, "__file__", None):
         return os.path.dirname(os.path.abspath(module.__file__))
+    if _tvm_ffi_root_found is not None:
+        return _tvm_ffi_root_found
     import importlib.util  # noqa: PLC0415
 
     try:
@@ -173,7 +186,8 @@ def _tvm_ffi_root() -> str | None:
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    return os.path.abspath(next(iter(spec.submodule_search_locations)))
+    _tvm_ffi_root_found = os.path.abspath(next(iter(spec.submodule_search_locations)))
+    return _tvm_ffi_root_found
 
 
 _manifest_counter = 0
@@ -200,7 +214,83 @@ def _write_manifest(manifest: dict[str, Any]) -> str:
         return path
 
 
-def _run_build(manifest: dict[str, Any], build_directory: str | None, output_name: str | None) -> str:
+# Per-process folder that the binary gets as its TMPDIR: whatever a call
+# leaves there (an artifact the cache could not store, the directory of a
+# failed compile) is removed by this package, at the latest when the process
+# exits, so no Python call leaves a temp dir behind.
+_private_tmp: str | None = None
+
+
+def _call_tmpdir() -> str:
+    global _private_tmp  # noqa: PLW0603 - one per process
+    import tempfile  # noqa: PLC0415 - only on a miss
+
+    if _private_tmp is None or not os.path.isdir(_private_tmp):
+        import atexit  # noqa: PLC0415
+        import shutil  # noqa: PLC0415
+
+        _private_tmp = tempfile.mkdtemp(prefix="tvmffi-jit-py-")
+        atexit.register(shutil.rmtree, _private_tmp, True)
+    return tempfile.mkdtemp(prefix="call-", dir=_private_tmp)
+
+
+def _remove_tree(path: str) -> None:
+    import shutil  # noqa: PLC0415
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# The tool's advice names its command-line flags; a Python caller sets
+# these instead. (pattern, replacement), applied to error and warning text.
+_PYTHON_WORDS = (
+    # toolchain/cuda_arch.cpp: no arch from anywhere.
+    (
+        r"pass --arch \(e\.g\. --arch [0-9.]+\), set \"cuda_arch\" in the manifest, or set TVM_FFI_CUDA_ARCH_LIST",
+        'set TVM_FFI_CUDA_ARCH_LIST (e.g. os.environ["TVM_FFI_CUDA_ARCH_LIST"] = "8.0 9.0", before the call)',
+    ),
+    (r"(?<![\w-])--arch(?![\w-])", "TVM_FFI_CUDA_ARCH_LIST"),
+    (r"(?<![\w-])--cuda-cflag(?![\w-])", "extra_cuda_cflags"),
+    (r"(?<![\w-])--cflag(?![\w-])", "extra_cflags"),
+    (r"(?<![\w-])--ldflag(?![\w-])", "extra_ldflags"),
+    (r"(?<![\w-])--include(?![\w-])", "extra_include_paths"),
+    (r"(?<![\w-])--build-dir(?![\w-])", "build_directory"),
+    (r"(?<![\w-])--embed-cubin(?![\w-])", "embed_cubin"),
+    (r"(?<![\w-])--function(?![\w-])", "functions"),
+)
+
+
+def _python_words(text: str) -> str:
+    """The tool's message with its flags named as this package's arguments."""
+    if "--" not in text:
+        return text
+    import re  # noqa: PLC0415 - errors only
+
+    for pattern, replacement in _PYTHON_WORDS:
+        text = re.sub(pattern, lambda _m, r=replacement: r, text)
+    return text
+
+
+def _warn(result: dict[str, Any]) -> None:
+    found = result.get("warnings") or []
+    if found:
+        import warnings  # noqa: PLC0415 - only when there is something to say
+
+        for text in found:
+            warnings.warn(f"tvmffi-jit: {_python_words(text)}", JitWarning, stacklevel=4)
+
+
+class _Built:
+    """A build's artifact path, and the private folder holding it when the
+    cache could not store it (removed after loading, else at exit)."""
+
+    __slots__ = ("path", "private_dir")
+
+    def __init__(self, path: str, private_dir: str | None) -> None:
+        self.path = path
+        self.private_dir = private_dir
+
+
+def _run_build(manifest: dict[str, Any], build_directory: str | None, output_name: str | None) -> _Built:
     argv = ["build", "--json", "-q"]  # -q: no progress lines; errors still come in full
     root = _tvm_ffi_root()
     if root is not None:
@@ -216,13 +306,31 @@ def _run_build(manifest: dict[str, Any], build_directory: str | None, output_nam
     path = _write_manifest(manifest)
     try:
         argv += ["-m", path]
-        proc = _binary.run(argv)
+        if build_directory is None:
+            # A local hit, answered in this process (no fork/exec): a miss
+            # (or no engine) goes on to the binary, which builds it.
+            answer = _engine.run([*argv, "--only-if-cached"])
+            if answer is not None and answer.get("exit_code") == 0:
+                result = json.loads(answer["stdout"])
+                if result.get("cache") == "hit":
+                    _warn(result)
+                    return _Built(result.get("output") or result["path"], None)
+        call_dir = _call_tmpdir()
+        try:
+            proc = _binary.run(argv, tmpdir=call_dir)
+        except BaseException:
+            _remove_tree(call_dir)
+            raise
     finally:
         os.unlink(path)
     if proc.returncode != 0:
+        _remove_tree(call_dir)  # a failed compile's kept directory: the message shows its command
         shown = [_binary.find_binary(), *argv]
+        message = _python_words(proc.stderr.rstrip())
+        if call_dir in message:
+            message += f"\n(the build directory under {call_dir} was removed: tvmffi_jit leaves no temp dir behind)"
         raise BuildError(
-            f"tvmffi-jit build of {manifest['name']!r} failed (exit {proc.returncode}):\n{proc.stderr.rstrip()}",
+            f"tvmffi-jit build of {manifest['name']!r} failed (exit {proc.returncode}):\n{message}",
             exit_code=proc.returncode,
             argv=shown,
             stderr=proc.stderr,
@@ -234,7 +342,12 @@ def _run_build(manifest: dict[str, Any], build_directory: str | None, output_nam
     printed = "".join(c.get("output") or "" for c in result.get("commands", []))
     if printed:
         sys.stderr.write(printed)
-    return result.get("output") or result["path"]
+    _warn(result)
+    artifact = result.get("output") or result["path"]
+    if artifact.startswith(call_dir + os.sep):
+        return _Built(artifact, call_dir)  # not stored in the cache: ours to remove
+    _remove_tree(call_dir)
+    return _Built(artifact, None)
 
 
 def _base_manifest(
@@ -256,10 +369,16 @@ def _base_manifest(
     return manifest, output_name
 
 
-def _load_module(path: str, keep_module_alive: bool) -> Module:
+def _load_built(built: _Built, keep_module_alive: bool) -> Module:
     from tvm_ffi import load_module  # noqa: PLC0415 - the expensive import, only to load
 
-    return load_module(path, keep_module_alive=keep_module_alive)
+    try:
+        return load_module(built.path, keep_module_alive=keep_module_alive)
+    finally:
+        # A module the cache could not store was built in our private folder:
+        # once loaded (dlopen keeps the mapping) it is not needed on disk.
+        if built.private_dir is not None:
+            _remove_tree(built.private_dir)
 
 
 # ---------------------------------------------------------------------------
@@ -295,6 +414,16 @@ def build_inline(  # noqa: PLR0913
     (shared with the command line; a hit spawns no compiler). With it, the
     module is built in that directory and returned from it.
     """
+    return _build_inline(
+        name, cpp_sources, cuda_sources, functions, extra_cflags, extra_cuda_cflags, extra_ldflags,
+        extra_include_paths, build_directory, embed_cubin, backend, output,
+    ).path
+
+
+def _build_inline(  # noqa: PLR0913
+    name, cpp_sources, cuda_sources, functions, extra_cflags, extra_cuda_cflags, extra_ldflags,
+    extra_include_paths, build_directory, embed_cubin, backend, output,
+) -> _Built:
     cpp_list = _str_seq2list(cpp_sources)
     cuda_list = _str_seq2list(cuda_sources)
     manifest, output_name = _base_manifest(
@@ -352,22 +481,11 @@ def load_inline(  # noqa: PLR0913
     backend: str | None = None,
 ) -> Module:
     """:func:`build_inline`, then ``tvm_ffi.load_module(path, keep_module_alive)``."""
-    return _load_module(
-        build_inline(
-            name,
-            cpp_sources=cpp_sources,
-            cuda_sources=cuda_sources,
-            functions=functions,
-            extra_cflags=extra_cflags,
-            extra_cuda_cflags=extra_cuda_cflags,
-            extra_ldflags=extra_ldflags,
-            extra_include_paths=extra_include_paths,
-            build_directory=build_directory,
-            embed_cubin=embed_cubin,
-            backend=backend,
-        ),
-        keep_module_alive,
+    built = _build_inline(
+        name, cpp_sources, cuda_sources, functions, extra_cflags, extra_cuda_cflags, extra_ldflags,
+        extra_include_paths, build_directory, embed_cubin, backend, None,
     )
+    return _load_built(built, keep_module_alive)
 
 
 def build(  # noqa: PLR0913
@@ -392,6 +510,16 @@ def build(  # noqa: PLR0913
     exported for you (use ``TVM_FFI_DLL_EXPORT_TYPED_FUNC`` in the sources).
     Returns the absolute path of the artifact.
     """
+    return _build(
+        name, sources, cpp_files, cuda_files, extra_cflags, extra_cuda_cflags, extra_ldflags,
+        extra_include_paths, build_directory, backend, output,
+    ).path
+
+
+def _build(  # noqa: PLR0913
+    name, sources, cpp_files, cuda_files, extra_cflags, extra_cuda_cflags, extra_ldflags,
+    extra_include_paths, build_directory, backend, output,
+) -> _Built:
     merged = _str_seq2list(sources) + _str_seq2list(cpp_files) + _str_seq2list(cuda_files)
     if not merged:
         raise ValueError(f"build({name!r}): sources must be provided (sources=, cpp_files= or cuda_files=)")
@@ -421,21 +549,11 @@ def load(  # noqa: PLR0913
     backend: str | None = None,
 ) -> Module:
     """:func:`build`, then ``tvm_ffi.load_module(path, keep_module_alive)``."""
-    return _load_module(
-        build(
-            name,
-            sources=sources,
-            cpp_files=cpp_files,
-            cuda_files=cuda_files,
-            extra_cflags=extra_cflags,
-            extra_cuda_cflags=extra_cuda_cflags,
-            extra_ldflags=extra_ldflags,
-            extra_include_paths=extra_include_paths,
-            build_directory=build_directory,
-            backend=backend,
-        ),
-        keep_module_alive,
+    built = _build(
+        name, sources, cpp_files, cuda_files, extra_cflags, extra_cuda_cflags, extra_ldflags,
+        extra_include_paths, build_directory, backend, None,
     )
+    return _load_built(built, keep_module_alive)
 
 
 def inspect(path: str | os.PathLike[str], *, scan_data: bool = False) -> dict[str, Any]:

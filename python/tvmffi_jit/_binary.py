@@ -82,10 +82,19 @@ def find_binary() -> str:
     )
 
 
-def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    """Run ``tvmffi-jit ARGV...`` with stdout and stderr captured as text."""
+def run(argv: list[str], *, tmpdir: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``tvmffi-jit ARGV...`` with stdout and stderr captured as text.
+
+    ``tmpdir``: the child's ``TMPDIR`` (where the tool puts builds it cannot
+    cache), a folder the caller removes.
+    """
+    env = None
+    if tmpdir is not None:
+        env = dict(os.environ)
+        env["TMPDIR"] = tmpdir
     return subprocess.run(
         [find_binary(), *argv],
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

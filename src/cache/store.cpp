@@ -11,6 +11,7 @@
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/cache/key.h"
 #include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/log.h"
 
@@ -19,7 +20,7 @@ namespace tvmffi_jit::cache {
 namespace {
 
 std::string unique_suffix() {
-  static thread_local std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(::getpid()));
+  static thread_local std::mt19937_64 rng(util::random_seed() ^ static_cast<uint64_t>(::getpid()));
   static const char* chars = "abcdefghijklmnopqrstuvwxyz0123456789";
   std::string s(8, 'x');
   for (char& c : s) c = chars[rng() % 36];

@@ -262,9 +262,9 @@ std::string explain_parse_error(CLI::App& app, const CLI::ParseError& e, const s
   return "unexpected argument '" + unknown + "' for " + command + help;
 }
 
-}  // namespace
-
-int run(int argc, char** argv) {
+// `embedded`: inside another program (the engine library): its signal
+// dispositions are left alone.
+int run_program(int argc, char** argv, bool embedded) {
   CommandContext ctx;
   CLI::App app{"tvmffi-jit: build C++/CUDA sources into cached Apache TVM FFI modules, emit and\n"
                "inspect cubin/fatbin/PTX, and validate GPU code through the CUDA driver."};
@@ -280,11 +280,16 @@ int run(int argc, char** argv) {
   // No probing here: `doctor` reports the toolchain.
   app.set_version_flag("--version", std::string("tvmffi-jit ") + TVMFFI_JIT_VERSION,
                        "Print tvmffi-jit's version (`tvmffi-jit doctor` reports tvm-ffi, nvcc and the driver)");
-  util::install_termination_handlers();  // children never outlive a Ctrl-C (util/process.h)
+  if (!embedded) util::install_termination_handlers();  // children never outlive a Ctrl-C (util/process.h)
   util::init_logging(0, false);
   // Re-initialise once -v/-q are known; this runs before any subcommand callback.
   app.parse_complete_callback([&] { util::init_logging(ctx.global.verbosity, ctx.global.quiet); });
-  for (RegisterCommand reg : kCommands) reg(app, ctx);
+  // Embedded, the engine library serves `build` only (the Python package's
+  // in-process hits): setting up the other commands' options was a fifth of
+  // the CPU time of a hit.
+  if (embedded) register_build_command(app, ctx);
+  else
+    for (RegisterCommand reg : kCommands) reg(app, ctx);
 
   const std::vector<std::string> args = place_global_options(app, argc, argv);
   try {
@@ -309,6 +314,36 @@ int run(int argc, char** argv) {
     return static_cast<int>(ExitCode::kIo);
   }
   return ctx.exit_code;
+}
+
+}  // namespace
+
+int run(int argc, char** argv) { return run_program(argc, argv, false); }
+
+EmbeddedResult run_embedded(const std::vector<std::string>& args) {
+  std::vector<std::string> storage;
+  storage.reserve(args.size() + 1);
+  storage.push_back("tvmffi-jit");
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  EmbeddedResult result;
+  CapturedOutput captured;
+  capture_output(&captured);
+  util::redirect_logging(&captured.err);
+  try {
+    result.exit_code = run_program(static_cast<int>(storage.size()), argv.data(), true);
+  } catch (...) {
+    result.exit_code = static_cast<int>(ExitCode::kIo);
+    captured.err += "tvmffi-jit: internal error: unexpected exception\n";
+  }
+  capture_output(nullptr);
+  util::redirect_logging(nullptr);
+  util::init_logging(0, false);  // the logger must not keep pointing at `captured`
+  result.out = std::move(captured.out);
+  result.err = std::move(captured.err);
+  return result;
 }
 
 }  // namespace tvmffi_jit::cli

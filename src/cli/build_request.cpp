@@ -141,6 +141,10 @@ BuildRequest resolve_build_request(const BuildArgs& args, const toolchain::EnvLo
     inputs.emplace_back();  // sources on the command line only
   }
   if (r.batch) refuse_single_module_options(args);
+  r.only_if_cached = args.only_if_cached;
+  if (r.only_if_cached && (!r.use_cache || !r.json))
+    throw usage_error("--only-if-cached answers from the cache with --json; it takes neither --build-dir nor --no-cache");
+  if (r.only_if_cached && r.batch) throw usage_error("--only-if-cached answers for one module; build a batch without it");
 
   std::string base_override;
   if (!args.base_dir.empty()) base_override = util::absolute_path(args.base_dir);

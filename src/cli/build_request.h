@@ -35,6 +35,7 @@ struct BuildArgs {
   bool force = false;
   bool verify = false;  // --verify: re-hash the cached artifact on a hit whatever its size
   bool no_cache = false;
+  bool only_if_cached = false;  // --only-if-cached (hidden): a local hit, or {"cache": "miss"} without building
   std::string base_dir;                  // --base-dir
   std::vector<std::string> remote_urls;  // --remote (repeatable)
   bool remote_read_only = false;         // --remote-read-only
@@ -94,6 +95,7 @@ struct BuildRequest {
   bool batch = false;  // several modules, or an argument naming many: one line per module on stdout
 
   bool use_cache = true;  // not --build-dir, not --no-cache
+  bool only_if_cached = false;  // the engine library's in-process path (docs/python.md)
   std::string cache_dir;  // --cache-dir ("" : the cache's default root)
   bool force = false;
   bool verify = false;

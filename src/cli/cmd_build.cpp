@@ -181,6 +181,7 @@ struct ModuleOutcome {
   nlohmann::json json;
   compile::BuildResult build;  // for --depfile and friends
   std::string entry_dir;
+  bool only_if_cached_miss = false;  // --only-if-cached found nothing: out.json says so, there is no artifact
 };
 
 // One module, cached or not: the same for a single build and every module of a batch.
@@ -201,7 +202,14 @@ ModuleOutcome build_module(Shared& sh, const Planned& p) {
     co.remote = r.remote;
     co.environment = cache::relevant_environment(r.env);
     co.in_flight = &sh.in_flight;
+    co.only_if_cached = r.only_if_cached;
     compile::CachedBuildResult cr = compile::cached_build(plan, p.module->manifest, p.tc, co);
+    if (r.only_if_cached && cr.cache == "miss") {
+      out.item.status = compile::BatchStatus::kHit;  // answered: nothing was built, the caller builds
+      out.only_if_cached_miss = true;
+      out.json = nlohmann::json{{"name", plan.name}, {"cache", "miss"}, {"key", cr.key}, {"miss_reason", cr.miss_reason}};
+      return out;
+    }
     out.item.status = cr.cache == "miss" ? compile::BatchStatus::kBuilt : compile::BatchStatus::kHit;
     out.item.objects_reused = cr.objects_reused;
     out.item.objects_compiled = cr.objects_compiled;
@@ -234,6 +242,16 @@ ModuleOutcome build_module(Shared& sh, const Planned& p) {
   return out;
 }
 
+// --only-if-cached runs inside the Python process (the engine library), whose
+// CUDA state is not the tool's to touch: loading the driver there would break
+// a later fork() of the caller's CUDA program. Without an arch from the
+// manifest or TVM_FFI_CUDA_ARCH_LIST the answer comes from a tvmffi-jit process.
+toolchain::DetectedGpus no_gpu_detection() {
+  toolchain::DetectedGpus gpus;
+  gpus.reason = "not detected by --only-if-cached (run the build without it)";
+  return gpus;
+}
+
 int run_build(const BuildArgs& args, CommandContext& ctx) {
   // SIGINT/SIGTERM/SIGHUP stop the compilers and unwind, so the staging and
   // temp dirs below are removed on the way out (util/process.h).
@@ -257,6 +275,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     if (!gpus) gpus = detect_gpus();
     return *gpus;
   };
+  if (r.only_if_cached) plan_options.detect_gpus = no_gpu_detection;
   std::vector<Planned> planned;
   size_t total_steps = 0;
   for (const auto& m : r.modules) {
@@ -301,6 +320,8 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   Shared shared{r, ctx, {}, {}};
   shared.exec.jobs = r.limits.slots;
   shared.exec.verbose = ctx.global.verbosity > 0;  // -q hides progress and logs, never compiler warnings
+  // A hit-only caller showed the compiler's warnings when the module was built.
+  shared.exec.hide_compiler_output = r.only_if_cached;
   shared.exec.gate = &gate;
   shared.exec.cuda_job_bytes = r.limits.cuda_job_bytes;
   shared.exec.memory = &memory;
@@ -356,6 +377,11 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   // 5. Report. One module: its path (or --output's) or one JSON object.
   if (!r.batch) {
     ModuleOutcome& o = outcomes[0];
+    if (o.only_if_cached_miss) {
+      o.json["warnings"] = util::logged_warnings();
+      write_stdout(util::dump_json(o.json, 2) + "\n");
+      return 0;
+    }
     const bool ok = items[0].status != compile::BatchStatus::kFailed;
     const std::string shown = ok ? write_build_outputs(r.outputs, r.modules[0].manifest, *planned[0].plan, o.build,
                                                        o.entry_dir)
@@ -363,6 +389,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     if (r.json) {
       if (!r.outputs.output.empty()) o.json["output"] = shown;
       if (r.validate) o.json["validation"] = validations[0];
+      o.json["warnings"] = util::logged_warnings();
       write_stdout(util::dump_json(o.json, 2) + "\n");
     } else {
       write_stdout(shown + "\n");
@@ -451,6 +478,10 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                 "On a cache hit, re-hash the artifact against its recorded SHA-256 whatever its size (modules up to "
                 "4 MiB always are); a mismatch rebuilds");
   sub->add_flag("--no-cache", args->no_cache, "Build in a new temp directory without the cache");
+  // Hidden (no group): the Python package's in-process hit path (docs/python.md).
+  sub->add_flag("--only-if-cached", args->only_if_cached,
+                "Answer from the local cache only: a hit as usual, else {\"cache\": \"miss\"} with --json, building nothing")
+      ->group("");
   sub->add_option("--remote", args->remote_urls,
                   "Remote cache (http://, https://, redis:// or s3://BUCKET[/PREFIX] URL), tried in order after a\nlocal miss; "
                   "repeatable (default: $TVMFFI_JIT_REMOTE, URLs separated by spaces; docs/remote.md)")

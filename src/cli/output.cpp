@@ -12,6 +12,8 @@ namespace tvmffi_jit::cli {
 
 namespace {
 
+CapturedOutput* g_capture = nullptr;
+
 void append_visible(std::string& out, std::string_view text) {
   for (char c : text) {
     if (c == '\0') out += "\\x00";
@@ -32,7 +34,13 @@ void stdout_failed() {
   throw io_error(errno_message("cannot write to stdout", errno));
 }
 
+void capture_output(CapturedOutput* to) { g_capture = to; }
+
 void print_result(std::string_view text) {
+  if (g_capture) {
+    g_capture->out.append(text);
+    return;
+  }
   if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) stdout_failed();
 }
 
@@ -42,6 +50,10 @@ void print_diagnostic(std::string_view where, std::string_view message) {
   line += ": ";
   append_visible(line, message);
   line += '\n';
+  if (g_capture) {
+    g_capture->err += line;
+    return;
+  }
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }

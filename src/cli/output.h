@@ -6,6 +6,7 @@
 // file the message is about, or "error" for what ended the command.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace tvmffi_jit::cli {
@@ -21,5 +22,15 @@ void print_result(std::string_view text);
 // Writes "tvmffi-jit: <where>: <message>\n" to stderr in one write. A NUL in
 // either part is shown as \x00 instead of ending the line early.
 void print_diagnostic(std::string_view where, std::string_view message);
+
+// While set, print_result() appends to out and print_diagnostic() to err
+// instead of writing to stdout/stderr: the engine library (engine.cpp) runs
+// the CLI inside a Python process, whose streams are not its own. Null: the
+// process's streams again.
+struct CapturedOutput {
+  std::string out;
+  std::string err;
+};
+void capture_output(CapturedOutput* to);
 
 }  // namespace tvmffi_jit::cli

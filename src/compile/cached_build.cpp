@@ -685,6 +685,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     if (r.corrupt) ++stats.corrupt_entries;
   }
   result.cache = "miss";
+  if (options.only_if_cached) return result;  // the caller builds (or asks the remotes) in a process of its own
   std::optional<std::string> cannot_store = unwritable_reason(store);
 
   util::FileLock lock;

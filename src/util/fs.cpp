@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstdlib>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 
@@ -320,6 +321,15 @@ std::string current_directory() {
                    "; it may have been deleted): cd to an existing directory or give absolute paths");
   }
   return p.string();
+}
+
+uint64_t random_seed() {
+  uint64_t seed = 0;
+  // getrandom() of 8 bytes does not block once the pool is initialised and
+  // is not cut short; the clock is the fallback for a kernel without it.
+  if (::getrandom(&seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed))
+    seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return seed;
 }
 
 std::string temp_root() {

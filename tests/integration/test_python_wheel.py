@@ -43,9 +43,10 @@ def run(argv, **kw):
     return p
 
 
-@pytest.fixture(scope="module")
-def wheel():
-    dist = BINARY_DIR / "wheel-dist"
+WHEEL_BUILD_DIR = SOURCE_DIR / "build-wheel"  # pyproject.toml's build-dir
+
+
+def pip_wheel(dist):
     shutil.rmtree(dist, ignore_errors=True)
     # scikit-build-core would take CXX from Python's sysconfig (g++); c++/cc are
     # what CMake picks for the developer build, so ccache serves its objects.
@@ -54,6 +55,27 @@ def wheel():
         env=env, cwd=SOURCE_DIR)
     [whl] = dist.glob("*.whl")
     return whl
+
+
+def ninja_log_outputs():
+    """The outputs ninja has recorded building in the wheel's build tree, one per command it ran."""
+    log = WHEEL_BUILD_DIR / ".ninja_log"
+    if not log.is_file():
+        return []
+    return [line.split("\t")[3] for line in log.read_text().splitlines()[1:] if line.count("\t") >= 4]
+
+
+@pytest.fixture(scope="module")
+def wheel():
+    return pip_wheel(BINARY_DIR / "wheel-dist")
+
+
+@pytest.fixture(scope="module")
+def second_build(wheel):
+    """A second `pip wheel .` of the unchanged checkout: what ninja ran for it."""
+    before = len(ninja_log_outputs())
+    pip_wheel(BINARY_DIR / "wheel-dist-2")
+    return ninja_log_outputs()[before:]
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +89,43 @@ def venv(wheel, tmp_path_factory):
 def test_wheel_name_says_py3_any_python_and_this_platform(wheel):
     platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")  # linux_x86_64
     assert wheel.name == f"tvmffi_jit-{CMAKE_VERSION}-py3-none-{platform}.whl"
+
+
+def auditwheel():
+    try:
+        import auditwheel  # noqa: F401, PLC0415
+    except ImportError:
+        pytest.skip("auditwheel is not installed (scripts/setup.sh installs it)")
+    return [sys.executable, "-m", "auditwheel"]
+
+
+def test_auditwheel_finds_the_wheel_manylinux_2_34_and_repair_tags_it_so(wheel, tmp_path):
+    shown = run([*auditwheel(), "show", wheel]).stdout
+    # "... is consistent with the following platform tag: "manylinux_2_34_x86_64"."
+    tag = re.search(r'consistent\s+with\s+the\s+following\s+platform\s+tag:\s*"(manylinux_2_(\d+)_\w+)"', shown)
+    assert tag, shown
+    assert int(tag[2]) <= 34, shown  # glibc 2.34: no arc4random (2.36), no _dl_find_object (2.35)
+    run([*auditwheel(), "repair", "--plat", tag[1], "-w", tmp_path, wheel])
+    [repaired] = tmp_path.glob("*.whl")
+    assert repaired.name == f"tvmffi_jit-{CMAKE_VERSION}-py3-none-{tag[1]}.whl"
+    with zipfile.ZipFile(repaired) as z:  # nothing grafted: only glibc and libgcc_s are needed
+        assert not [n for n in z.namelist() if ".libs/" in n]
+
+
+def test_wheel_is_a_release_build_without_debug_info(wheel, tmp_path):
+    cache = (WHEEL_BUILD_DIR / "CMakeCache.txt").read_text()
+    assert re.search(r"^CMAKE_BUILD_TYPE:STRING=Release$", cache, re.M)
+    assert re.search(r"^TVMFFI_JIT_BUILD_TESTS:BOOL=OFF$", cache, re.M)
+    with zipfile.ZipFile(wheel) as z:
+        for name in (f"tvmffi_jit-{CMAKE_VERSION}.data/scripts/tvmffi-jit", "tvmffi_jit/libtvmffi_jit_engine.so"):
+            path = Path(z.extract(name, tmp_path))
+            sections = run(["readelf", "-S", "-W", path]).stdout
+            assert ".text" in sections and ".debug_" not in sections, name
+
+
+def test_second_pip_wheel_recompiles_nothing(second_build):
+    compiled = [o for o in second_build if o.endswith(".o")]
+    assert compiled == [], compiled
 
 
 def test_wheel_holds_binary_as_script_data_files_and_package_without_tests(wheel):
@@ -85,14 +144,17 @@ def test_wheel_holds_binary_as_script_data_files_and_package_without_tests(wheel
         f"{data}/data/lib/cmake/tvmffi_jit/tvmffi_jitConfig.cmake",
         "tvmffi_jit/__init__.py",
         "tvmffi_jit/_version.py",
+        "tvmffi_jit/_engine.py",
+        "tvmffi_jit/libtvmffi_jit_engine.so",
     ]:
         assert expected in names, expected
     assert not [n for n in names if "unit_tests" in n or "fakecuda" in n or "/tests/" in n]
     assert f"Version: {CMAKE_VERSION}" in metadata
-    assert re.search(r"^Requires-Dist: apache-tvm-ffi", metadata, re.M)
+    # The tvm-ffi versions the wrapper is tested against, and no other.
+    assert re.search(r"^Requires-Dist: apache-tvm-ffi<0\.1\.16,>=0\.1\.15$", metadata, re.M), metadata
 
 
-def test_installed_binary_is_on_the_venv_path_and_needs_only_glibc(venv):
+def test_installed_binary_is_on_the_venv_path_and_needs_only_glibc_and_libgcc(venv):
     binary = venv / "bin" / "tvmffi-jit"
     env = clean_env(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
     assert shutil.which("tvmffi-jit", path=env["PATH"]) == str(binary)
@@ -100,7 +162,7 @@ def test_installed_binary_is_on_the_venv_path_and_needs_only_glibc(venv):
     assert out.splitlines()[0] == f"tvmffi-jit {CMAKE_VERSION}"
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", run(["readelf", "-d", binary]).stdout)
     assert set(needed) <= {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "ld-linux-x86-64.so.2",
-                           "ld-linux-aarch64.so.1"}, needed
+                           "ld-linux-aarch64.so.1", "libgcc_s.so.1"}, needed
     assert ".debug_info" not in run(["readelf", "-S", binary]).stdout  # stripped
 
 
@@ -137,8 +199,14 @@ print(tvmffi_jit.find_binary())
 print(tvmffi_jit.__version__)
 mod = tvmffi_jit.load_inline("wheel_add", cpp_sources={ADD!r}, functions=["add"])
 print(mod.add(2, 3))
+from tvmffi_jit import _engine
+print(_engine.library_path())
+mod = tvmffi_jit.load_inline("wheel_add", cpp_sources={ADD!r}, functions=["add"])  # a hit, in-process
+print(_engine._engine is not None and _engine._engine is not _engine._UNSET)
 """
     # PATH without the venv: the package must find the binary next to itself.
     env = clean_env(TVMFFI_JIT_CACHE_DIR=str(tmp_path / "cache"))
     out = run([venv / "bin" / "python", "-c", code], env=env, cwd=tmp_path).stdout.splitlines()
-    assert out == [str(venv / "bin" / "tvmffi-jit"), CMAKE_VERSION, "5"]
+    site = run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    assert out == [str(venv / "bin" / "tvmffi-jit"), CMAKE_VERSION, "5",
+                   os.path.join(site, "tvmffi_jit", "libtvmffi_jit_engine.so"), "True"]

@@ -87,6 +87,9 @@ struct CachedBuildOptions {
   // them throws, since an unkeyed NVCC_APPEND_FLAGS would serve wrong hits.
   std::optional<std::vector<cache::ModuleKeyInputs::EnvVar>> environment;
   ExecuteOptions exec;
+  // A local hit or nothing: a miss returns cache "miss" with no lock taken, no
+  // remote asked and nothing built (the engine library's in-process path).
+  bool only_if_cached = false;
   InFlightUnits* in_flight = nullptr;  // shared by the modules of a batch; null: no other builder in this process
 };
 

@@ -90,6 +90,12 @@ std::string join_path(const std::string& a, const std::string& b);
 std::string current_directory();
 std::string temp_root();  // $TMPDIR or /tmp
 
+// 64 random bits from the kernel (getrandom), to seed unique temp names.
+// Not std::random_device: libstdc++ 12 implements it with arc4random, a
+// GLIBC_2.36 symbol that alone would raise the wheel's manylinux tag from
+// 2_34 to 2_36 (docs/python.md).
+uint64_t random_seed();
+
 // A fresh private (0700) directory, removed with its contents on destruction
 // unless keep() was called.
 class TempDir {

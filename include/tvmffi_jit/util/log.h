@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <string>
+#include <vector>
 // Every log call formats through fmt::detail::vformat_to<char>, a template fmt
 // 9 defines in its header without an extern declaration, so each file that
 // logged compiled fmt's whole formatting engine again (~70 KB of code, seconds
@@ -22,6 +24,14 @@ namespace tvmffi_jit::util {
 // 2 = -vv (debug). quiet: errors only.
 void init_logging(int verbosity, bool quiet);
 int log_verbosity();
+// Log lines go to *to instead of stderr from the next init_logging() on (the
+// engine library, which runs the CLI inside a Python process, captures them);
+// null: stderr again.
+void redirect_logging(std::string* to);
+// The text of every warning logged since init_logging(), also under -q (at
+// most 100): `build --json` lists them, so a quiet caller still learns of an
+// unwritable cache or a remote that failed.
+std::vector<std::string> logged_warnings();
 bool log_quiet();
 
 }  // namespace tvmffi_jit::util

@@ -1,0 +1,154 @@
+"""What a Python caller sees beyond tvm_ffi.cpp's API: cache hits answered
+inside the Python process (libtvmffi_jit_engine.so through ctypes, no process
+started), the tool's warnings as Python warnings although it runs with -q,
+no temp dir left behind by any call, and error messages in Python's words.
+
+Runs the package from the source tree (python/) against $TVMFFI_JIT_BIN and
+the engine library built beside it. Each scenario runs in a child Python
+process, so that what happens at its exit (temp folders removed) is checked
+too, and the counters of its children are its own.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+SOURCE_DIR = Path(os.environ.get("TVMFFI_JIT_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+PYTHON_DIR = SOURCE_DIR / "python"
+TOOL = Path(os.environ.get("TVMFFI_JIT_BIN") or shutil.which("tvmffi-jit") or "tvmffi-jit").resolve()
+ENGINE = TOOL.parent / "libtvmffi_jit_engine.so"
+CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+
+needs_engine = pytest.mark.skipif(not ENGINE.is_file(), reason=f"no engine library at {ENGINE}")
+
+
+@pytest.fixture
+def tool_dir(tmp_path):
+    """A folder holding the engine and a tvmffi-jit that logs each run, then
+    runs the real binary: the log counts the processes the package starts."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    log = tmp_path / "tool-runs.log"
+    wrapper = d / "tvmffi-jit"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{TOOL}" "$@"\n')
+    wrapper.chmod(0o755)
+    if ENGINE.is_file():
+        (d / ENGINE.name).symlink_to(ENGINE)
+    return d, log
+
+
+def run_python(code, tmp_path, tool, **env):
+    """Runs `code` in a fresh Python with the package, a private cache and a
+    fresh, empty TMPDIR; returns (stdout lines, the TMPDIR)."""
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir(exist_ok=True)
+    full_env = {
+        **os.environ,
+        "PYTHONPATH": str(PYTHON_DIR),
+        "TVMFFI_JIT_BIN": str(tool),
+        "TVMFFI_JIT_CACHE_DIR": str(tmp_path / "cache"),
+        "TMPDIR": str(tmpdir),
+        "TVM_FFI_CUDA_ARCH_LIST": "9.0",
+        **env,
+    }
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, cwd=tmp_path,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, f"exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    return p.stdout.splitlines(), tmpdir
+
+
+@needs_engine
+def test_cache_hit_is_answered_in_process_without_starting_any_process(tool_dir, tmp_path):
+    d, log = tool_dir
+    out, _ = run_python(
+        """
+        import json, resource, tvmffi_jit
+        src = "int64_t add(int64_t a, int64_t b) { return a + b; }"
+        first = tvmffi_jit.build_inline("inproc", cpp_sources=src, functions="add")  # a miss: the binary builds
+        def reaped():  # every child waited for adds its page faults here
+            return resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
+        before = reaped()
+        paths = [tvmffi_jit.build_inline("inproc", cpp_sources=src, functions="add") for _ in range(5)]
+        mod = tvmffi_jit.load_inline("inproc", cpp_sources=src, functions="add")
+        print(json.dumps({"same": all(p == first for p in paths), "children_faults": reaped() - before,
+                          "sum": mod.add(2, 3)}))
+        """,
+        tmp_path, d / "tvmffi-jit",
+    )
+    result = json.loads(out[-1])
+    assert result == {"same": True, "children_faults": 0, "sum": 5}
+    assert len(log.read_text().splitlines()) == 1, log.read_text()  # the first build only
+
+
+@needs_engine
+def test_in_process_miss_builds_through_the_binary_and_in_process_can_be_switched_off(tool_dir, tmp_path):
+    d, log = tool_dir
+    code = """
+        import tvmffi_jit
+        src = "int64_t two() { return 2; }"
+        for _ in range(3):
+            assert tvmffi_jit.load_inline("off", cpp_sources=src, functions="two").two() == 2
+        """
+    run_python(code, tmp_path, d / "tvmffi-jit", TVMFFI_JIT_IN_PROCESS="0")
+    assert len(log.read_text().splitlines()) == 3  # every call a process
+    log.unlink()
+    run_python(code, tmp_path, d / "tvmffi-jit")
+    assert not log.exists()  # every call a hit in the cache the first run filled
+
+
+def test_unwritable_cache_warns_in_python_and_no_call_leaves_a_temp_dir(tool_dir, tmp_path):
+    d, log = tool_dir
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the cache root's parent should be")
+    out, tmpdir = run_python(
+        """
+        import os, warnings, tvmffi_jit
+        src = "int64_t three() { return 3; }"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mod = tvmffi_jit.load_inline("nocache", cpp_sources=src, functions="three")
+            assert mod.three() == 3
+            path = tvmffi_jit.build_inline("nocache", cpp_sources=src, functions="three")
+            assert os.path.isfile(path)  # the caller's until the process ends
+        for w in caught:
+            print(w.category.__name__, str(w.message).replace(chr(10), " "))
+        try:
+            tvmffi_jit.build_inline("broken", cpp_sources="int64_t f() { return nope; }", functions="f")
+        except tvmffi_jit.BuildError as e:
+            print("BuildError", e.exit_code)
+        """,
+        tmp_path, d / "tvmffi-jit", TVMFFI_JIT_CACHE_DIR=str(blocker / "cache"),
+    )
+    warned = [line for line in out if line.startswith("JitWarning ")]
+    assert len(warned) == 2 and all("without caching" in w for w in warned), out
+    assert "BuildError 1" in out
+    assert list(tmpdir.iterdir()) == []
+
+
+@pytest.mark.skipif(not (CUDA_HOME / "bin" / "nvcc").exists(), reason=f"no nvcc at {CUDA_HOME}/bin/nvcc")
+def test_missing_cuda_arch_error_names_the_python_setting_not_a_cli_flag(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TVM_FFI_CUDA_ARCH_LIST"}
+    code = """
+        import tvmffi_jit
+        try:
+            tvmffi_jit.build_inline("noarch", cuda_sources="__global__ void k() {}")
+        except tvmffi_jit.BuildError as e:
+            print(str(e).replace(chr(10), " "))
+        """
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    p = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env={**env, "PYTHONPATH": str(PYTHON_DIR), "TVMFFI_JIT_BIN": str(TOOL), "TMPDIR": str(tmpdir),
+             "TVMFFI_JIT_CACHE_DIR": str(tmp_path / "cache"), "TVMFFI_JIT_LIBCUDA": str(tmp_path / "no-libcuda.so")},
+        capture_output=True, text=True, check=True)
+    message = p.stdout
+    assert "cannot choose a CUDA architecture" in message, message
+    assert "TVM_FFI_CUDA_ARCH_LIST" in message
+    assert "--arch" not in message and "manifest" not in message
