@@ -132,7 +132,7 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
         for (const auto& s : h.at("shadows")) {
           std::string p;
           if (s.is_object()) {
-            auto bytes = hex_decode(s.at("hex").get<std::string>());
+            auto bytes = util::hex_decode(s.at("hex").get<std::string>());
             if (!bytes) return fail("malformed shadow hex of header " + r.path);
             p = std::move(*bytes);
           } else {
