@@ -84,9 +84,16 @@ run() {
     sed 's/^\.target sm_[0-9a-z]*/.target sm_100a/' good.ptx >target-too-new.ptx
     head -c 4096 /dev/urandom >random.bin
     for n in 1000 4000 8000 12000; do head -c $n good.cubin >"truncated-$n.cubin"; done
+    # One flipped bit in the kernel name "add" (0x64 -> 0xe4: not UTF-8) wherever it is
+    # stored, so symbol and section names still agree: the probe protocol must carry the
+    # name's bytes to the driver and back (it was `internal error`, exit 5, before).
+    python3 -c 'import re,sys; d=bytearray(open(sys.argv[1],"rb").read())
+for m in re.finditer(rb"add\x00", bytes(d)): d[m.start()+1] ^= 0x80
+open(sys.argv[2],"wb").write(d)' good.cubin non-utf8-name.cubin
   ) >"$W/build.log" 2>&1 || { cat "$W/build.log"; echo "FAIL  fixtures did not build"; exit 1; }
 
   check good-cubin 0 '^valid: 5 kernel' "$W/good.cubin"
+  check non-utf8-kernel-name 0 '^valid: 5 kernel' "$W/non-utf8-name.cubin"
   check fatbin-plain 0 '^valid: 5 kernel' "$W/fatbin-none.fatbin"
   check fatbin-lz4 0 '^valid: 5 kernel' "$W/fatbin-speed.fatbin"
   check fatbin-zstd 0 '^valid: 5 kernel' "$W/fatbin-size.fatbin"

@@ -93,7 +93,7 @@ TEST_CASE("one-module options are refused for a batch with exit 2 naming them", 
   CHECK(msg.find("--output, --depfile") != std::string::npos);
 }
 
-TEST_CASE("--mem-per-job needs a unit", "[cli][build_request]") {
+TEST_CASE("a --mem-per-job without a unit is refused", "[cli][build_request]") {
   std::string msg;
   CHECK(usage_error_of([&] { resolve_job_limits(0, "4096", machine(4, 8ull << 30)); }, &msg) == 2);
   CHECK(msg.find("--mem-per-job 4096") != std::string::npos);
@@ -104,7 +104,7 @@ TEST_CASE("--mem-per-job needs a unit", "[cli][build_request]") {
   CHECK(resolve_job_limits(0, "", machine(4, 8ull << 30)).learn_job_bytes);
 }
 
-TEST_CASE("-j and the memory budget fit the cgroup's limits", "[cli][build_request]") {
+TEST_CASE("the default -j and the memory budget fit the cgroup's limits", "[cli][build_request]") {
   MachineResources m = machine(64, 200ull << 30);
   m.cgroup.cpus = 4;
   m.cgroup.memory_bytes = 8ull << 30;
@@ -118,7 +118,7 @@ TEST_CASE("-j and the memory budget fit the cgroup's limits", "[cli][build_reque
   CHECK(resolve_job_limits(0, "", m).memory_bytes == 2ull << 30);
 }
 
-TEST_CASE("--keep-going keeps a bad manifest as a failed module of the batch", "[cli][build_request]") {
+TEST_CASE("with --keep-going a bad manifest is a failed module of the batch", "[cli][build_request]") {
   Dir d;
   BuildArgs args;
   args.manifests = {d.module("a"), d.add("bad.json", R"({"name": "bad", "sourcez": []})"), d.module("c")};
