@@ -136,6 +136,10 @@ const std::vector<std::string>& relevant_environment_names() {
       "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES",
       // GNU ld: default run path, target, emulation
       "LD_RUN_PATH", "GNUTARGET", "LDEMULATION",
+      // hipcc (backend hip): which clang and device libraries it runs, the
+      // platform it targets, and flags it appends to every compile and link
+      "ROCM_PATH", "ROCM_HOME", "HIP_PATH", "HIP_PLATFORM", "HIP_COMPILER", "HIP_RUNTIME", "HIP_CLANG_PATH",
+      "HIP_DEVICE_LIB_PATH", "DEVICE_LIB_PATH", "HIPCC_COMPILE_FLAGS_APPEND", "HIPCC_LINK_FLAGS_APPEND",
   };
   return names;
 }
