@@ -163,6 +163,36 @@ TEST_CASE("Expected holds a value or the reason there is none", "[util][expected
   CHECK(Expected<int>(5).value_or_throw(missing_tool_error) == 5);
 }
 
+namespace {
+enum class ProbeFailure { kTimeout, kCorrupt };
+Expected<int, Failure<ProbeFailure>> probe(int outcome) {
+  if (outcome == 0) return 1;
+  if (outcome == 1) return fail(ProbeFailure::kTimeout, "no answer in 5 s");
+  return fail(ProbeFailure::kCorrupt, "reply is not JSON");
+}
+Expected<void, Failure<ProbeFailure>> store(bool ok) {
+  if (ok) return {};
+  return fail(ProbeFailure::kCorrupt, "short write");
+}
+}  // namespace
+
+TEST_CASE("Expected with a Failure kind lets callers branch on the kind, not on the message", "[util][expected]") {
+  CHECK(*probe(0) == 1);
+  CHECK(probe(1).error().kind == ProbeFailure::kTimeout);
+  CHECK(probe(2).error().kind == ProbeFailure::kCorrupt);
+  CHECK(probe(2).why() == "reply is not JSON");
+  CHECK(store(true));
+  CHECK_FALSE(store(false));
+  CHECK(store(false).error().kind == ProbeFailure::kCorrupt);
+  CHECK(store(false).why() == "short write");
+  try {
+    probe(1).value_or_throw([](const Failure<ProbeFailure>& f) { return io_error(f.message); });
+    FAIL("no throw");
+  } catch (const Error& e) {
+    CHECK(e.code() == ExitCode::kIo);
+  }
+}
+
 TEST_CASE("quote_for_message() shows NULs, control bytes, quotes and backslashes instead of passing them through",
           "[util][error]") {
   CHECK(quote_for_message("plain") == "\"plain\"");
