@@ -98,3 +98,8 @@ cmake --build "$BUILD_DIR" -j "$JOBS" >&2
 # tvm_ffi's own tests of tvm_ffi.cpp (tests/integration/test_python_tvm_ffi_suite.py
 # runs them with tvmffi_jit.patch()): from the sdist of the installed version, once.
 "$PY" tests/python/fetch_tvm_ffi_tests.py "$BUILD_DIR/tvm-ffi-sdist" >&2
+# scikit-build-core and its dependencies as wheels: tests/integration/test_python_wheel.py
+# runs `pip wheel .` with build isolation, as users do, offline from here.
+if ! ls "$BUILD_DIR"/pip-build-wheelhouse/scikit_build_core-*.whl >/dev/null 2>&1; then
+  "$PY" -m pip download -q --only-binary=:all: -d "$BUILD_DIR/pip-build-wheelhouse" "scikit-build-core>=0.11" >&2
+fi
