@@ -96,6 +96,14 @@ def second_build(wheel, build_wheelhouse):
     return {"ran": ran, "new_isolated_env": skbuild_path() != first_env}
 
 
+@pytest.fixture(scope="module")
+def venv(wheel, tmp_path_factory):
+    v = tmp_path_factory.mktemp("venv") / "v"
+    run([sys.executable, "-m", "venv", "--system-site-packages", v])
+    run([v / "bin" / "python", "-m", "pip", "install", "-q", "--no-index", wheel], env=clean_env())
+    return v
+
+
 def test_wheel_name_says_py3_any_python_and_this_platform(wheel):
     platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")  # linux_x86_64
     assert wheel.name == f"tvmffi_jit-{CMAKE_VERSION}-py3-none-{platform}.whl"
