@@ -3,10 +3,13 @@ wheel, which this test inspects and installs into a fresh venv, then runs
 `tvmffi-jit --version`, a `tvmffi-jit build` and a Python `load_inline` from
 there, with nothing pointing at the build tree.
 
-Slow on a first run (the wheel compiles the CLI in build-wheel/, without the
-tests); the build tree is kept, so later runs rebuild only what changed, and
-the one wheel is shared by every check here (module-scoped fixtures). The venv
-sees the base environment's packages (--system-site-packages), so the
+Slow on a first run (the wheel compiles the CLI in build-wheel/tree/, without
+the tests); the build tree is kept, so later runs rebuild only what changed, and
+the one wheel is shared by every check here (module-scoped fixtures). pip runs
+with build isolation, as users run it, from a local wheelhouse (offline): the
+second `pip wheel .` then runs in a new isolated environment, the case that
+made scikit-build-core wipe the objects (cmake/wheel.cmake); it costs seconds.
+The venv sees the base environment's packages (--system-site-packages), so the
 apache-tvm-ffi dependency resolves offline.
 """
 
