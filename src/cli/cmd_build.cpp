@@ -185,10 +185,11 @@ struct ModuleOutcome {
 };
 
 // One module, cached or not: the same for a single build and every module of a batch.
-ModuleOutcome build_module(Shared& sh, const Planned& p) {
+ModuleOutcome build_module(Shared& sh, const Planned& p, util::JobGate::Party* party) {
   const BuildRequest& r = sh.request;
   const compile::BuildPlan& plan = *p.plan;
   compile::ExecuteOptions exec = sh.exec;
+  exec.party = party;
   if (r.batch) exec.module = plan.name;
   ModuleOutcome out;
   if (r.use_cache) {
@@ -330,9 +331,10 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   const size_t n = planned.size();
   std::vector<ModuleOutcome> outcomes(n);
   auto build_one = [&](size_t i) -> compile::BatchItem {
+    util::JobGate::Party party(&gate);  // checks in at the module's first job, or here when it ends
     const Planned& p = planned[i];
     if (!p.plan) throw Error(static_cast<ExitCode>(p.exit_code), p.error);
-    outcomes[i] = build_module(shared, p);
+    outcomes[i] = build_module(shared, p, &party);
     return outcomes[i].item;
   };
   const auto start = std::chrono::steady_clock::now();
@@ -352,7 +354,10 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
       const double wb = planned[b].plan ? estimated_work(*planned[b].plan) : 0;
       return wa > wb;
     });
+    // The first jobs are chosen among every starting module's (util/job_gate.h, hold).
+    gate.hold(std::min<size_t>(n, static_cast<size_t>(bo.concurrency)), std::chrono::milliseconds(1000));
     bo.on_failure = [&](size_t i, const compile::BatchItem& item) {
+      gate.release_hold();  // without -k the modules not started yet never check in
       const std::string where = planned[i].module->origin.empty() ? "" : " (" + planned[i].module->origin + ")";
       util::Progress::global().print_above("tvmffi-jit: error: " + planned[i].name + where + ": " + item.error + "\n");
     };
