@@ -185,16 +185,24 @@ TEST_CASE("a held gate admits no job until every module of the batch has checked
   CHECK(light_turn == 2);
 }
 
+namespace {
+// A module's job that asks the held gate from its own thread; returns once it waits there.
+std::thread queue_job(util::JobGate& gate, util::JobGate::Party& module, std::atomic<bool>& admitted) {
+  std::thread job([&] {
+    util::JobGate::Ticket t = gate.acquire(1, 1, util::JobGate::Priority::kNormal, 1.0, &module);
+    admitted = true;
+  });
+  while (gate.waiting() < 1) std::this_thread::yield();
+  return job;
+}
+}  // namespace
+
 TEST_CASE("a module that ends without a job checks in, so the hold cannot outlive it", "[util][job_gate]") {
   util::JobGate gate(2, 0);
   gate.hold(2, std::chrono::minutes(10));
   util::JobGate::Party waiting_module(&gate);
   std::atomic<bool> admitted{false};
-  std::thread job([&] {
-    util::JobGate::Ticket t = gate.acquire(1, 1, util::JobGate::Priority::kNormal, 1.0, &waiting_module);
-    admitted = true;
-  });
-  while (gate.waiting() < 1) std::this_thread::yield();
+  std::thread job = queue_job(gate, waiting_module, admitted);
   CHECK_FALSE(admitted.load());
   {
     util::JobGate::Party hit_module(&gate);  // a cache hit: no job, checks in when it ends
@@ -216,11 +224,8 @@ TEST_CASE("release_hold admits the waiting jobs at once", "[util][job_gate]") {
   gate.hold(3, std::chrono::minutes(10));
   util::JobGate::Party module(&gate);
   std::atomic<bool> admitted{false};
-  std::thread job([&] {
-    util::JobGate::Ticket t = gate.acquire(1, 1, util::JobGate::Priority::kNormal, 1.0, &module);
-    admitted = true;
-  });
-  while (gate.waiting() < 1) std::this_thread::yield();
+  std::thread job = queue_job(gate, module, admitted);
+  CHECK_FALSE(admitted.load());
   gate.release_hold();  // a module failed without --keep-going
   job.join();
   CHECK(admitted.load());
