@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <optional>
 #include <pwd.h>
-#include <vector>
 
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -190,7 +189,6 @@ std::string user_cache_home(const RootEnvironment& env) {
   if (env.xdg_cache_home && util::starts_with(*env.xdg_cache_home, "/")) return util::absolute_path(*env.xdg_cache_home);
   return util::absolute_path(util::join_path(home_directory(env), ".cache"));
 }
-
 }  // namespace
 
 std::string resolve_root_path(const std::string& cli_value, const RootEnvironment& env) {

@@ -1,7 +1,8 @@
 // The CUDA driver API, reached at run time: dlopen("libcuda.so.1") (or the
-// library the CLI names, from $TVMFFI_JIT_LIBCUDA) and cuGetProcAddress with each function's introduction
-// version, so the tool has no link-time dependency on libcuda and runs where no
-// driver exists. <cuda.h> is used for types only.
+// library the CLI names, from $TVMFFI_JIT_LIBCUDA) and cuGetProcAddress with
+// each function's introduction version, so the tool has no link-time
+// dependency on libcuda and runs where no driver exists. <cuda.h> is used for
+// types only.
 //
 // Private to the driver layer: nothing outside src/driver/ may see CUDA types.
 #pragma once
