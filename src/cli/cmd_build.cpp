@@ -71,12 +71,13 @@ toolchain::Toolchain find_toolchain(const compile::Manifest& m, const BuildReque
     tc.rocm = toolchain::find_rocm_toolkit(r.env);
   // Kernel-only builds use tvm-ffi's include directories when it is there;
   // make_plan() says when a build needs it and it is missing.
-  tc.tvm_ffi = r.use_cache ? compile::find_tvm_ffi_memoized(r.tvm_ffi, r.cache_dir) : toolchain::find_tvm_ffi(r.tvm_ffi);
+  tc.tvm_ffi = r.use_cache ? compile::find_tvm_ffi_memoized(r.tvm_ffi, r.cache_dir, r.user_toolchain_memo_dir)
+                           : toolchain::find_tvm_ffi(r.tvm_ffi);
   return tc;
 }
 
-toolchain::DetectedGpus detect_gpus() {
-  driver::DriverStatus status = driver::query_driver();
+toolchain::DetectedGpus detect_gpus(const std::string& libcuda) {
+  driver::DriverStatus status = driver::query_driver(libcuda);
   toolchain::DetectedGpus gpus;
   gpus.available = status.available;
   gpus.reason = status.reason;
@@ -257,9 +258,9 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   // SIGINT/SIGTERM/SIGHUP stop the compilers and unwind, so the staging and
   // temp dirs below are removed on the way out (util/process.h).
   util::UnwindOnTermination unwind_on_termination;
-  // 1. The request: command line, environment (read here and only here),
+  // 1. The request: command line, environment (the lookup cli::run() made),
   //    manifest(s) and defaults, fully checked (exit 2) before anything runs.
-  const toolchain::EnvLookup env = toolchain::process_environment();
+  const toolchain::EnvLookup& env = ctx.environment.env;
   const MachineResources machine =
       read_machine_resources(toolchain::non_empty(env, "TVMFFI_JIT_CGROUP_ROOT").value_or("/"));
   BuildRequest request = resolve_build_request(args, env, machine);
@@ -272,8 +273,8 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   //    be planned is a failed module of the batch; otherwise it ends the batch.
   std::optional<toolchain::DetectedGpus> gpus;  // asked once for the batch (planning is serial)
   compile::PlanOptions plan_options = r.plan;
-  plan_options.detect_gpus = [&gpus] {
-    if (!gpus) gpus = detect_gpus();
+  plan_options.detect_gpus = [&gpus, &r] {
+    if (!gpus) gpus = detect_gpus(r.libcuda);
     return *gpus;
   };
   if (r.only_if_cached) plan_options.detect_gpus = no_gpu_detection;
@@ -371,7 +372,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   std::vector<nlohmann::json> validations(n);
   for (size_t i = 0; r.validate && i < n; ++i) {
     if (items[i].status != compile::BatchStatus::kHit && items[i].status != compile::BatchStatus::kBuilt) continue;
-    int v = validate_build_output(outcomes[i].path, r.driver, r.require_driver, r.json ? &validations[i] : nullptr);
+    int v = validate_build_output(outcomes[i].path, r.validate_options, r.require_driver, r.json ? &validations[i] : nullptr);
     if (v != 0) {
       items[i].status = compile::BatchStatus::kFailed;
       items[i].exit_code = v;

@@ -643,7 +643,8 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   // Writability is probed on a miss only: a hit stores nothing but counters
   // and compiler identity memos, and those writes may fail quietly.
   const int64_t call_start = now_ns();  // a hit reports its own time, not the original build's
-  cache::Store store(cache::open_root(cache::resolve_root_path(options.cache_dir), true, false));
+  if (options.cache_dir.empty()) throw io_error("internal: cached_build() of " + plan.name + " without a cache root");
+  cache::Store store(cache::open_root(options.cache_dir, true, false));
   CompilerIdentities ids(store.compilers_dir(), true);
   const int64_t key_start = now_ns();  // sources are read for the key from here on
 
@@ -828,7 +829,8 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   return result;
 }
 
-Expected<toolchain::TvmFfiLocation> find_tvm_ffi_memoized(const toolchain::TvmFfiSearch& search, const std::string& cache_dir) {
+Expected<toolchain::TvmFfiLocation> find_tvm_ffi_memoized(const toolchain::TvmFfiSearch& search, const std::string& cache_dir,
+                                                          const std::string& user_dir) {
   if (search.root || toolchain::non_empty(search.env, "TVM_FFI_ROOT")) return toolchain::find_tvm_ffi(search);
   // What decides the answer of the programs find_tvm_ffi would ask.
   auto program_state = [](const std::string& program) -> nlohmann::json {
@@ -850,21 +852,15 @@ Expected<toolchain::TvmFfiLocation> find_tvm_ffi_memoized(const toolchain::TvmFf
                           {"PYTHONPATH", search.env("PYTHONPATH").value_or("")},
                           {"config", program_state(search.config_program)},
                           {"python", program_state(search.python_program)}};
-  std::string root;
-  try {
-    root = cache::resolve_root_path(cache_dir);
-  } catch (const Error&) {
-    return toolchain::find_tvm_ffi(search);
-  }
+  const std::string& root = cache_dir;
   std::string memo = util::join_path(util::join_path(root, "toolchain"), "tvm-ffi.json");
   // The same memo in the per-user directory every root shares: a new root
   // (a CI job's fresh cache) skips tvm-ffi-config's ~80 ms of Python too.
   // Only a directory of this user's that no one else may write is believed.
-  const std::string user_dir = cache::user_toolchain_memo_dir();
   const std::string user_memo = util::join_path(user_dir, "tvm-ffi.json");
   auto user_dir_is_private = [&] {
     struct stat st;
-    return ::lstat(user_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
+    return !user_dir.empty() && ::lstat(user_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
            (st.st_mode & 0022) == 0;
   };
   auto memoised = [&](const std::string& path) -> std::optional<toolchain::TvmFfiLocation> {
@@ -897,7 +893,7 @@ Expected<toolchain::TvmFfiLocation> find_tvm_ffi_memoized(const toolchain::TvmFf
                                                    {"lib_dir", loc.lib_dir},
                                                    {"found_by", loc.found_by}}}},
                                                 2) + "\n";
-  if (!shared) {
+  if (!shared && !user_dir.empty()) {
     try {
       util::make_directories(user_dir, 0700);
       if (user_dir_is_private()) util::write_file_atomic(user_memo, memo_text, 0600);

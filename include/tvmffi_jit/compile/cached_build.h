@@ -71,7 +71,7 @@ class InFlightUnits {
 };
 
 struct CachedBuildOptions {
-  std::string cache_dir;  // --cache-dir; empty: TVMFFI_JIT_CACHE_DIR, XDG_CACHE_HOME, ~/.cache
+  std::string cache_dir;  // the cache root, resolved by the caller (cache::resolve_root_path)
   bool force = false;     // --force: skip the lookups (module and objects), rebuild, replace
   bool verify = false;    // --verify: re-hash the module artifact on a hit whatever its size
   double lock_timeout_seconds = 600;
@@ -130,9 +130,10 @@ BuildResult build_without_cache(const BuildPlan& plan, const ExecuteOptions& exe
 // and the identity (path, size, mtime, inode) of the program that answered
 // are unchanged and the directories it named still hold tvm-ffi; a root
 // given by flag or variable is resolved directly, as before. A new root
-// reads the same memo from cache::user_toolchain_memo_dir() (shared by all
-// of this user's roots) before asking tvm-ffi-config.
+// reads the same memo from `user_dir` (cache::user_toolchain_memo_dir(),
+// shared by all of this user's roots; "" when there is none) before asking
+// tvm-ffi-config. `cache_dir` is the resolved cache root.
 Expected<toolchain::TvmFfiLocation> find_tvm_ffi_memoized(const toolchain::TvmFfiSearch& search,
-                                                          const std::string& cache_dir);
+                                                          const std::string& cache_dir, const std::string& user_dir);
 
 }  // namespace tvmffi_jit::compile
