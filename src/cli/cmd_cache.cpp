@@ -239,6 +239,7 @@ void print_remote_stats(const cache::StatsCounters& s) {
   out("remote hits      " + std::to_string(s.remote_hits) + "\n" +
       "remote misses    " + std::to_string(s.remote_misses) + "\n" +
       "remote errors    " + std::to_string(s.remote_errors) + "\n" +
+      "remote timeouts  " + std::to_string(s.remote_timeouts) + "\n" +
       "remote corrupt   " + std::to_string(s.remote_corrupt) + "\n" +
       "remote untrusted " + std::to_string(s.remote_untrusted) + "\n" +
       "remote uploads   " + std::to_string(s.remote_stores) + "\n" +
