@@ -6,6 +6,7 @@
 #include <climits>
 #include <thread>
 
+#include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cli/commands.h"
 #include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/util/error.h"
