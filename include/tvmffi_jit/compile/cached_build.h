@@ -20,14 +20,12 @@
 // Docs: docs/cache.md.
 #pragma once
 
-#include <condition_variable>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "tvmffi_jit/compile/executor.h"
+#include "tvmffi_jit/compile/in_flight.h"
 #include "tvmffi_jit/compile/manifest.h"
 #include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/cache/key.h"
@@ -37,39 +35,6 @@
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
 
 namespace tvmffi_jit::compile {
-
-// Object keys being compiled right now in this process, so that modules of
-// a batch that share a translation unit compile it once: the second waits
-// for the first, then takes its object from the store.
-class InFlightUnits {
- public:
-  class Claim {
-   public:
-    Claim() = default;
-    Claim(Claim&& o) noexcept;
-    Claim& operator=(Claim&& o) noexcept;
-    Claim(const Claim&) = delete;
-    Claim& operator=(const Claim&) = delete;
-    ~Claim();  // releases an owned key
-    // true: the caller compiles the unit. false: another thread did (or
-    // failed to); look it up again.
-    bool owned() const { return owned_; }
-
-   private:
-    friend class InFlightUnits;
-    InFlightUnits* owner_ = nullptr;
-    std::string key_;
-    bool owned_ = false;
-  };
-  // Owns `key` when nobody does; else waits until its owner lets go.
-  Claim claim(const std::string& key);
-
- private:
-  void release(const std::string& key);
-  std::mutex mutex_;
-  std::condition_variable released_;
-  std::set<std::string> busy_;
-};
 
 struct CachedBuildOptions {
   std::string cache_dir;  // --cache-dir; empty: TVMFFI_JIT_CACHE_DIR, XDG_CACHE_HOME, ~/.cache
@@ -106,12 +71,6 @@ struct CachedBuildResult {
   size_t objects_reused = 0;
   size_t objects_compiled = 0;
 };
-
-// Computes the module key inputs for a plan (reads every source file and
-// identifies every compiler; identities are memoised under `compilers_dir`).
-cache::ModuleKeyInputs module_key_inputs(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
-                                         const std::string& compilers_dir, bool memo_writable,
-                                         const std::vector<cache::ModuleKeyInputs::EnvVar>& environment);
 
 // Runs the plan through the cache. Throws like execute_plan() for build
 // failures and Error(kIo) (exit 5) for an unsafe cache root.
