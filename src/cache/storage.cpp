@@ -1,6 +1,7 @@
 #include "tvmffi_jit/cache/storage.h"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <atomic>
 #include <chrono>
@@ -11,12 +12,18 @@
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/process.h"
+#include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cache {
 
 namespace {
 
 using K = RemoteFailureKind;
+
+// Below this much free space the cache is treated as full: a compile that
+// runs out of space half-way fails with a confusing message, so build
+// outside the root instead (and say why).
+constexpr uint64_t kMinFreeBytes = 64ull << 20;
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -83,7 +90,7 @@ struct Storage::Server {
   bool down = false;
 };
 
-Storage::Storage(const Store& store, RemoteOptions options, StatsCounters* stats)
+Storage::Storage(Store& store, RemoteOptions options, StatsCounters* stats)
     : store_(store), options_(std::move(options)), stats_(stats) {
   for (const auto& url : options_.servers) {
     auto s = std::make_unique<Server>();
@@ -94,7 +101,7 @@ Storage::Storage(const Store& store, RemoteOptions options, StatsCounters* stats
   }
 }
 
-Storage::Storage(const Store& store, RemoteOptions options, StatsCounters* stats,
+Storage::Storage(Store& store, RemoteOptions options, StatsCounters* stats,
                  std::vector<std::unique_ptr<RemoteBackend>> backends)
     : store_(store), options_(std::move(options)), stats_(stats) {
   for (auto& b : backends) {
@@ -161,6 +168,56 @@ void Storage::count_failure(Server& s, const RemoteFailure& f, const std::string
   }
 }
 
+std::optional<std::string> Storage::cannot_take_entry() {
+  if (!store_.check_writable()) return store_.unwritable_why();
+  struct statvfs vfs;
+  if (::statvfs(store_.root().c_str(), &vfs) == 0) {
+    uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    if (free_bytes < kMinFreeBytes)
+      return "the filesystem of " + store_.root() + " is full (" + util::format_bytes(free_bytes) + " free)";
+  }
+  return std::nullopt;
+}
+
+Found Storage::find(const EntryRequest& request, const FindOptions& options) {
+  Found miss;
+  if (options.force) {
+    miss.miss_reason = "--force";
+  } else {
+    miss = get(request, Tier::kLocal);
+    if (miss.hit()) return miss;
+    miss.miss_reason = miss.entry.miss_reason;
+  }
+  if (options.local_only) return miss;  // the caller builds (or asks the remotes) in a process of its own
+  // A shared hit is published locally: a root that cannot take an entry
+  // goes straight to a build outside it.
+  miss.cannot_store = cannot_take_entry();
+  if (!miss.cannot_store) {
+    miss.lock = store_.lock(request.entry_dir, options.lock_what, options.lock_timeout_seconds);
+    // Whoever held the lock may have just published this very entry.
+    if (!options.force || miss.lock.waited_seconds() > 0.05) {
+      Found again = get(request, Tier::kLocal);
+      if (again.hit()) return again;
+    }
+    if (!options.force) {
+      Found shared = get(request, Tier::kShared);
+      if (shared.hit()) return shared;
+    }
+  }
+  stats_->misses += 1;  // the answer is a build
+  return miss;
+}
+
+PublishResult Storage::publish(Staging& staging, const EntryRequest& request, EntryRecord record,
+                               const std::vector<std::pair<std::string, std::string>>& files) {
+  PublishResult p = store_.publish(staging, request.entry_dir, std::move(record), files);
+  if (p.ours) {
+    stats_->stores += 1;
+    stats_->bytes_stored += p.entry.artifacts.front().size;
+  }
+  return p;
+}
+
 Found Storage::get(const EntryRequest& request, Tier tier) {
   if (tier == Tier::kLocal) {
     Found f;
@@ -175,8 +232,8 @@ Found Storage::get(const EntryRequest& request, Tier tier) {
     }
     return f;
   }
-  if (auto f = get_imported(request)) return *f;
-  if (auto f = get_remote(request)) return *f;
+  if (auto f = get_imported(request)) return std::move(*f);
+  if (auto f = get_remote(request)) return std::move(*f);
   return Found{};
 }
 

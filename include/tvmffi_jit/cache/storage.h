@@ -3,14 +3,16 @@
 // entry it published; which tiers exist, their order, what each checks and
 // how their failures are counted is decided here.
 //
-//   get(kLocal):   local store (entry.json, artifacts, headers re-hashed)
-//   get(kShared):  imported entries (`cache import`) -> remote 1 -> remote 2 ...
-//                  the first that has a usable entry wins; it is verified
-//                  completely and published into the local store (a remote
-//                  hit is a local entry from then on)
-//   upload():      after the build published locally: the entry, packed once
-//                  (signed with the sign key), to every remote that takes
-//                  uploads (none behind the read-only wrapper)
+//   find():     local store -> (miss: the per-key lock, local store again)
+//               -> imported entries (`cache import`) -> remote 1 -> remote 2 ...
+//               The first tier with a usable entry answers; a shared entry is
+//               verified completely and published into the local store (a
+//               remote hit is a local entry from then on). A miss holds the
+//               lock until the caller has built and published.
+//   publish():  the build's entry into the local store (Store::publish).
+//   upload():   then that entry, packed once (signed with the sign key), to
+//               every remote that takes uploads (none behind the read-only
+//               wrapper).
 //
 // A remote that fails (kError, kTimeout) is given up for the rest of this
 // facade's life after one warning; what a remote sent that is not usable
@@ -29,6 +31,7 @@
 #include "tvmffi_jit/cache/remote_backend.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/store.h"
+#include "tvmffi_jit/util/lock.h"
 
 namespace tvmffi_jit::cache {
 
@@ -56,30 +59,54 @@ struct Found {
   LookupResult entry;
   std::string source;  // shared hits: the server (redacted URL) or "imported"
   bool hit() const { return status != CacheStatus::kMiss; }
+  // find()'s misses: why the lookup missed ("absent", "--force", ...); why the
+  // root cannot take the entry (the caller builds outside it), or else the
+  // per-key lock, held until the caller has published.
+  std::string miss_reason;
+  std::optional<std::string> cannot_store;
+  util::FileLock lock;
+};
+
+struct FindOptions {
+  bool force = false;       // --force: no lookup, except the local one after waiting on the lock
+  bool local_only = false;  // a local hit or a miss: no lock, no shared tier (build --only-if-cached)
+  double lock_timeout_seconds = 600;
+  std::string lock_what;  // the holder line of the lock ("building m")
 };
 
 class Storage {
  public:
   // The remotes of `options.servers`, each opened on first use (a local hit
   // never loads a client library), wrapped read-only with options.read_only.
-  Storage(const Store& store, RemoteOptions options, StatsCounters* stats);
+  Storage(Store& store, RemoteOptions options, StatsCounters* stats);
   // These backends instead of options.servers (tests: in-memory servers).
-  Storage(const Store& store, RemoteOptions options, StatsCounters* stats,
+  Storage(Store& store, RemoteOptions options, StatsCounters* stats,
           std::vector<std::unique_ptr<RemoteBackend>> backends);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
+  // The entry through every tier in order (above). Counts a hit of each kind,
+  // and a miss that is not local_only. Throws only what ends the command: a
+  // termination signal, a missing client library (exit 4), a lock wait past
+  // its timeout, an unsafe root.
+  Found find(const EntryRequest& request, const FindOptions& options);
+
   // The entry from one tier. kShared needs a writable store (a shared hit is
-  // published into it). Throws only what ends the command: a termination
-  // signal, a missing client library (exit 4), an unsafe root.
+  // published into it).
   Found get(const EntryRequest& request, Tier tier);
+
+  // Store::publish() of the build's entry at the request's entry dir,
+  // counted (stores, bytes). Throws Error(kIo) as Store::publish does.
+  PublishResult publish(Staging& staging, const EntryRequest& request, EntryRecord record,
+                        const std::vector<std::pair<std::string, std::string>>& files);
 
   // After this process published `entry_dir` (the request's entry).
   void upload(const EntryRequest& request, const std::string& entry_dir);
 
  private:
   struct Server;
+  std::optional<std::string> cannot_take_entry();
   std::optional<Found> get_imported(const EntryRequest& request);
   std::optional<Found> get_remote(const EntryRequest& request);
   RemoteBackend* open(Server& s);
@@ -87,38 +114,11 @@ class Storage {
   void give_up(Server& s, const RemoteFailure& f, double elapsed_ms);
   void count_untrusted(const std::string& source, const std::string& name, const std::string& why);
 
-  const Store& store_;
+  Store& store_;
   RemoteOptions options_;
   StatsCounters* stats_;
   std::vector<std::unique_ptr<Server>> servers_;
   std::set<std::string> counted_corrupt_;  // entry dirs: a corrupt entry counts once, however often it is looked up
-};
-
-// TEMPORARY (removed when compile/ calls Storage itself, after the
-// cached_build split lands): the old tier's two calls over the facade.
-struct RemoteHit {
-  LookupResult lookup;
-  std::string source;
-};
-class RemoteTier {
- public:
-  RemoteTier(RemoteOptions options, const Store& store, StatsCounters* stats)
-      : storage_(store, std::move(options), stats) {}
-  std::optional<RemoteHit> fetch(const std::string& name, const Key& key, const std::string& base_dir,
-                                 const std::string& entry_dir, const std::string& artifact) {
-    request_ = EntryRequest{name, key, entry_dir, base_dir, artifact, {}};
-    Found f = storage_.get(request_, Tier::kShared);
-    if (!f.hit()) return std::nullopt;
-    return RemoteHit{f.entry, f.source};
-  }
-  void put(const std::string& entry_dir, const Key& key) {
-    request_.key = key;
-    storage_.upload(request_, entry_dir);
-  }
-
- private:
-  Storage storage_;
-  EntryRequest request_;
 };
 
 }  // namespace tvmffi_jit::cache

@@ -2,20 +2,18 @@
 //
 //   module key   = compute_module_key(everything the plan says + compiler and
 //                  tvm-ffi identities + relevant environment)    (cache/key.h)
-//   lookup       = entry.json key + listed artifacts with their sizes (and
-//                  digests: objects always, modules when small or --verify)
-//                  + re-hashed headers
-//   miss         = per-key flock (bounded wait) -> lookup again -> build in a
+//   lookup       = cache::Storage::find (cache/storage.h): the local entry,
+//                  else under the per-key flock the local entry again, an
+//                  imported or a remote one (published locally)
+//   miss         = build in a
 //                  staging dir under the root with execute_plan(), whose
 //                  CompileHooks look each unit's object up by its own key
 //                  before compiling and store it after -> record the headers
 //                  every compiler read (depfiles) -> publish by one rename
+//                  (Storage::publish) -> upload (Storage::upload)
 //   cannot write = warn, build in a temp dir outside the root, still succeed
 //   cannot store = (a source changed during the build, publish failed) the
 //                  artifact moves to a temp dir outside the root (the caller's)
-//   remote tier  = after a local miss, an imported or remote entry (verified,
-//                  published locally) answers instead of a build; after a
-//                  build, the entry is uploaded (cache/remote.h)
 //
 // Docs: docs/cache.md.
 #pragma once
@@ -61,7 +59,7 @@ struct CachedBuildOptions {
 
 struct CachedBuildResult {
   BuildResult build;        // commands that ran (none on a hit); artifact_path is the published file
-  std::string cache;        // "hit" | "remote-hit" | "miss"
+  cache::CacheStatus cache = cache::CacheStatus::kMiss;  // shown as cache::cache_status_name()
   std::string remote_source;  // remote hits: the server (redacted URL) or "imported"
   std::string key;          // 64 hex
   std::string key_trace;    // every hashed field, when asked for
