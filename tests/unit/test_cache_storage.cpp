@@ -298,3 +298,50 @@ TEST_CASE("a namespace is joined to a key in one place: '/' for paths, ':' for R
   CHECK(remote_object_name(RemoteScheme::kS3, "ns", "k") == "ns/k");
   CHECK(remote_object_name(RemoteScheme::kRedis, "", "k") == "k");
 }
+
+TEST_CASE("find: local first, then under the lock the shared tiers; a remote hit is not a miss", "[cache][storage]") {
+  World w;
+  auto remote = server_with(w.blob_a("remote bytes"));
+  Storage storage(w.store_b, w.options(), &w.stats, backends({remote}));
+  FindOptions local_only{false, true, 5, "building m"};
+  Found f = storage.find(w.request_b(), local_only);
+  CHECK(f.status == CacheStatus::kMiss);
+  CHECK(f.miss_reason == "absent");
+  CHECK(remote->gets == 0);      // local only: no remote asked
+  CHECK(w.stats.misses == 0);    // and no miss counted (another process builds)
+
+  Found shared = storage.find(w.request_b(), FindOptions{false, false, 5, "building m"});
+  REQUIRE(shared.status == CacheStatus::kRemoteHit);
+  CHECK(shared.source == "memory://0");
+  CHECK((w.stats.misses == 0 && w.stats.remote_hits == 1));
+  CHECK(storage.find(w.request_b(), FindOptions{false, false, 5, "building m"}).status == CacheStatus::kHit);
+  CHECK(remote->gets == 1);
+}
+
+TEST_CASE("find: --force asks no tier and holds the lock for the rebuild; publish and upload follow", "[cache][storage]") {
+  World w;
+  auto remote = server_with(w.blob_a("remote bytes"));
+  Storage storage(w.store_b, w.options(), &w.stats, backends({remote}));
+  Found f = storage.find(w.request_b(), FindOptions{true, false, 5, "building m"});
+  CHECK(f.status == CacheStatus::kMiss);
+  CHECK(f.miss_reason == "--force");
+  CHECK(!f.cannot_store);
+  CHECK(f.lock.locked());
+  CHECK(remote->gets == 0);
+  CHECK(w.stats.misses == 1);
+
+  Staging s = w.store_b.stage();
+  std::string built = util::join_path(s.build_dir(), "m.so");
+  util::write_file(built, "rebuilt");
+  EntryRecord rec;
+  rec.kind = "module";
+  rec.name = "m";
+  rec.key = w.request_b().key.hex;
+  rec.portable_key = kPortable;
+  rec.base_dir = w.base_b;
+  PublishResult p = storage.publish(s, w.request_b(), rec, {{built, "m.so"}});
+  CHECK(p.ours);
+  CHECK(w.stats.stores == 1);
+  storage.upload(w.request_b(), p.entry_dir);
+  CHECK(remote->puts == 1);
+}
