@@ -7,7 +7,7 @@
 #include <chrono>
 #include <future>
 
-#include "tvmffi_jit/cache/portable_entry.h"
+#include "tvmffi_jit/cache/transfer/portable_entry.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/log.h"

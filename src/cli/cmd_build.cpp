@@ -25,7 +25,7 @@
 #include "tvmffi_jit/compile/batch.h"
 #include "output.h"
 #include "tvmffi_jit/cache/key.h"
-#include "tvmffi_jit/cache/remote.h"
+#include "tvmffi_jit/cache/remote/options.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/compile/cached_build.h"

@@ -1,6 +1,6 @@
 // The storage facade (cache/storage.h) over in-memory remotes: the order of
 // the tiers, the read-only wrapper, how failures are counted, trust; and the
-// remote URL parsed once (cache/remote_url.h).
+// remote URL parsed once (cache/remote/url.h).
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -9,12 +9,12 @@
 
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/cache/portable.h"
-#include "tvmffi_jit/cache/portable_entry.h"
-#include "tvmffi_jit/cache/remote_backend.h"
-#include "tvmffi_jit/cache/remote_url.h"
-#include "tvmffi_jit/cache/signing.h"
+#include "tvmffi_jit/cache/transfer/portable_entry.h"
+#include "tvmffi_jit/cache/remote/backend.h"
+#include "tvmffi_jit/cache/remote/url.h"
+#include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/cache/storage.h"
-#include "tvmffi_jit/cache/transfer.h"
+#include "tvmffi_jit/cache/transfer/transfer.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 

@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "tvmffi_jit/cache/key.h"
-#include "tvmffi_jit/cache/remote.h"
-#include "tvmffi_jit/cache/remote_backend.h"
+#include "tvmffi_jit/cache/remote/options.h"
+#include "tvmffi_jit/cache/remote/backend.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/store.h"
 #include "tvmffi_jit/util/lock.h"

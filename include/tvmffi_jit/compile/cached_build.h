@@ -27,7 +27,7 @@
 #include "tvmffi_jit/compile/manifest.h"
 #include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/cache/key.h"
-#include "tvmffi_jit/cache/remote.h"
+#include "tvmffi_jit/cache/remote/options.h"
 #include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/toolchain/toolchain.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"

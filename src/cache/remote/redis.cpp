@@ -33,7 +33,7 @@
 #include <memory>
 #include <vector>
 
-#include "remote_backends.h"
+#include "cache/remote/backends.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/process.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "remote_backends.h"
+#include "cache/remote/backends.h"
 
 namespace tvmffi_jit::cache {
 

@@ -1,9 +1,9 @@
-#include "tvmffi_jit/cache/remote_url.h"
+#include "tvmffi_jit/cache/remote/url.h"
 
 #include <cstdlib>
 #include <string_view>
 
-#include "remote_http.h"
+#include "cache/remote/http.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/strings.h"
 

@@ -2,15 +2,15 @@
 // into a blob (uploads, `cache export`), written out of one as it is read,
 // kept under <root>/imported/ (`cache import`), and adopted back into the
 // local store for a build's own base directory (remote and imported hits).
-// Shared by the transfer commands (cache/transfer.h) and the storage facade
+// Shared by the transfer commands (cache/transfer/transfer.h) and the storage facade
 // (cache/storage.h).
 #pragma once
 
 #include <optional>
 #include <string>
 
-#include "tvmffi_jit/cache/blob.h"
-#include "tvmffi_jit/cache/signing.h"
+#include "tvmffi_jit/cache/transfer/blob.h"
+#include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/cache/store.h"
 #include "tvmffi_jit/util/expected.h"
 

@@ -1,8 +1,8 @@
-#include "tvmffi_jit/cache/remote.h"
+#include "tvmffi_jit/cache/remote/options.h"
 
 #include <algorithm>
 
-#include "remote_http.h"
+#include "cache/remote/http.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/strings.h"
 

@@ -1,4 +1,4 @@
-#include "tvmffi_jit/cache/transfer.h"
+#include "tvmffi_jit/cache/transfer/transfer.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,10 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tvmffi_jit/cache/blob.h"
+#include "tvmffi_jit/cache/transfer/blob.h"
 #include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/portable.h"
-#include "tvmffi_jit/cache/portable_entry.h"
+#include "tvmffi_jit/cache/transfer/portable_entry.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
@@ -113,7 +113,7 @@ ImportReport import_entries(const Store& store, const std::string& file) {
     const std::string dir = util::join_path(staging.build_dir(), e.dir);
     check_portable_entry(dir, e);
     // The entry's manifest record, signatures included, for a build with
-    // trusted keys to check when it adopts the entry (cache/transfer.h).
+    // trusted keys to check when it adopts the entry (cache/transfer/transfer.h).
     util::write_file(util::join_path(dir, kImportedRecordName), blob_manifest_text(BlobManifest{{e}}));
   }
 

@@ -1,7 +1,7 @@
 // S3 backend: s3://BUCKET[/PREFIX], object "PREFIX/<namespace>/<portable key>".
 //
 // An S3 object store is an HTTP server with signed requests, so this backend
-// is the HTTP backend (remote_http.cpp: the same libcurl handle, deadlines
+// is the HTTP backend (http.cpp: the same libcurl handle, deadlines
 // and size limit) given an address and a signer: AWS SigV4 through libcurl's
 // CURLOPT_AWS_SIGV4 (libcurl >= 7.75), x-amz-content-sha256 carrying the
 // body's SHA-256. Addressing: path-style (<endpoint>/<bucket>/<object>)
@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "remote_http.h"
+#include "cache/remote/http.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/strings.h"
 

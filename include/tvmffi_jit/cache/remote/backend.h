@@ -16,12 +16,12 @@
 #include <optional>
 #include <string>
 
-#include "tvmffi_jit/cache/remote_url.h"
+#include "tvmffi_jit/cache/remote/url.h"
 #include "tvmffi_jit/util/expected.h"
 
 namespace tvmffi_jit::cache {
 
-struct RemoteOptions;  // cache/remote.h
+struct RemoteOptions;  // cache/remote/options.h
 
 // Why a remote entry was not used. A server's own failures are kError and
 // kTimeout (then it is given up for the rest of the process); what it sent is

@@ -1,6 +1,6 @@
-#include "tvmffi_jit/cache/remote_backend.h"
+#include "tvmffi_jit/cache/remote/backend.h"
 
-#include "remote_backends.h"
+#include "cache/remote/backends.h"
 
 namespace tvmffi_jit::cache {
 

@@ -5,7 +5,7 @@
 //   s3://BUCKET[/PREFIX]                           object "PREFIX/<namespace>/<portable key>"
 //
 // The scheme table (remote_url.cpp) says which schemes exist; the backends
-// (cache/remote_backend.h) take the parsed struct and never look at the text
+// (cache/remote/backend.h) take the parsed struct and never look at the text
 // again, and remote_object_name() is the one place a namespace is joined
 // to a key.
 #pragma once

@@ -1,4 +1,4 @@
-#include "tvmffi_jit/cache/portable_entry.h"
+#include "tvmffi_jit/cache/transfer/portable_entry.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 // Remote cache options (docs/remote.md): the servers, their limits, the
 // signing keys. The tier itself is the storage facade (cache/storage.h); the
-// URLs' syntax is cache/remote_url.h, the servers cache/remote_backend.h.
+// URLs' syntax is cache/remote/url.h, the servers cache/remote/backend.h.
 #pragma once
 
 #include <cstdint>
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "tvmffi_jit/cache/blob.h"
-#include "tvmffi_jit/cache/remote_url.h"
-#include "tvmffi_jit/cache/signing.h"
+#include "tvmffi_jit/cache/transfer/blob.h"
+#include "tvmffi_jit/cache/remote/url.h"
+#include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/toolchain/environment.h"
 
 namespace tvmffi_jit::cache {
@@ -48,7 +48,7 @@ struct RemoteOptions {
   uint64_t max_blob_bytes = 1ull << 30;
   std::string libcurl;  // $TVMFFI_JIT_LIBCURL: the libcurl to dlopen (empty: the usual sonames)
   S3Settings s3;
-  // Signing (cache/signing.h, docs/remote.md "Trust"): the files as given,
+  // Signing (cache/transfer/signing.h, docs/remote.md "Trust"): the files as given,
   // then the keys load_remote_keys() read from them.
   std::string sign_key_file;                   // uploads and exports are signed with it
   std::vector<std::string> trusted_key_files;  // any given: only entries signed by one are used
@@ -79,7 +79,7 @@ RemoteOptions remote_options_from_environment(RemoteOptions command_line, bool c
 void load_remote_keys(RemoteOptions& options);
 
 // An entry is used under trusted keys only when one of them signed its
-// manifest record (cache/signing.h); nullopt when it may be used, else why
+// manifest record (cache/transfer/signing.h); nullopt when it may be used, else why
 // not ("not signed", "signed by ci-old, which is not trusted here").
 std::optional<std::string> untrusted_reason(const RemoteOptions& options, const BlobEntry& record);
 

@@ -1,4 +1,4 @@
-// The backends' private seam (cache/remote_backend.h is the public one): the
+// The backends' private seam (cache/remote/backend.h is the public one): the
 // factories the scheme table calls, and how a backend's failure travels from
 // deep in a transfer to its get()/put().
 //
@@ -13,8 +13,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "tvmffi_jit/cache/remote.h"
-#include "tvmffi_jit/cache/remote_backend.h"
+#include "tvmffi_jit/cache/remote/options.h"
+#include "tvmffi_jit/cache/remote/backend.h"
 
 namespace tvmffi_jit::cache {
 

@@ -20,7 +20,7 @@
 #include <optional>
 #include <vector>
 
-#include "remote_http.h"
+#include "cache/remote/http.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/process.h"
