@@ -345,3 +345,20 @@ TEST_CASE("find: --force asks no tier and holds the lock for the rebuild; publis
   storage.upload(w.request_b(), p.entry_dir);
   CHECK(remote->puts == 1);
 }
+
+TEST_CASE("a URL's backend comes from the scheme table, opened on first use; one that cannot connect is given up",
+          "[cache][storage]") {
+  World w;
+  RemoteOptions o = w.options();
+  o.connect_timeout_ms = 2000;
+  // Port 1 on the loopback: nobody listens, the connection is refused at once.
+  o.servers = parse_remote_urls({"redis://127.0.0.1:1"});
+  Storage storage(w.store_b, o, &w.stats);
+  CHECK(storage.get(w.request_b(), Tier::kLocal).status == CacheStatus::kMiss);
+  CHECK(w.stats.remote_errors == 0);  // a local lookup opens no backend
+  CHECK(storage.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
+  CHECK((w.stats.remote_errors == 1 && w.stats.remote_timeouts == 0));
+  CHECK(w.stats.remote_misses == 0);  // no server answered
+  storage.get(w.request_b(), Tier::kShared);
+  CHECK(w.stats.remote_errors == 1);  // given up: not tried again
+}
