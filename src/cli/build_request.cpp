@@ -44,7 +44,7 @@ cache::RemoteOptions remote_options(const BuildArgs& args, const toolchain::EnvL
   cl.sign_key_file = args.remote_sign_key;
   cl.trusted_key_files = args.remote_trusted_keys;
   cache::RemoteOptions o = cache::remote_options_from_environment(cl, args.remote_read_only, env);
-  cache::check_remote_urls(o.urls);
+  o.servers = cache::parse_remote_urls(o.urls);
   if (!o.key_namespace.empty() && !cache::is_valid_entry_name(o.key_namespace))
     throw usage_error("remote namespace '" + o.key_namespace +
                       "': use letters, digits, '.', '_' and '-' (it becomes part of a URL path and a Redis key)");

@@ -25,8 +25,9 @@
 #include "tvmffi_jit/compile/batch.h"
 #include "output.h"
 #include "tvmffi_jit/cache/key.h"
-#include "tvmffi_jit/cache/remote.h"
+#include "tvmffi_jit/cache/remote/options.h"
 #include "tvmffi_jit/cache/root.h"
+#include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/compile/cached_build.h"
 #include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/compile/launch.h"
@@ -134,11 +135,11 @@ nlohmann::json result_json(const compile::BuildPlan& plan, const compile::BuildR
 
 nlohmann::json cached_result_json(const compile::BuildPlan& plan, const compile::CachedBuildResult& cr) {
   nlohmann::json j = result_json(plan, cr.build);
-  j["cache"] = cr.cache;
+  j["cache"] = cache::cache_status_name(cr.cache);
   j["key"] = cr.key;
   j["entry_dir"] = cr.entry_dir.empty() ? nlohmann::json() : nlohmann::json(cr.entry_dir);
-  if (cr.cache == "miss") j["miss_reason"] = cr.miss_reason;
-  if (cr.cache == "remote-hit") j["remote"] = cr.remote_source;
+  if (cr.cache == cache::CacheStatus::kMiss) j["miss_reason"] = cr.miss_reason;
+  if (cr.cache == cache::CacheStatus::kRemoteHit) j["remote"] = cr.remote_source;
   j["objects_reused"] = cr.objects_reused;
   j["objects_compiled"] = cr.objects_compiled;
   return j;
@@ -206,13 +207,13 @@ ModuleOutcome build_module(Shared& sh, const Planned& p, util::JobGate::Party* p
     co.in_flight = &sh.in_flight;
     co.only_if_cached = r.only_if_cached;
     compile::CachedBuildResult cr = compile::cached_build(plan, p.module->manifest, p.tc, co);
-    if (r.only_if_cached && cr.cache == "miss") {
+    if (r.only_if_cached && cr.cache == cache::CacheStatus::kMiss) {
       out.item.status = compile::BatchStatus::kHit;  // answered: nothing was built, the caller builds
       out.only_if_cached_miss = true;
-      out.json = nlohmann::json{{"name", plan.name}, {"cache", "miss"}, {"key", cr.key}, {"miss_reason", cr.miss_reason}};
+      out.json = nlohmann::json{{"name", plan.name}, {"cache", cache::cache_status_name(cr.cache)}, {"key", cr.key}, {"miss_reason", cr.miss_reason}};
       return out;
     }
-    out.item.status = cr.cache == "miss" ? compile::BatchStatus::kBuilt : compile::BatchStatus::kHit;
+    out.item.status = cr.cache == cache::CacheStatus::kMiss ? compile::BatchStatus::kBuilt : compile::BatchStatus::kHit;
     out.item.objects_reused = cr.objects_reused;
     out.item.objects_compiled = cr.objects_compiled;
     out.path = cr.build.artifact_path;

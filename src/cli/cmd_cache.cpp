@@ -19,12 +19,12 @@
 
 #include "output.h"
 #include "tvmffi_jit/cache/maintenance.h"
-#include "tvmffi_jit/cache/remote.h"
-#include "tvmffi_jit/cache/signing.h"
+#include "tvmffi_jit/cache/remote/options.h"
+#include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/store.h"
-#include "tvmffi_jit/cache/transfer.h"
+#include "tvmffi_jit/cache/transfer/transfer.h"
 #include "tvmffi_jit/cli/commands.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/json.h"
@@ -241,6 +241,7 @@ void print_remote_stats(const cache::StatsCounters& s) {
   out("remote hits      " + std::to_string(s.remote_hits) + "\n" +
       "remote misses    " + std::to_string(s.remote_misses) + "\n" +
       "remote errors    " + std::to_string(s.remote_errors) + "\n" +
+      "remote timeouts  " + std::to_string(s.remote_timeouts) + "\n" +
       "remote corrupt   " + std::to_string(s.remote_corrupt) + "\n" +
       "remote untrusted " + std::to_string(s.remote_untrusted) + "\n" +
       "remote uploads   " + std::to_string(s.remote_stores) + "\n" +
