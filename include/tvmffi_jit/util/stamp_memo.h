@@ -61,7 +61,7 @@ class StampMemo {
   auto get_or(const std::string& path, Derive&& derive) -> decltype(derive()) {
     const std::optional<FileStamp> stamp = file_stamp(path, follow_symlinks_);
     if (stamp)
-      if (auto memo = find(path, *stamp)) return *memo;
+      if (auto memo = find(path, *stamp)) return std::move(*memo);  // one copy: find's
     auto value = derive();
     if (stamp && value) put(path, *stamp, *value);
     return value;
