@@ -118,6 +118,20 @@ def test_header_changed_between_in_process_hits_is_rebuilt_not_served_from_the_m
     assert len(log.read_text().splitlines()) == 2, log.read_text()  # the first build and the rebuild only
 
 
+def test_only_if_cached_leaves_the_job_limits_unread(tmp_path):
+    """The engine's hit path runs no job, so it reads none of the cgroup files,
+    mountinfo or /proc/meminfo the job gate is sized from (the debug log says
+    what the gate got)."""
+    (tmp_path / "two.cc").write_text("int64_t two() { return 2; }\n")
+    env = {**os.environ, "TVMFFI_JIT_CACHE_DIR": str(tmp_path / "cache")}
+    p = subprocess.run([str(TOOL), "-vv", "build", "--json", "--only-if-cached", "--name", "two", "two.cc"],
+                       env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["cache"] == "miss"
+    gate = [line for line in p.stderr.splitlines() if "job gate:" in line]
+    assert gate == ["tvmffi-jit: debug: job gate: not resolved (--only-if-cached runs no job)"], p.stderr
+
+
 @needs_engine
 def test_in_process_miss_builds_through_the_binary_and_in_process_can_be_switched_off(tool_dir, tmp_path):
     d, log = tool_dir
