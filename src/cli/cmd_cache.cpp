@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "build_request.h"
 #include "output.h"
 #include "tvmffi_jit/cache/maintenance.h"
 #include "tvmffi_jit/cache/remote.h"
@@ -311,7 +312,7 @@ void run_export(const CacheArgs& a) {
   // when --sign-key is not given): read before anything is written.
   cache::RemoteOptions keys;
   keys.sign_key_file = a.sign_key;
-  keys = cache::remote_options_from_environment(keys, false, toolchain::process_environment());
+  keys = remote_options_from_environment(keys, false, toolchain::process_environment());
   cache::ExportReport r =
       cache::export_entries(dirs, a.transfer_file, keys.sign_key ? &*keys.sign_key : nullptr);
   for (const auto& s : r.skipped) spdlog::warn("not exported: {}", s);

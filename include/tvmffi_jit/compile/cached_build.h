@@ -32,6 +32,7 @@
 #include "tvmffi_jit/cache/remote.h"
 #include "tvmffi_jit/toolchain/toolchain.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
+#include "tvmffi_jit/toolchain/tvm_ffi_memo.h"
 
 namespace tvmffi_jit::compile {
 
@@ -83,15 +84,12 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
 // names it and it is kept so that the failed command can be re-run there.
 BuildResult build_without_cache(const BuildPlan& plan, const ExecuteOptions& exec);
 
-// toolchain::find_tvm_ffi(), with the answer of `tvm-ffi-config` / python3
-// (≈100 ms of Python start-up) memoised in <cache root>/toolchain/, so a
-// cache hit spawns nothing. The memo is used only while PATH, TVM_FFI_ROOT
-// and the identity (path, size, mtime, inode) of the program that answered
-// are unchanged and the directories it named still hold tvm-ffi; a root
-// given by flag or variable is resolved directly, as before. A new root
-// reads the same memo from cache::user_toolchain_memo_dir() (shared by all
-// of this user's roots) before asking tvm-ffi-config.
-Expected<toolchain::TvmFfiLocation> find_tvm_ffi_memoized(const toolchain::TvmFfiSearch& search,
-                                                          const std::string& cache_dir);
+// Where toolchain::find_tvm_ffi_memoized() keeps its memo for a build with
+// the cache root `cache_dir` (--cache-dir; empty: the default root):
+// <root>/toolchain, written only while the root is writable (opening it
+// creates it, as the build would), and the per-user directory every root
+// shares (cache::user_toolchain_memo_dir()). No directories (a search
+// without memo) when the root cannot be resolved.
+toolchain::TvmFfiMemoDirs tvm_ffi_memo_dirs(const std::string& cache_dir);
 
 }  // namespace tvmffi_jit::compile
