@@ -1,4 +1,5 @@
-// Module orchestration: the key, the cache tiers around a build, the entry.
+// Module orchestration: the key, the cache's answer (cache/storage.h), else a
+// build whose entry is published and shared through the same facade.
 // The jobs it calls on live beside it: module_key (what is hashed),
 // object_cache (per-unit hooks), module_reads (what the build read),
 // uncached_build (building outside the root), compiler_output (replay).
@@ -15,10 +16,10 @@
 #include "compile/uncached_build.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/stats.h"
+#include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/cache/store.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
-#include "tvmffi_jit/util/lock.h"
 #include "tvmffi_jit/util/log.h"
 
 namespace tvmffi_jit::compile {
@@ -30,7 +31,8 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   // Writability is probed on a miss only: a hit stores nothing but counters
   // and compiler identity memos, and those writes may fail quietly.
   const int64_t call_start = now_ns();  // a hit reports its own time, not the original build's
-  cache::Store store(cache::open_root(cache::resolve_root_path(options.cache_dir), true, false));
+  if (options.cache_dir.empty()) throw io_error("internal: cached_build() of " + plan.name + " without a cache root");
+  cache::Store store(cache::open_root(options.cache_dir, true, false));
   CompilerIdentities ids(store.compilers_dir(), true);
   const int64_t key_start = now_ns();  // sources are read for the key from here on
 
@@ -38,81 +40,49 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   key_inputs.base_dir = options.base_dir;
   cache::Key key = cache::compute_module_key(key_inputs, options.keep_key_trace);
   if (options.keep_key_trace) spdlog::debug("cache: module key of {}: {}, hashed from:\n{}", plan.name, key.hex, key.trace);
-  const std::string entry_dir = store.module_entry_dir(plan.name, key.hex);
 
   CachedBuildResult result;
   result.key = key.hex;
   result.key_trace = key.trace;
   cache::StatsCounters stats;
 
-  // ==== cache tiers (to become one cache::Storage call): local lookup -> lock -> lookup again ->
-  // imported/remote -> (cannot store: build outside the root) -> staging
-
+  // The cache's tiers (cache/storage.h) answer, or say why not and hold the
+  // per-key lock while this process builds.
+  cache::Storage storage(store, options.remote, &stats);
+  cache::EntryRequest request;
+  request.name = plan.name;
+  request.key = key;
+  request.entry_dir = store.module_entry_dir(plan.name, key.hex);
+  request.base_dir = options.base_dir;
+  request.artifact = plan.artifact_name;
   // A hit serves only the artifact entry.json lists, at its recorded size,
   // re-hashed when small (docs/cache.md, "What the cache promises").
-  cache::LookupOptions module_lookup;
-  module_lookup.required_artifacts = {plan.artifact_name};
-  module_lookup.verify_digest_up_to = options.verify ? cache::kVerifyAll : cache::kVerifyOnHitMaxBytes;
-  auto answer_hit = [&](const cache::LookupResult& r) {
-    result.cache = "hit";
-    result.entry_dir = r.entry_dir;
-    result.build.build_dir = r.entry_dir;
-    result.build.artifact_path = r.artifact_path(plan.artifact_name);
-    if (r.entry) replay_output(r.entry->compiler_output, options.exec);
-    stats.hits += 1;
+  request.lookup.required_artifacts = {plan.artifact_name};
+  request.lookup.verify_digest_up_to = options.verify ? cache::kVerifyAll : cache::kVerifyOnHitMaxBytes;
+  cache::Found found = storage.find(request, {options.force, options.only_if_cached, options.lock_timeout_seconds,
+                                              "building " + plan.name});
+  result.cache = found.status;
+  if (found.hit()) {
+    result.remote_source = found.source;
+    result.entry_dir = found.entry.entry_dir;
+    result.build.build_dir = found.entry.entry_dir;
+    result.build.artifact_path = found.entry.artifact_path(plan.artifact_name);
+    // A local hit replays what the compilers said when it was built.
+    if (found.status == cache::CacheStatus::kHit && found.entry.entry)
+      replay_output(found.entry.entry->compiler_output, options.exec);
     store.count(stats);
     result.build.seconds = static_cast<double>(now_ns() - call_start) * 1e-9;
     return result;
-  };
-
-  if (options.force) {
-    result.miss_reason = "--force";
-  } else {
-    cache::LookupResult r = store.lookup(entry_dir, key.hex, module_lookup);
-    spdlog::debug("cache: module {}: {}", plan.name, r.hit ? "hit in " + r.entry_dir : "miss (" + r.miss_reason + ")");
-    if (r.hit) return answer_hit(r);
-    result.miss_reason = r.miss_reason;
-    if (r.corrupt) ++stats.corrupt_entries;
   }
-  result.cache = "miss";
-  if (options.only_if_cached) return result;  // the caller builds (or asks the remotes) in a process of its own
-  std::optional<std::string> cannot_store = unwritable_reason(store);
+  result.miss_reason = found.miss_reason;
+  if (options.only_if_cached) return result;
 
-  util::FileLock lock;
-  if (!cannot_store) {
-    lock = store.lock(entry_dir, "building " + plan.name, options.lock_timeout_seconds);
-    // Whoever held the lock may have just published this very entry.
-    if (!options.force || lock.waited_seconds() > 0.05) {
-      cache::LookupResult r = store.lookup(entry_dir, key.hex, module_lookup);
-      if (r.hit) return answer_hit(r);
-    }
-  }
-
-  // ---- remote tier (cache/remote.h): an imported or remote entry instead of a build.
-  cache::RemoteTier remote(options.remote, store, &stats);
-  if (!cannot_store && !options.force) {
-    if (std::optional<cache::RemoteHit> hit =
-            remote.fetch(plan.name, key, options.base_dir, entry_dir, plan.artifact_name)) {
-      result.cache = "remote-hit";
-      result.remote_source = hit->source;
-      result.entry_dir = hit->lookup.entry_dir;
-      result.build.build_dir = hit->lookup.entry_dir;
-      result.build.artifact_path = hit->lookup.artifact_path(plan.artifact_name);
-      store.count(stats);
-      result.build.seconds = static_cast<double>(now_ns() - call_start) * 1e-9;
-      return result;
-    }
-  }
-  // ---- end of the remote lookup
-
-  stats.misses += 1;
-  if (cannot_store) {
-    result.build = build_outside_cache(plan, *cannot_store, options);
+  if (found.cannot_store) {
+    result.build = build_outside_cache(plan, *found.cannot_store, options);
     stats.store_failures += 1;
     store.count(stats);
     return result;
   }
-
   std::optional<cache::Staging> staging;
   try {
     staging.emplace(store.stage());
@@ -122,7 +92,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     store.count(stats);
     return result;
   }
-  // ==== end of the lookup tiers
+
 
   if (options.exec.verbose) spdlog::info("cache miss for {} ({}): building in {}", plan.name, result.miss_reason,
                                          staging->build_dir());
@@ -139,7 +109,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   auto [headers, moved_header, unrecorded_link] =
       record_module_reads(plan, result.build, units, store, options, start, key_start);
 
-  // ==== cache tiers: publish the entry (or serve the artifact unstored), then upload
+  // The entry is published (or the artifact served unstored), then shared.
   // Not stored: the artifact leaves the staging dir (which gc removes once
   // this process is gone) for a directory of the caller's.
   auto serve_unstored = [&](const std::string& why) {
@@ -166,22 +136,18 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   record.inputs = inputs_summary(key_inputs);
   record.compiler_output = compiler_output(result.build);
   try {
-    cache::PublishResult p = store.publish(*staging, entry_dir, record, {{result.build.artifact_path, plan.artifact_name}});
+    cache::PublishResult p =
+        storage.publish(*staging, request, std::move(record), {{result.build.artifact_path, plan.artifact_name}});
     result.entry_dir = p.entry_dir;
     result.stored = p.ours;
     result.build.artifact_path = util::join_path(p.entry_dir, plan.artifact_name);
-    if (p.ours) {
-      stats.stores += 1;
-      stats.bytes_stored += p.entry.artifacts.front().size;
-    }
   } catch (const Error& e) {
     return serve_unstored("could not store " + plan.name + ": " + e.what());
   }
-  // ---- remote tier: upload what this process built (a missing libcurl is
-  // exit 4; a server that fails costs a warning, counted in the stats).
-  if (result.stored) remote.put(result.entry_dir, key);
+  // What this process built, to the remotes (a missing libcurl is exit 4; a
+  // server that fails costs a warning, counted in the stats).
+  if (result.stored) storage.upload(request, result.entry_dir);
   store.count(stats);
-  // ==== end of the publish tiers
   return result;
 }
 

@@ -1,7 +1,5 @@
 #include "compile/uncached_build.h"
 
-#include <sys/statvfs.h>
-
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/log.h"
@@ -9,26 +7,6 @@
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::compile {
-
-namespace {
-
-// Below this much free space the cache is treated as full: a compile that
-// runs out of space half-way fails with a confusing message, so build
-// outside the root instead (and say why).
-constexpr uint64_t kMinFreeBytes = 64ull << 20;
-
-}  // namespace
-
-std::optional<std::string> unwritable_reason(cache::Store& store) {
-  if (!store.check_writable()) return store.unwritable_why();
-  struct statvfs vfs;
-  if (::statvfs(store.root().c_str(), &vfs) == 0) {
-    uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-    if (free_bytes < kMinFreeBytes)
-      return "the filesystem of " + store.root() + " is full (" + util::format_bytes(free_bytes) + " free)";
-  }
-  return std::nullopt;
-}
 
 BuildResult execute_in_disposable_dir(const BuildPlan& plan, const std::string& dir, const ExecuteOptions& exec,
                                       const CompileHooks& hooks, const std::function<void()>& keep,

@@ -12,9 +12,6 @@
 
 namespace tvmffi_jit::compile {
 
-// Why the cache cannot take a new entry now, or nullopt.
-std::optional<std::string> unwritable_reason(cache::Store& store);
-
 // Runs the plan in `dir`, a directory this process deletes when it is done
 // with it. A failed compile or link keeps it (`keep`) and says so, so that the
 // "cd <dir> && ..." line of the message works; `removed_by` tells the user

@@ -2,20 +2,18 @@
 //
 //   module key   = compute_module_key(everything the plan says + compiler and
 //                  tvm-ffi identities + relevant environment)    (cache/key.h)
-//   lookup       = entry.json key + listed artifacts with their sizes (and
-//                  digests: objects always, modules when small or --verify)
-//                  + re-hashed headers
-//   miss         = per-key flock (bounded wait) -> lookup again -> build in a
+//   lookup       = cache::Storage::find (cache/storage.h): the local entry,
+//                  else under the per-key flock the local entry again, an
+//                  imported or a remote one (published locally)
+//   miss         = build in a
 //                  staging dir under the root with execute_plan(), whose
 //                  CompileHooks look each unit's object up by its own key
 //                  before compiling and store it after -> record the headers
 //                  every compiler read (depfiles) -> publish by one rename
+//                  (Storage::publish) -> upload (Storage::upload)
 //   cannot write = warn, build in a temp dir outside the root, still succeed
 //   cannot store = (a source changed during the build, publish failed) the
 //                  artifact moves to a temp dir outside the root (the caller's)
-//   remote tier  = after a local miss, an imported or remote entry (verified,
-//                  published locally) answers instead of a build; after a
-//                  build, the entry is uploaded (cache/remote.h)
 //
 // Docs: docs/cache.md.
 #pragma once
@@ -29,7 +27,8 @@
 #include "tvmffi_jit/compile/manifest.h"
 #include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/cache/key.h"
-#include "tvmffi_jit/cache/remote.h"
+#include "tvmffi_jit/cache/remote/options.h"
+#include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/toolchain/toolchain.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
 #include "tvmffi_jit/toolchain/tvm_ffi_memo.h"
@@ -37,7 +36,7 @@
 namespace tvmffi_jit::compile {
 
 struct CachedBuildOptions {
-  std::string cache_dir;  // --cache-dir; empty: TVMFFI_JIT_CACHE_DIR, XDG_CACHE_HOME, ~/.cache
+  std::string cache_dir;  // the cache root, resolved by the caller (cache::resolve_root_path)
   bool force = false;     // --force: skip the lookups (module and objects), rebuild, replace
   bool verify = false;    // --verify: re-hash the module artifact on a hit whatever its size
   double lock_timeout_seconds = 600;
@@ -61,7 +60,7 @@ struct CachedBuildOptions {
 
 struct CachedBuildResult {
   BuildResult build;        // commands that ran (none on a hit); artifact_path is the published file
-  std::string cache;        // "hit" | "remote-hit" | "miss"
+  cache::CacheStatus cache = cache::CacheStatus::kMiss;  // shown as cache::cache_status_name()
   std::string remote_source;  // remote hits: the server (redacted URL) or "imported"
   std::string key;          // 64 hex
   std::string key_trace;    // every hashed field, when asked for
@@ -85,11 +84,11 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
 BuildResult build_without_cache(const BuildPlan& plan, const ExecuteOptions& exec);
 
 // Where toolchain::find_tvm_ffi_memoized() keeps its memo for a build with
-// the cache root `cache_dir` (--cache-dir; empty: the default root):
-// <root>/toolchain, written only while the root is writable (opening it
-// creates it, as the build would), and the per-user directory every root
-// shares (cache::user_toolchain_memo_dir()). No directories (a search
-// without memo) when the root cannot be resolved.
-toolchain::TvmFfiMemoDirs tvm_ffi_memo_dirs(const std::string& cache_dir);
+// the resolved cache root `cache_root`: <root>/toolchain, written only while
+// the root is writable (opening it creates it, as the build would), and
+// `user_dir` (cache::user_toolchain_memo_dir(), shared by all of this user's
+// roots; "" when there is none). No directories (a search without memo)
+// when `cache_root` is empty.
+toolchain::TvmFfiMemoDirs tvm_ffi_memo_dirs(const std::string& cache_root, const std::string& user_dir);
 
 }  // namespace tvmffi_jit::compile
