@@ -72,7 +72,8 @@ toolchain::Toolchain find_toolchain(const compile::Manifest& m, const BuildReque
     tc.rocm = toolchain::find_rocm_toolkit(r.env);
   // Kernel-only builds use tvm-ffi's include directories when it is there;
   // make_plan() says when a build needs it and it is missing.
-  tc.tvm_ffi = r.use_cache ? compile::find_tvm_ffi_memoized(r.tvm_ffi, r.cache_dir, r.user_toolchain_memo_dir)
+  tc.tvm_ffi = r.use_cache ? toolchain::find_tvm_ffi_memoized(
+                                 r.tvm_ffi, compile::tvm_ffi_memo_dirs(r.cache_dir, r.user_toolchain_memo_dir))
                            : toolchain::find_tvm_ffi(r.tvm_ffi);
   return tc;
 }
