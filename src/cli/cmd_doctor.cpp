@@ -162,18 +162,18 @@ json probe_nvcc(const toolchain::EnvLookup& env) {
 
 json probe_nvrtc() {
   json c = component("nvrtc");
-  try {
-    // "<resolved path> <major>.<minor>"
-    const std::string identity = compile::nvrtc_identity();
-    const size_t space = identity.rfind(' ');
-    c["found"] = true;
-    c["path"] = identity.substr(0, space);
-    c["version"] = space == std::string::npos ? "" : identity.substr(space + 1);
-  } catch (const Error& e) {
-    mark_missing(c, e.what(),
+  // "<resolved path> <major>.<minor>"
+  auto identity = compile::find_nvrtc_identity();
+  if (!identity) {
+    mark_missing(c, identity.error(),
                  "install the CUDA toolkit's NVRTC (libnvrtc.so) or set TVMFFI_JIT_LIBNVRTC=/path/to/libnvrtc.so; "
                  "needed only for --compiler nvrtc");
+    return c;
   }
+  const size_t space = identity->rfind(' ');
+  c["found"] = true;
+  c["path"] = identity->substr(0, space);
+  c["version"] = space == std::string::npos ? "" : identity->substr(space + 1);
   return c;
 }
 
