@@ -38,10 +38,16 @@ TEST_CASE("a missing or failing program is a reason, not an error", "[toolchain]
   util::TempDir dir;
   auto missing = version_of(dir.path() + "/no-such-tool");
   REQUIRE_FALSE(missing);
-  CHECK(missing.error() == dir.path() + "/no-such-tool is not an executable file (looked at the path)");
+  CHECK(missing.error() == "cannot run '" + dir.path() + "/no-such-tool': not found (looked on PATH)");
   CHECK_FALSE(version_of("no-such-tool-on-path-xyz"));
   util::write_file(dir.path() + "/not-executable", "#!/bin/sh\n");
   CHECK_FALSE(version_of(dir.path() + "/not-executable"));
+  // Executable, but not a format the kernel runs (no #! line): a reason too.
+  util::write_file(dir.path() + "/no-shebang", "echo hi\n");
+  ::chmod((dir.path() + "/no-shebang").c_str(), 0755);
+  auto unrunnable = version_of(dir.path() + "/no-shebang");
+  REQUIRE_FALSE(unrunnable);
+  CHECK(unrunnable.error().find("Exec format error") != std::string::npos);
   const std::string failing = script(dir, "failing", "exit 3\n");
   auto failed = version_of(failing);
   REQUIRE_FALSE(failed);

@@ -16,8 +16,9 @@ struct QueryOptions {
 };
 
 // What `argv` prints on success. LC_ALL=C: a localised text must not give one
-// compiler two identities. Why not, when argv[0] is not found or not
-// executable, or the command fails ("nvcc --list-gpu-arch: exit status 1").
+// compiler two identities. Why not, when argv[0] cannot be started (not
+// found, not executable, not a format the kernel runs) or the command fails
+// ("nvcc --list-gpu-arch: exit status 1").
 Expected<std::string> query_program(const std::vector<std::string>& argv, const QueryOptions& options = {});
 
 // query_program({program, "--version"}).
