@@ -108,7 +108,8 @@ std::optional<std::string> missing_output(const CompileStep& step, const std::st
 }
 
 // Runs the compiler of one unit in `dir` (its generated source written
-// first) and checks what it wrote. Throws as execute_plan().
+// first) and checks what it wrote: a failed or silent compiler is returned,
+// what cannot go on (I/O, a compiler that cannot start) throws.
 Expected<CommandRecord, CommandFailure> compile_unit(const CompileStep& step, const std::string& dir,
                                                      const ExecuteOptions& options) {
   if (step.generated_text) write_if_changed(util::join_path(dir, step.generated_name), *step.generated_text);
