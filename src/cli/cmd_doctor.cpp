@@ -37,6 +37,7 @@
 #include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/parallel.h"
 #include "tvmffi_jit/util/process.h"
 #include "tvmffi_jit/util/progress.h"
 #include "tvmffi_jit/util/strings.h"
@@ -434,12 +435,19 @@ json probe_launcher(const std::optional<std::string>& given, const char* option,
                         {"cubin", compile::EmitKind::kCubin, "8.0"},
                         {"fatbin", compile::EmitKind::kFatbin, "8.0 9.0"},
                         {"ptx", compile::EmitKind::kPtx, "8.0"}};
+  // The modes are independent builds in directories of their own: probed
+  // side by side, reported in this order.
+  std::vector<std::optional<ModeProbe>> probes(std::size(modes));
+  util::parallel_for(probes.size(), 0, [&](size_t i) {
+    const Mode& mode = modes[i];
+    if (mode.emit == compile::EmitKind::kObject && !tc.tvm_ffi) return;
+    probes[i] = probe_nvcc_mode(mode.name, mode.emit, mode.archs, kernel, resolved, tc, dir.path());
+  });
   std::vector<std::string> broken;
-  for (const Mode& mode : modes) {
-    if (mode.emit == compile::EmitKind::kObject && !tc.tvm_ffi) continue;
-    ModeProbe p = probe_nvcc_mode(mode.name, mode.emit, mode.archs, kernel, resolved, tc, dir.path());
-    if (p.launcher_lied) broken.push_back(mode.name);
-    l["probe"].push_back(p.entry);
+  for (size_t i = 0; i < probes.size(); ++i) {
+    if (!probes[i]) continue;
+    if (probes[i]->launcher_lied) broken.push_back(modes[i].name);
+    l["probe"].push_back(probes[i]->entry);
   }
   if (!broken.empty())
     l["problem"] = program + " exited 0 without writing the output of nvcc " + util::join(broken, ", ") + " with " +
