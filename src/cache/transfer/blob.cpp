@@ -1,4 +1,4 @@
-#include "tvmffi_jit/cache/blob.h"
+#include "tvmffi_jit/cache/transfer/blob.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 
 #include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/root.h"
-#include "tvmffi_jit/cache/signing.h"
+#include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/hash.h"
 

@@ -16,7 +16,7 @@
 // lists: a file it does not list is refused before its data is read, so an
 // extra member (a 1 GiB pad.bin) is never written anywhere. Names are plain
 // cache names (cache/root.h is_valid_entry_name). "signatures" is optional
-// (at most kMaxBlobSignatures; cache/signing.h says what they sign: the
+// (at most kMaxBlobSignatures; cache/transfer/signing.h says what they sign: the
 // entry's blob_entry_digest()).
 //
 // Blobs come from the network and from files users are handed: the reader
@@ -45,7 +45,7 @@ struct BlobFile {
   std::string sha256;
 };
 
-// One signature over an entry (cache/signing.h).
+// One signature over an entry (cache/transfer/signing.h).
 struct BlobSignature {
   std::string signer;     // the signing key's name
   std::string signature;  // 64 raw bytes (ed25519)
