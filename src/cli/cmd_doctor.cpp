@@ -20,17 +20,24 @@
 
 #include "doctor.h"
 #include "output.h"
+#include "tvmffi_jit/compile/executor.h"
+#include "tvmffi_jit/compile/manifest.h"
 #include "tvmffi_jit/compile/nvrtc.h"
+#include "tvmffi_jit/compile/plan.h"
+#include "tvmffi_jit/compile/runner.h"
 #include "tvmffi_jit/cache/maintenance.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cli/commands.h"
 #include "tvmffi_jit/driver/devices.h"
 #include "tvmffi_jit/toolchain/compilers.h"
 #include "tvmffi_jit/toolchain/environment.h"
+#include "tvmffi_jit/toolchain/toolchain.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
+#include "tvmffi_jit/toolchain/version.h"
 #include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/parallel.h"
 #include "tvmffi_jit/util/process.h"
 #include "tvmffi_jit/util/progress.h"
 #include "tvmffi_jit/util/strings.h"
@@ -62,25 +69,21 @@ std::string self_path() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
-// The first non-empty line `<program> --version` prints, or nullopt.
+// The first non-empty line `<program> --version` prints (the first holding
+// `must_contain` when one does), or nullopt.
 std::optional<std::string> version_line(const std::string& program, const std::string& must_contain = "") {
-  try {
-    util::ProcessOptions opts;
-    opts.merge_stderr = true;
-    opts.timeout_seconds = kProbeTimeoutSeconds;
-    util::ProcessResult r = util::run_process({program, "--version"}, opts);
-    if (!r.ok()) return std::nullopt;
-    std::optional<std::string> first;
-    for (const auto& line : util::split_lines(r.out)) {
-      std::string_view t = util::trim(line);
-      if (t.empty()) continue;
-      if (!first) first = std::string(t);
-      if (!must_contain.empty() && t.find(must_contain) != std::string_view::npos) return std::string(t);
-    }
-    return first;
-  } catch (const Error&) {
-    return std::nullopt;
+  toolchain::QueryOptions query;
+  query.timeout_seconds = kProbeTimeoutSeconds;
+  auto text = toolchain::version_of(program, query);
+  if (!text) return std::nullopt;
+  std::optional<std::string> first;
+  for (const auto& line : util::split_lines(*text)) {
+    std::string_view t = util::trim(line);
+    if (t.empty()) continue;
+    if (!first) first = std::string(t);
+    if (!must_contain.empty() && t.find(must_contain) != std::string_view::npos) return std::string(t);
   }
+  return first;
 }
 
 // "Cuda compilation tools, release 13.0, V13.0.48" -> "13.0.48".
@@ -160,30 +163,26 @@ json probe_nvcc(const toolchain::EnvLookup& env) {
 
 json probe_nvrtc() {
   json c = component("nvrtc");
-  try {
-    // "<resolved path> <major>.<minor>"
-    const std::string identity = compile::nvrtc_identity();
-    const size_t space = identity.rfind(' ');
-    c["found"] = true;
-    c["path"] = identity.substr(0, space);
-    c["version"] = space == std::string::npos ? "" : identity.substr(space + 1);
-  } catch (const Error& e) {
-    mark_missing(c, e.what(),
+  // "<resolved path> <major>.<minor>"
+  auto identity = compile::find_nvrtc_identity();
+  if (!identity) {
+    mark_missing(c, identity.error(),
                  "install the CUDA toolkit's NVRTC (libnvrtc.so) or set TVMFFI_JIT_LIBNVRTC=/path/to/libnvrtc.so; "
                  "needed only for --compiler nvrtc");
+    return c;
   }
+  const size_t space = identity->rfind(' ');
+  c["found"] = true;
+  c["path"] = identity->substr(0, space);
+  c["version"] = space == std::string::npos ? "" : identity->substr(space + 1);
   return c;
 }
 
 // "version" is the headers' (the ABI modules are compiled against, as the
 // cache key records it); "package_version" the installed wheel's, which can
 // differ ("0.1.16" headers in the 0.1.15.post2 wheel). Both are shown, named.
-json probe_tvm_ffi(const DoctorOptions& options, const toolchain::EnvLookup& env) {
+json probe_tvm_ffi(const Expected<toolchain::TvmFfiLocation>& loc) {
   json c = component("tvm-ffi");
-  toolchain::TvmFfiSearch search;
-  search.root = options.tvm_ffi_root;
-  search.env = env;
-  auto loc = toolchain::find_tvm_ffi(search);
   if (!loc) {
     mark_missing(c, loc.error(), "pip install apache-tvm-ffi, or set TVM_FFI_ROOT / pass --tvm-ffi-root DIR");
     return c;
@@ -332,24 +331,72 @@ std::vector<std::string> launcher_limits(const std::string& program, bool cuda) 
   return out;
 }
 
+// Runs doctor's probe compiles with a timeout: a launcher that hangs (a
+// distributed one waiting for its scheduler) must not hang doctor.
+class ProbeRunner final : public compile::CommandRunner {
+ public:
+  util::ProcessResult run(const std::vector<std::string>& argv, const util::ProcessOptions& options) override {
+    util::ProcessOptions o = options;
+    o.timeout_seconds = kLauncherProbeTimeoutSeconds;
+    return util::run_process(argv, o);
+  }
+  static constexpr double kLauncherProbeTimeoutSeconds = 120;
+};
+
+// One nvcc mode of the launcher probe: a tiny manifest (the kernel file, the
+// emit kind, its archs, the launcher as the build would be given it), planned
+// and run by the build's own plan and executor, so the probe runs exactly the
+// command lines a build runs and checks the outputs the way it does.
+struct ModeProbe {
+  json entry;            // {"mode", "exit", "output_ok"[, "output"]}
+  bool launcher_lied = false;  // it exited 0 without the outputs, so the build ran the step without it
+};
+
+ModeProbe probe_nvcc_mode(const std::string& mode, compile::EmitKind emit, const std::string& archs,
+                     const std::string& kernel, const toolchain::Launcher& launcher, const toolchain::Toolchain& tc,
+                     const std::string& dir) {
+  compile::Manifest m;
+  m.name = "probe";
+  m.emit = emit;
+  m.sources = {kernel};
+  m.cuda_arch = toolchain::parse_arch_list(archs, "doctor");
+  m.cuda_launcher = launcher.argv;
+  m.cuda_launcher_source = launcher.source;
+  const compile::BuildPlan plan = compile::make_plan(m, tc, compile::PlanOptions{});
+  ProbeRunner runner;
+  compile::ExecuteOptions exec;
+  exec.jobs = 1;
+  exec.hide_compiler_output = true;
+  exec.runner = &runner;
+  exec.status = &compile::silent_sink();
+  auto built = compile::try_execute_plan(plan, util::join_path(dir, mode), exec);
+  if (!built) {
+    const compile::CommandFailure& failed = built.error();
+    return {{{"mode", mode},
+             {"exit", failed.record.status},
+             {"output_ok", false},
+             {"output", failed.record.output.substr(0, 2000)}},
+            failed.kind == compile::CommandFailureKind::kNoOutput};
+  }
+  // The compile is the first command (an object is then copied to its artifact).
+  const compile::CommandRecord& compiled = built->commands.at(0);
+  return {{{"mode", mode}, {"exit", compiled.status}, {"output_ok", !compiled.launcher_fallback}},
+          compiled.launcher_fallback};
+}
+
 json probe_launcher(const std::optional<std::string>& given, const char* option, const char* variable,
                     const std::vector<std::string>& compiler_words, const char* compiler_variable, bool cuda,
-                    const toolchain::EnvLookup& env) {
+                    const toolchain::EnvLookup& env, const Expected<toolchain::TvmFfiLocation>& tvm_ffi) {
   json l = json::object();
-  std::vector<std::string> words;
-  std::string source;
-  if (given) {
-    words = toolchain::split_launcher_text(*given);
-    source = option;
-  } else if (auto v = toolchain::non_empty(env, variable)) {
-    words = toolchain::split_launcher_text(*v);
-    source = variable;
-  } else if (!compiler_words.empty()) {
-    words = compiler_words;
-    source = compiler_variable;
-  }
+  std::optional<std::vector<std::string>> given_words;
+  if (given) given_words = toolchain::split_launcher_text(*given);
+  // The build's precedence (toolchain::choose_launcher), so doctor reports
+  // the launcher a build would use.
+  const toolchain::LauncherWords chosen =
+      toolchain::choose_launcher(given_words, option, env(variable), variable, compiler_words, compiler_variable);
+  const std::vector<std::string>& words = chosen.words;
   l["configured"] = !words.empty();
-  l["source"] = source.empty() ? json(nullptr) : json(source);
+  l["source"] = chosen.source.empty() ? json(nullptr) : json(chosen.source);
   l["argv"] = words;
   l["program"] = nullptr;
   l["version"] = nullptr;
@@ -357,7 +404,7 @@ json probe_launcher(const std::optional<std::string>& given, const char* option,
   l["probe"] = json::array();
   l["problem"] = nullptr;
   if (words.empty()) return l;
-  auto found = toolchain::find_launcher(words, source);
+  auto found = toolchain::find_launcher(words, chosen.source);
   if (!found) {
     l["problem"] = found.error();
     return l;
@@ -369,43 +416,43 @@ json probe_launcher(const std::optional<std::string>& given, const char* option,
   if (auto v = version_line(resolved.argv[0])) l["version"] = *v;
   l["limits"] = launcher_limits(program, cuda);
   if (!cuda) return l;
-  auto toolkit = toolchain::find_cuda_toolkit(env);
-  if (!toolkit) return l;
-  // Each nvcc mode the tool runs, through the launcher, with its outputs checked.
-  try {
-    util::TempDir dir(util::temp_root(), "tvmffi-jit-doctor-");
-    util::write_file(util::join_path(dir.path(), "k.cu"), "__global__ void k(float* x) { x[threadIdx.x] += 1.0f; }\n");
-    const std::string gencode = "-gencode=arch=compute_80,code=sm_80";
-    const std::vector<std::pair<std::string, std::vector<std::string>>> modes = {
-        {"object", {"-MD", "-MF", "k.o.d", "-Xcompiler", "-fPIC", gencode, "-c", "k.cu", "-o", "k.o"}},
-        {"cubin", {gencode, "-cubin", "k.cu", "-o", "k.cubin"}},
-        {"fatbin", {gencode, "-gencode=arch=compute_90,code=sm_90", "-fatbin", "k.cu", "-o", "k.fatbin"}},
-        {"ptx", {"-arch=compute_80", "-ptx", "k.cu", "-o", "k.ptx"}},
-    };
-    std::vector<std::string> broken;
-    for (const auto& [mode, args] : modes) {
-      std::vector<std::string> argv = resolved.argv;
-      argv.push_back(toolkit->nvcc);
-      argv.insert(argv.end(), args.begin(), args.end());
-      util::ProcessOptions po;
-      po.cwd = dir.path();
-      po.merge_stderr = true;
-      po.timeout_seconds = 120;
-      util::ProcessResult r = util::run_process(argv, po);
-      const std::string out_name = args[args.size() - 1];
-      auto stamp = util::file_stamp(util::join_path(dir.path(), out_name));
-      json p = {{"mode", mode}, {"exit", r.status_text()}, {"output_ok", stamp && stamp->size > 0}};
-      if (r.ok() && !(stamp && stamp->size > 0)) broken.push_back(mode);
-      if (!r.ok()) p["output"] = r.out.substr(0, 2000);
-      l["probe"].push_back(p);
-    }
-    if (!broken.empty())
-      l["problem"] = program + " exited 0 without writing the output of nvcc " + util::join(broken, ", ") +
-                     " with " + toolkit->nvcc + ": builds re-run those steps without it (launcher_fallbacks); "
-                     "upgrade it or leave it unset for CUDA";
-  } catch (const Error& e) {
-    l["problem"] = std::string("probe failed: ") + e.what();
+  toolchain::Toolchain tc;
+  tc.cuda = toolchain::find_cuda_toolkit(env);
+  if (!tc.cuda) return l;
+  tc.tvm_ffi = tvm_ffi;
+  // Each nvcc mode the tool runs, through the launcher, with its outputs
+  // checked. An object is a module's unit and needs tvm-ffi's headers to be
+  // planned; without tvm-ffi only the device-code modes are probed.
+  util::TempDir dir(util::temp_root(), "tvmffi-jit-doctor-");
+  const std::string kernel = util::join_path(dir.path(), "k.cu");
+  util::write_file(kernel, "__global__ void k(float* x) { x[threadIdx.x] += 1.0f; }\n");
+  struct Mode {
+    const char* name;
+    compile::EmitKind emit;
+    const char* archs;
+  };
+  const Mode modes[] = {{"object", compile::EmitKind::kObject, "8.0"},
+                        {"cubin", compile::EmitKind::kCubin, "8.0"},
+                        {"fatbin", compile::EmitKind::kFatbin, "8.0 9.0"},
+                        {"ptx", compile::EmitKind::kPtx, "8.0"}};
+  // The modes are independent builds in directories of their own: probed
+  // side by side, reported in this order.
+  std::vector<std::optional<ModeProbe>> probes(std::size(modes));
+  util::parallel_for(probes.size(), 0, [&](size_t i) {
+    const Mode& mode = modes[i];
+    if (mode.emit == compile::EmitKind::kObject && !tc.tvm_ffi) return;
+    probes[i] = probe_nvcc_mode(mode.name, mode.emit, mode.archs, kernel, resolved, tc, dir.path());
+  });
+  std::vector<std::string> broken;
+  for (size_t i = 0; i < probes.size(); ++i) {
+    if (!probes[i]) continue;
+    if (probes[i]->launcher_lied) broken.push_back(modes[i].name);
+    l["probe"].push_back(probes[i]->entry);
   }
+  if (!broken.empty())
+    l["problem"] = program + " exited 0 without writing the output of nvcc " + util::join(broken, ", ") + " with " +
+                   tc.cuda->nvcc + ": builds re-run those steps without it (launcher_fallbacks); "
+                   "upgrade it or leave it unset for CUDA";
   return l;
 }
 
@@ -484,10 +531,14 @@ void print_text(const json& report, bool color) {
 
 nlohmann::json collect_doctor_report(const DoctorOptions& options, const CommandEnvironment& environment) {
   const toolchain::EnvLookup& env = environment.env;
+  toolchain::TvmFfiSearch search;
+  search.root = options.tvm_ffi_root;
+  search.env = env;
+  const Expected<toolchain::TvmFfiLocation> tvm_ffi = toolchain::find_tvm_ffi(search);
   DriverProbe driver = probe_driver(environment.libcuda);
   // In kComponents order.
   std::vector<json> components = {probe_host_compiler(env, false), probe_host_compiler(env, true), probe_nvcc(env),
-                                  probe_nvrtc(), probe_tvm_ffi(options, env), driver.driver, driver.gpu,
+                                  probe_nvrtc(), probe_tvm_ffi(tvm_ffi), driver.driver, driver.gpu,
                                   probe_cache(options, environment.cache_root)};
   std::set<std::string> required(options.require.begin(), options.require.end());
   for (const auto& c : kComponents) {
@@ -516,8 +567,10 @@ nlohmann::json collect_doctor_report(const DoctorOptions& options, const Command
   const std::vector<std::string> cxx_words =
       toolchain::find_host_compilers(env, false).value_or(toolchain::HostCompilers{}).cxx_launcher;
   report["launchers"] = {
-      {"cxx", probe_launcher(options.cxx_launcher, "--cxx-launcher", "TVMFFI_JIT_CXX_LAUNCHER", cxx_words, "CXX", false, env)},
-      {"cuda", probe_launcher(options.cuda_launcher, "--cuda-launcher", "TVMFFI_JIT_CUDA_LAUNCHER", {}, "", true, env)}};
+      {"cxx", probe_launcher(options.cxx_launcher, "--cxx-launcher", "TVMFFI_JIT_CXX_LAUNCHER", cxx_words, "CXX", false,
+                             env, tvm_ffi)},
+      {"cuda", probe_launcher(options.cuda_launcher, "--cuda-launcher", "TVMFFI_JIT_CUDA_LAUNCHER", {}, "", true, env,
+                              tvm_ffi)}};
   report["missing"] = missing;
   report["ok"] = ok;
   return report;

@@ -8,12 +8,12 @@
 
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/toolchain/compiler_identity.h"
+#include "tvmffi_jit/toolchain/version.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/log.h"
-#include "tvmffi_jit/util/process.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::compile {
@@ -40,14 +40,16 @@ std::vector<int> parse_arch_list_output(const std::string& text) {
 }
 
 std::vector<int> list_archs(const std::string& nvcc) {
-  util::ProcessOptions po;
-  po.timeout_seconds = 60;
-  util::ProcessResult r = util::run_process({nvcc, "--list-gpu-arch"}, po);
-  if (!r.ok() || r.out.size() > kMaxListBytes) {
-    spdlog::debug("{} --list-gpu-arch: {}; archs are not checked before the build", nvcc, r.status_text());
+  toolchain::QueryOptions query;
+  query.timeout_seconds = 60;
+  query.merge_stderr = false;
+  auto listed = toolchain::query_program({nvcc, "--list-gpu-arch"}, query);
+  if (!listed || listed->size() > kMaxListBytes) {
+    spdlog::debug("{}; archs are not checked before the build",
+                  listed ? nvcc + " --list-gpu-arch printed more than expected" : listed.error());
     return {};
   }
-  return parse_arch_list_output(r.out);
+  return parse_arch_list_output(*listed);
 }
 
 std::string arch_text(int n) { return std::to_string(n / 10) + "." + std::to_string(n % 10); }

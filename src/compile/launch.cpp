@@ -11,6 +11,7 @@ namespace tvmffi_jit::compile {
 
 std::optional<std::string> missing_compile_output(const CompileStep& step, const std::string& build_dir) {
   for (const std::string* name : {&step.object_name, &step.depfile_name}) {
+    if (name->empty()) continue;  // a step that writes no depfile (the embed unit)
     auto stamp = util::file_stamp(util::join_path(build_dir, *name));
     if (!stamp) return *name + " is missing";
     if (stamp->size == 0) return *name + " is empty";
@@ -23,7 +24,8 @@ size_t count_launcher_fallbacks(const std::vector<CommandRecord>& commands) {
       std::count_if(commands.begin(), commands.end(), [](const CommandRecord& c) { return c.launcher_fallback; }));
 }
 
-CommandRecord run_step_command(const CompileStep& step, const std::string& build_dir, const ExecuteOptions* options) {
+Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step, const std::string& build_dir,
+                                                         const ExecuteOptions& options) {
   util::JobGate::Ticket ticket;
   const bool cuda = step.language == Language::kCuda;
   // nvcc runs its per-arch device passes (cicc, ptxas) on --threads, but its
@@ -35,22 +37,22 @@ CommandRecord run_step_command(const CompileStep& step, const std::string& build
   // not kept: with 16 jobs on 16 cores its effect on the batch's time was
   // within the run-to-run spread (docs/benchmarks.md#batch).
   const int nvcc_threads = cuda && step.gencode_targets() > 1 ? step.gencode_targets() : 0;
-  const double queued_at = options && options->trace ? options->trace->now() : 0;
+  const double queued_at = options.trace ? options.trace->now() : 0;
   util::JobMemoryEstimate* estimate = nullptr;
-  if (options && options->gate) {
+  if (options.gate) {
     // hipcc (clang with device passes) is sized like nvcc.
     const bool device = cuda || step.language == Language::kHip;
-    uint64_t bytes = device ? options->cuda_job_bytes : host_job_bytes(options->cuda_job_bytes);
-    if (options->memory) {
-      estimate = device ? &options->memory->cuda : &options->memory->host;
+    uint64_t bytes = device ? options.cuda_job_bytes : host_job_bytes(options.cuda_job_bytes);
+    if (options.memory) {
+      estimate = device ? &options.memory->cuda : &options.memory->host;
       bytes = estimate->reservation();
     }
     // Heavier first (util/job_gate.h): an nvcc job weighs a device pass per
     // target on top of its host passes; a host compile weighs one.
     const double weight = device ? 2.0 + std::max(1, step.gencode_targets()) : 1.0;
-    ticket = options->gate->acquire(1, bytes, util::JobGate::Priority::kNormal, weight, options->party);
+    ticket = options.gate->acquire(1, bytes, util::JobGate::Priority::kNormal, weight, options.party);
   }
-  const double started_at = options && options->trace ? options->trace->now() : 0;
+  const double started_at = options.trace ? options.trace->now() : 0;
   auto finish = [&](CommandRecord& rec) {
     rec.queued_at = queued_at;
     rec.started_at = started_at;
@@ -58,32 +60,38 @@ CommandRecord run_step_command(const CompileStep& step, const std::string& build
     // ru_maxrss is one process's peak; with --threads N, N device passes may
     // peak together.
     if (estimate) estimate->observe(rec.max_rss_bytes * static_cast<uint64_t>(std::max(1, nvcc_threads)));
-    if (options && options->trace) options->trace->add(options->module, rec);
+    if (options.trace) options.trace->add(options.module, rec);
   };
-  const bool verbose = options && options->verbose;
   const std::string what = "compiling " + step.display;
 
   std::vector<std::string> argv = step.command(true, nvcc_threads);
-  if (verbose) spdlog::info("{}", util::format_command(argv));
-  CommandRecord rec = detail::run_checked(argv, build_dir, what);
-  if (step.launcher.empty() || !missing_compile_output(step, build_dir)) {
+  if (options.verbose) spdlog::info("{}", util::format_command(argv));
+  auto first = detail::run_command(argv, build_dir, what, options);
+  if (!first) return first;
+  CommandRecord& rec = *first;
+  auto missing = step.launcher.empty() ? std::nullopt : missing_compile_output(step, build_dir);
+  if (!missing) {
     finish(rec);
-    return rec;
+    return first;
   }
-  auto missing = missing_compile_output(step, build_dir);
 
   // The launcher said it worked but did not deliver: the compiler alone decides.
   const std::string reason = util::file_name(step.launcher[0]) + " (from " + step.launcher_source + ") exited 0 but " +
                              *missing;
-  spdlog::warn("{}: {}; compiling it again without the launcher", step.display, reason);
+  options.status_sink().warning(step.display + ": " + reason + "; compiling it again without the launcher");
   util::remove_all(util::join_path(build_dir, step.object_name));
   util::remove_all(util::join_path(build_dir, step.depfile_name));
   argv = step.command(false, nvcc_threads);
-  if (verbose) spdlog::info("{}", util::format_command(argv));
-  CommandRecord again = detail::run_checked(argv, build_dir, what);
+  if (options.verbose) spdlog::info("{}", util::format_command(argv));
+  auto second = detail::run_command(argv, build_dir, what, options);
+  if (!second) return second;
+  CommandRecord& again = *second;
   if (auto still = missing_compile_output(step, build_dir))
-    throw build_error(what + ": the compiler exited 0 but " + *still + ":\n  cd " + util::shell_quote(build_dir) +
-                      " && " + util::format_command(argv) + "\n" + again.output);
+    return Unexpected<CommandFailure>{CommandFailure{CommandFailureKind::kNoOutput,
+                                     what + ": the compiler exited 0 but " + *still + ":\n  cd " +
+                                         util::shell_quote(build_dir) + " && " + util::format_command(argv) + "\n" +
+                                         again.output,
+                                     again}};
   again.seconds += rec.seconds;
   again.output = rec.output + again.output;
   again.launcher_fallback = true;
@@ -91,7 +99,7 @@ CommandRecord run_step_command(const CompileStep& step, const std::string& build
   again.cpu_seconds += rec.cpu_seconds;
   again.max_rss_bytes = std::max(again.max_rss_bytes, rec.max_rss_bytes);
   finish(again);
-  return again;
+  return second;
 }
 
 }  // namespace tvmffi_jit::compile

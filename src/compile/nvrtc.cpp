@@ -153,10 +153,11 @@ std::unique_ptr<NvrtcApi> open_candidate(const std::string& library, std::string
 std::mutex nvrtc_mutex;
 toolchain::EnvLookup nvrtc_environment = toolchain::fixed_environment({});
 
-// The first usable libnvrtc in search order. Successful loads are memoised by
+// The first usable libnvrtc in search order, or why there is none (where it
+// looked, what would not load, what to do). Successful loads are memoised by
 // candidate; failures are not (the environment may change between calls, and
 // tests change it on purpose).
-const NvrtcApi& nvrtc_api() {
+Expected<const NvrtcApi*> find_nvrtc_api() {
   static std::map<std::string, std::unique_ptr<NvrtcApi>> loaded;
   std::lock_guard<std::mutex> lock(nvrtc_mutex);
 
@@ -164,10 +165,10 @@ const NvrtcApi& nvrtc_api() {
   std::vector<std::string> failures;
   for (const auto& candidate : search.candidates) {
     auto it = loaded.find(candidate.library);
-    if (it != loaded.end()) return *it->second;
+    if (it != loaded.end()) return it->second.get();
     std::string why;
     if (auto api = open_candidate(candidate.library, why)) {
-      const NvrtcApi& ref = *api;
+      const NvrtcApi* ref = api.get();
       loaded.emplace(candidate.library, std::move(api));
       return ref;
     }
@@ -187,8 +188,11 @@ const NvrtcApi& nvrtc_api() {
                  ? "\n  TVMFFI_JIT_LIBNVRTC must name a libnvrtc.so (unset it to search the CUDA toolkit)."
                  : "\n  Install the CUDA toolkit and set CUDA_HOME to it, set TVMFFI_JIT_LIBNVRTC to the "
                    "library's path, or build with --compiler nvcc.";
-  throw missing_tool_error(message);
+  return Unexpected{message};
 }
+
+// For builds, for which NVRTC missing is the end (exit 4).
+const NvrtcApi& nvrtc_api() { return *find_nvrtc_api().value_or_throw(missing_tool_error); }
 
 // "sm_90a" / "compute_90a" / "90a" -> the form NVRTC wants for this output:
 // a real architecture (sm_) for SASS, a virtual one (compute_) for PTX.
@@ -328,10 +332,13 @@ NvrtcResult nvrtc_compile(const NvrtcRequest& request) {
   return result;
 }
 
-std::string nvrtc_identity() {
-  const NvrtcApi& api = nvrtc_api();
-  return api.path + " " + std::to_string(api.major) + "." + std::to_string(api.minor);
+Expected<std::string> find_nvrtc_identity() {
+  auto api = find_nvrtc_api();
+  if (!api) return Unexpected{api.error()};
+  return (*api)->path + " " + std::to_string((*api)->major) + "." + std::to_string((*api)->minor);
 }
+
+std::string nvrtc_identity() { return find_nvrtc_identity().value_or_throw(missing_tool_error); }
 
 std::vector<std::string> nvrtc_toolkit_include_dirs() { return nvrtc_api().toolkit_include_dirs; }
 

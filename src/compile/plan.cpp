@@ -1,5 +1,6 @@
 #include "tvmffi_jit/compile/plan.h"
 
+#include "tvmffi_jit/compile/embed.h"
 #include "tvmffi_jit/compile/wrapper.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -91,19 +92,40 @@ CompileStep device_compile(const Manifest& m, const toolchain::Toolchain& tc, Co
   return s;
 }
 
-// The launcher for one language, by precedence (PlanOptions).
+// The launcher for one language, by precedence (toolchain::choose_launcher),
+// its program found on PATH (exit 4 naming where it came from when it is not).
 toolchain::Launcher pick_launcher(const std::optional<std::vector<std::string>>& given, const std::string& given_source,
                                   const std::optional<std::string>& env_value, const char* env_name,
                                   const std::vector<std::string>& from_compiler_variable, const char* variable_name) {
-  if (given) return toolchain::resolve_launcher(*given, given_source);
-  if (env_value && !util::trim(*env_value).empty())
-    return toolchain::resolve_launcher(toolchain::split_launcher_text(*env_value), env_name);
-  toolchain::Launcher l;
-  if (!from_compiler_variable.empty()) {
-    l.argv = from_compiler_variable;  // already resolved by find_host_compilers
-    l.source = variable_name;
+  toolchain::LauncherWords chosen =
+      toolchain::choose_launcher(given, given_source, env_value, env_name, from_compiler_variable, variable_name);
+  return toolchain::resolve_launcher(chosen.words, chosen.source);
+}
+
+// The embed unit: one generated assembler file including every embedded
+// binary (user files by absolute path, built cubins by their name in the
+// build dir, where it is assembled), compiled like any unit. -fPIC: the
+// object goes into a shared library whatever the other units' language.
+CompileStep embed_step(const BuildPlan& plan, const std::string& compiler) {
+  std::vector<EmbeddedBinary> items;
+  for (const auto& e : plan.embeds) {
+    EmbeddedBinary item{e.name, e.built_name.empty() ? e.path : e.built_name};
+    if (e.built_name.empty()) check_embedded_file(item);
+    items.push_back(std::move(item));
   }
-  return l;
+  CompileStep s;
+  s.language = Language::kCxx;  // the C++ compiler driver, told the language by its flags
+  s.compiler = compiler;
+  s.flags = {"-fPIC"};
+  append(s.flags, embed_source_flags());
+  s.generated_name = kEmbedSourceName;
+  s.generated_text = embed_source_text(items);
+  s.object_name = plan.embed_object_name;
+  // The assembler writes no dependency file; the embedded files are inputs
+  // of their own (the build log stamps them, the cache key hashes them).
+  s.depfile_name.clear();
+  s.display = "the embedded device binaries";
+  return s;
 }
 
 void set_launcher(CompileStep& s, const toolchain::Launcher& l) {
@@ -127,7 +149,9 @@ std::string CompileStep::compiler_input() const { return generated_text ? genera
 
 std::vector<std::string> CompileStep::argv() const {
   std::vector<std::string> a = {compiler};
-  if (language == Language::kCuda) {
+  if (depfile_name.empty()) {
+    // The embed unit: assembled, no dependency file.
+  } else if (language == Language::kCuda) {
     a.insert(a.end(), {"--generate-dependencies-with-compile", "--dependency-output", depfile_name});
   } else {
     // -MD, not -MMD: headers found through -isystem, CPATH or /usr/include
@@ -143,7 +167,7 @@ std::vector<std::string> CompileStep::command(bool with_launcher, int nvcc_threa
   std::vector<std::string> a = argv();
   const bool launched = with_launcher && !launcher.empty();
   if (language == Language::kCuda) {
-    if (launched) {
+    if (launched && !depfile_name.empty()) {
       a[1] = "-MD";
       a[2] = "-MF";
     }
@@ -285,7 +309,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
     CompileOutput out = CompileOutput::kFatbin;
     if (m.emit == EmitKind::kCubin) {
       out = CompileOutput::kCubin;
-      arch_flags = {"-gencode=arch=" + plan.archs[0].compute() + ",code=" + plan.archs[0].sm()};
+      arch_flags = {toolchain::gencode_flag(plan.archs[0], toolchain::GencodeCode::kSass)};
     } else if (m.emit == EmitKind::kPtx) {
       out = CompileOutput::kPtx;
       arch_flags = {"-arch=" + plan.archs[0].compute()};
@@ -421,9 +445,8 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
       if (plan.archs.size() != 1)
         need_one_arch("compiling " + util::file_name(e.path) + " to a cubin for embed_cubin \"" + e.name + "\"",
                       plan.archs, plan.arch_source, "pick one with --arch, or embed a prebuilt .fatbin");
-      CompileStep s = device_compile(
-          m, tc, CompileOutput::kCubin,
-          {"-gencode=arch=" + plan.archs[0].compute() + ",code=" + plan.archs[0].sm()});
+      CompileStep s = device_compile(m, tc, CompileOutput::kCubin,
+                                     {toolchain::gencode_flag(plan.archs[0], toolchain::GencodeCode::kSass)});
       s.input_path = e.path;
       s.display = display_path(m, e.path);
       s.object_name = "embed_" + e.name + ".cubin";
@@ -437,6 +460,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
     plan.embeds.push_back(std::move(pe));
   }
   plan.embed_compiler = tc.host.cxx;
+  if (!plan.embeds.empty()) plan.embed_step = embed_step(plan, plan.embed_compiler);
 
   LinkStep link;
   for (const auto& s : plan.compile_steps) link.inputs.push_back(s.object_name);

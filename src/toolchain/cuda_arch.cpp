@@ -105,11 +105,15 @@ void merge_arch_lists(std::vector<CudaArch>& a, const std::vector<CudaArch>& b) 
   for (const auto& x : b) add_unique(a, x);
 }
 
+std::string gencode_flag(const CudaArch& arch, GencodeCode code) {
+  return "-gencode=arch=" + arch.compute() + ",code=" + (code == GencodeCode::kSass ? arch.sm() : arch.compute());
+}
+
 std::vector<std::string> gencode_flags(const std::vector<CudaArch>& archs) {
   std::vector<std::string> flags;
   for (const auto& a : archs) {
-    flags.push_back("-gencode=arch=" + a.compute() + ",code=" + a.sm());
-    if (a.ptx) flags.push_back("-gencode=arch=" + a.compute() + ",code=" + a.compute());
+    flags.push_back(gencode_flag(a, GencodeCode::kSass));
+    if (a.ptx) flags.push_back(gencode_flag(a, GencodeCode::kPtx));
   }
   return flags;
 }

@@ -205,6 +205,7 @@ std::string signal_name(int sig) {
 }
 
 std::string ProcessResult::status_text() const {
+  if (!not_started.empty()) return not_started;
   if (timed_out) return "timed out after " + std::to_string(static_cast<long>(seconds)) + " s";
   if (term_signal) return "killed by " + signal_name(term_signal);
   return "exit status " + std::to_string(exit_code);
@@ -250,7 +251,13 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   if (argv.empty()) throw usage_error("internal: empty command");
   check_termination();
   auto resolved = find_program(argv[0]);
-  if (!resolved) throw missing_tool_error("cannot run '" + argv[0] + "': not found (looked on PATH)");
+  if (!resolved) {
+    std::string why = "cannot run '" + argv[0] + "': not found (looked on PATH)";
+    if (!options.not_started_is_result) throw missing_tool_error(why);
+    ProcessResult r;
+    r.not_started = std::move(why);
+    return r;
+  }
 
   Pipe out_pipe, err_pipe, in_pipe;
   posix_spawn_file_actions_t fa;
@@ -290,6 +297,11 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   if (rc == E2BIG)
     throw usage_error(errno_message("cannot run " + *resolved, rc) +
                       ": the command line is longer than the system allows; put flags in a response file (@file)");
+  if (rc != 0 && options.not_started_is_result) {
+    ProcessResult r;
+    r.not_started = errno_message("cannot run " + *resolved, rc);
+    return r;
+  }
   if (rc != 0) throw missing_tool_error(errno_message("cannot run " + *resolved, rc));
   slot.set(pid);  // posix_spawn returns after the child's setpgid: the group exists
   // Readable when the child exits, so reaping never sleeps on a guess

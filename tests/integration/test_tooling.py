@@ -638,6 +638,33 @@ def test_doctor_json_has_every_field(tmp_path, env):
     assert [m["name"] for m in report["missing"]] == [c["name"] for c in components if not c["found"]]
 
 
+def cuda_launcher_report(tmp_path, env, body):
+    launcher = tmp_path / "launcher"
+    launcher.write_text("#!/bin/sh\n" + body)
+    launcher.chmod(0o755)
+    p = run("doctor", "--json", "--cuda-launcher", launcher, env=env, check=0)
+    return json.loads(p.stdout)["launchers"]["cuda"], p.stderr
+
+
+@pytest.mark.skipif(not (shutil.which("nvcc") or Path("/usr/local/cuda/bin/nvcc").exists()), reason="needs nvcc")
+def test_doctor_probes_a_cuda_launcher_in_each_nvcc_mode_through_the_build(tmp_path, env):
+    # A launcher that runs the compiler: every mode's output is written.
+    report, stderr = cuda_launcher_report(tmp_path, env, 'exec "$@"\n')
+    assert [(p["mode"], p["exit"], p["output_ok"]) for p in report["probe"]] == [
+        (mode, "exit status 0", True) for mode in ("object", "cubin", "fatbin", "ptx")]
+    assert report["problem"] is None
+    # One that exits 0 without running it: each mode is named, and doctor
+    # says so on stdout only (the build's fallback warnings are not shown).
+    report, stderr = cuda_launcher_report(tmp_path, env, "exit 0\n")
+    assert [(p["exit"], p["output_ok"]) for p in report["probe"]] == [("exit status 0", False)] * 4
+    assert report["problem"].startswith("launcher exited 0 without writing the output of nvcc object, cubin, fatbin, ptx")
+    assert stderr == ""
+    # One that fails: its status and output, and no problem of the exit-0 kind.
+    report, _ = cuda_launcher_report(tmp_path, env, "echo launcher broke; exit 3\n")
+    assert [(p["exit"], p["output"]) for p in report["probe"]] == [("exit status 3", "launcher broke\n")] * 4
+    assert report["problem"] is None
+
+
 def test_doctor_explains_what_is_missing_and_fails_on_required(tmp_path, env):
     env["TVMFFI_JIT_LIBCUDA"] = str(tmp_path / "no-such-libcuda.so")
     p = run("doctor", env=env, check=0)  # a missing driver is not fatal by default

@@ -41,14 +41,16 @@ std::string accessor_source(const std::vector<std::string>& names) {
   return s;
 }
 
-// Builds <dir>/module.so from the embed source and the accessor TU with `cxx`.
-std::string link_module(const std::string& cxx, const compile::EmbedSource& embed, const std::vector<std::string>& names,
+// Builds <dir>/module.so from the embed source text and the accessor TU with `cxx`.
+std::string link_module(const std::string& cxx, const std::string& embed_text, const std::vector<std::string>& names,
                         const std::string& dir) {
   std::string accessor = dir + "/accessor.cpp";
   util::write_file(accessor, accessor_source(names));
+  std::string embed_source = dir + "/" + compile::kEmbedSourceName;
+  util::write_file(embed_source, embed_text);
   std::vector<std::string> compile = {cxx, "-fPIC", "-O2", "-g", "-c"};
-  compile.insert(compile.end(), embed.compile_flags.begin(), embed.compile_flags.end());
-  compile.insert(compile.end(), {embed.path, "-o", dir + "/embed.o"});
+  for (const auto& f : compile::embed_source_flags()) compile.push_back(f);
+  compile.insert(compile.end(), {embed_source, "-o", dir + "/embed.o"});
   run_ok(compile);
   run_ok({cxx, "-fPIC", "-O2", "-std=c++17", "-c", accessor, "-o", dir + "/accessor.o"});
   std::string so = dir + "/module.so";
@@ -171,8 +173,7 @@ TEST_CASE("embedded binaries link into a module as local symbols around their ex
     items.push_back({name, path});
     names.push_back(name);
   }
-  compile::EmbedSource embed = compile::write_embed_source(items, dir.path() + "/gen");
-  CHECK(util::parent_path(embed.path) == dir.path() + "/gen");
+  const std::string embed = compile::embed_source_text(items);
 
   for (const char* cxx : {"c++", "clang++"}) {
     if (!util::find_program(cxx)) continue;
@@ -189,7 +190,7 @@ TEST_CASE("an embedded file's path may hold quotes, backslashes and spaces", "[b
   util::make_directories(odd_dir);
   std::string bytes = random_bytes(4096, 11);
   util::write_file(odd_dir + "/x.cubin", bytes);
-  compile::EmbedSource embed = compile::write_embed_source({{"x", odd_dir + "/x.cubin"}}, dir.path());
+  const std::string embed = compile::embed_source_text({{"x", odd_dir + "/x.cubin"}});
   util::TempDir out;
   check_module(link_module("c++", embed, {"x"}, out.path()), {{"x", bytes}});
 }
@@ -200,7 +201,8 @@ TEST_CASE("embedding refuses bad names, duplicates, missing, empty and unwritabl
   util::write_file(file, "bytes");
   auto code_of = [&](const std::vector<compile::EmbeddedBinary>& items) {
     try {
-      compile::write_embed_source(items, dir.path() + "/gen");
+      for (const auto& item : items) compile::check_embedded_file(item);
+      compile::embed_source_text(items);
     } catch (const Error& e) {
       return e.code();
     }
@@ -221,14 +223,23 @@ TEST_CASE("embedding refuses bad names, duplicates, missing, empty and unwritabl
   CHECK(code_of({{"_Ok9", file}}) == ExitCode::kOk);
 }
 
-TEST_CASE("an unchanged embed set leaves the generated source untouched", "[build][embed]") {
+TEST_CASE("a relative path is embedded from the directory the assembler runs in", "[build][embed]") {
+  // How the plan names a cubin it builds: relative to the build dir, so the
+  // embed unit's text is the same in every build directory.
   util::TempDir dir;
-  util::write_file(dir.path() + "/k.cubin", "bytes");
-  auto first = compile::write_embed_source({{"k", dir.path() + "/k.cubin"}}, dir.path());
-  auto stamp = util::file_stamp(first.path);
-  auto second = compile::write_embed_source({{"k", dir.path() + "/k.cubin"}}, dir.path());
-  CHECK(second.path == first.path);
-  CHECK(util::file_stamp(second.path) == stamp);
-  auto third = compile::write_embed_source({{"k2", dir.path() + "/k.cubin"}}, dir.path());
-  CHECK(util::read_file(third.path).find("__tvm_ffi__cubin_k2:") != std::string::npos);
+  std::string bytes = random_bytes(512, 3);
+  util::write_file(dir.path() + "/built.cubin", bytes);
+  util::write_file(dir.path() + "/" + compile::kEmbedSourceName, compile::embed_source_text({{"built", "built.cubin"}}));
+  std::vector<std::string> assemble = {"c++", "-fPIC", "-c"};
+  for (const auto& f : compile::embed_source_flags()) assemble.push_back(f);
+  assemble.insert(assemble.end(), {compile::kEmbedSourceName, "-o", "embed.o"});
+  util::ProcessOptions po;
+  po.cwd = dir.path();
+  util::ProcessResult r = util::run_process(assemble, po);
+  INFO(r.out << r.err);
+  REQUIRE(r.ok());
+  util::write_file(dir.path() + "/accessor.cpp", accessor_source({"built"}));
+  run_ok({"c++", "-fPIC", "-std=c++17", "-c", dir.path() + "/accessor.cpp", "-o", dir.path() + "/accessor.o"});
+  run_ok({"c++", "-shared", "-o", dir.path() + "/module.so", dir.path() + "/accessor.o", dir.path() + "/embed.o"});
+  check_module(dir.path() + "/module.so", {{"built", bytes}});
 }

@@ -1,16 +1,22 @@
-// Running plans with the real host compiler: outputs, depfile-derived
-// dependencies, failures that show the command and its output, and the hooks
-// the object cache plugs into the one compile loop.
+// Running plans. Most tests inject a fake CommandRunner (no compiler runs):
+// scheduling, hooks, launcher fallback, failures, incremental skips and what
+// the status sink is shown. A few run the real host compiler through the
+// default runner: real depfiles, a real compiler's failure, a missing one.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <set>
 
+#include <unistd.h>
+
 #include "tvmffi_jit/compile/executor.h"
+#include "tvmffi_jit/compile/runner.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/strings.h"
@@ -32,25 +38,6 @@ CompileStep cxx_step(const std::string& cxx, const std::string& input, int index
   s.depfile_name = s.object_name + ".d";
   s.display = input;
   return s;
-}
-
-// Two C++ units and a link into lib<name>.so, sources in `src`.
-BuildPlan two_unit_plan(const std::string& cxx, const std::string& src) {
-  util::write_file(src + "/shared.h", "inline int twice(int x) { return 2 * x; }\n");
-  util::write_file(src + "/a.cc", "#include \"shared.h\"\nint a() { return twice(1); }\n");
-  util::write_file(src + "/b.cc", "int b() { return 2; }\n");
-  BuildPlan plan;
-  plan.name = "lib";
-  plan.compile_steps.push_back(cxx_step(cxx, src + "/a.cc", 0));
-  plan.compile_steps.push_back(cxx_step(cxx, src + "/b.cc", 1));
-  LinkStep link;
-  link.program = cxx;
-  link.inputs = {"cpp_0.o", "cpp_1.o"};
-  link.flags = {"-shared"};
-  link.output_name = "liblib.so";
-  plan.link = link;
-  plan.artifact_name = "liblib.so";
-  return plan;
 }
 
 // Points Progress::global() at an in-memory stream for one test, in line
@@ -81,6 +68,130 @@ class CapturedProgress {
   size_t size_ = 0;
   std::FILE* file_;
 };
+
+}  // namespace
+
+// ---- the executor with an injected runner and status sink: no compiler runs
+
+namespace {
+
+// Stands in for every compiler and linker: records each argv in call order,
+// writes what a compiler would into the working directory (the -o output,
+// and the depfile named after -MF or --dependency-output, listing the input),
+// and fails, or exits 0 without writing anything, for the commands it is told.
+class FakeRunner : public CommandRunner {
+ public:
+  std::function<bool(const std::vector<std::string>&)> fails;
+  std::function<bool(const std::vector<std::string>&)> writes_nothing;
+  // Called before the command "runs", outside the runner's lock (handshakes).
+  std::function<void(const std::vector<std::string>&)> on_run;
+  std::string output;  // what each successful command prints
+  std::vector<std::string> headers;  // what each depfile lists besides the input
+
+  util::ProcessResult run(const std::vector<std::string>& argv, const util::ProcessOptions& options) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      calls_.push_back(argv);
+    }
+    if (on_run) on_run(argv);
+    util::ProcessResult r;
+    r.exit_code = 0;
+    if (fails && fails(argv)) {
+      r.exit_code = 1;
+      r.out = "fake.cc:1: error: it failed\n";
+      return r;
+    }
+    if (writes_nothing && writes_nothing(argv)) return r;
+    std::string out, dep;
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "-o") out = argv[i + 1];
+      if (argv[i] == "-MF" || argv[i] == "--dependency-output") dep = argv[i + 1];
+    }
+    const std::string input = argv.size() >= 3 ? argv[argv.size() - 3] : "";
+    if (!out.empty()) util::write_file(util::join_path(options.cwd, out), "built from " + input + "\n");
+    if (!dep.empty())
+      util::write_file(util::join_path(options.cwd, dep), out + ": " + input + " " + util::join(headers, " ") + "\n");
+    r.out = output;
+    return r;
+  }
+
+  std::vector<std::vector<std::string>> calls() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return calls_;
+  }
+  // The -o of each call, in call order.
+  std::vector<std::string> outputs() const {
+    std::vector<std::string> names;
+    for (const auto& argv : calls())
+      for (size_t i = 0; i + 1 < argv.size(); ++i)
+        if (argv[i] == "-o") names.push_back(argv[i + 1]);
+    return names;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::vector<std::string>> calls_;
+};
+
+// Records what the executor shows, one line per event.
+class RecordingSink : public StatusSink {
+ public:
+  void begin(size_t steps) override { add("begin " + std::to_string(steps)); }
+  void started(std::string_view label) override { add("started " + std::string(label)); }
+  void finished(std::string_view label, std::string_view output) override {
+    add("finished " + std::string(label) + (output.empty() ? "" : " | " + std::string(output)));
+  }
+  void warning(std::string_view message) override { add("warning " + std::string(message)); }
+  void end() override { add("end"); }
+  std::vector<std::string> events() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return events_;
+  }
+
+ private:
+  void add(std::string e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    events_.push_back(std::move(e));
+  }
+  mutable std::mutex mutex_;
+  std::vector<std::string> events_;
+};
+
+// A compiler path that exists (the build log stamps it) but cannot run: were
+// the executor to start it instead of asking the runner, the build would fail.
+struct FakeTools {
+  util::TempDir dir;
+  std::string cxx = dir.path() + "/fake-c++";
+  FakeTools() { util::write_file(cxx, "not a program\n"); }
+};
+
+// `n` C++ units a.cc, b.cc, ... and a link into liblib.so, all by `cxx`.
+BuildPlan fake_plan(const std::string& cxx, const std::string& src, int n) {
+  BuildPlan plan;
+  plan.name = "lib";
+  LinkStep link;
+  for (int i = 0; i < n; ++i) {
+    const std::string file = src + "/" + std::string(1, static_cast<char>('a' + i)) + ".cc";
+    util::write_file(file, "int f" + std::to_string(i) + "();\n");
+    plan.compile_steps.push_back(cxx_step(cxx, file, i));
+    plan.compile_steps.back().display = util::file_name(file);
+    link.inputs.push_back(plan.compile_steps.back().object_name);
+  }
+  link.program = cxx;
+  link.flags = {"-shared"};
+  link.output_name = "liblib.so";
+  plan.link = link;
+  plan.artifact_name = "liblib.so";
+  return plan;
+}
+
+ExecuteOptions fake_options(FakeRunner& runner, StatusSink& status, int jobs) {
+  ExecuteOptions o;
+  o.jobs = jobs;
+  o.runner = &runner;
+  o.status = &status;
+  return o;
+}
 
 }  // namespace
 
@@ -174,16 +285,10 @@ TEST_CASE("a compiler that cannot be started is exit 4", "[build][executor]") {
 
 TEST_CASE("a unit served by before_compile is not compiled, its object is linked and its output replayed",
           "[build][executor][hooks]") {
-  auto cxx = util::find_program("c++");
-  REQUIRE(cxx);
+  FakeTools tools;
   util::TempDir src;
-  BuildPlan plan = two_unit_plan(*cxx, src.path());
-  // An object for b.cc from elsewhere (what the cache would hold).
-  util::TempDir elsewhere;
-  util::ProcessResult made = util::run_process({*cxx, "-fPIC", "-c", src.path() + "/b.cc", "-o", elsewhere.path() + "/b.o"});
-  REQUIRE(made.ok());
-  // Were the executor to run this step's compiler, the build would fail (exit 4).
-  plan.compile_steps[1].compiler = "/nonexistent/c++";
+  BuildPlan plan = fake_plan(tools.cxx, src.path(), 2);
+  FakeRunner runner;
 
   std::vector<size_t> asked;
   std::mutex mutex;
@@ -194,7 +299,7 @@ TEST_CASE("a unit served by before_compile is not compiled, its object is linked
       asked.push_back(u.index);
     }
     if (u.index != 1) return std::nullopt;
-    util::write_file(dir + "/" + u.step.object_name, util::read_file(elsewhere.path() + "/b.o"));
+    util::write_file(dir + "/" + u.step.object_name, "an object from the cache\n");
     u.unit.object_path = dir + "/" + u.step.object_name;
     CommandRecord rec;
     rec.description = "cached b.cc";
@@ -202,12 +307,14 @@ TEST_CASE("a unit served by before_compile is not compiled, its object is linked
     return rec;
   };
 
-  CapturedProgress progress;
+  CapturedProgress progress;  // the default status sink: util::Progress's lines
   util::TempDir build;
   ExecuteOptions o;
   o.jobs = 2;
+  o.runner = &runner;
   BuildResult r = execute_plan(plan, build.path(), o, hooks);
   CHECK(util::is_regular_file(r.artifact_path));
+  CHECK(runner.outputs() == std::vector<std::string>{"cpp_0.o", "liblib.so"});  // b.cc never compiled
   std::sort(asked.begin(), asked.end());
   CHECK(asked == std::vector<size_t>{0, 1});
   REQUIRE(r.reused.size() == 1);
@@ -216,101 +323,327 @@ TEST_CASE("a unit served by before_compile is not compiled, its object is linked
   CHECK(r.units[1].object_path == build.path() + "/cpp_1.o");
   const std::string shown = progress.text();
   CHECK(shown.find("b.cc:1: warning: replayed\n") != std::string::npos);
-  CHECK(shown.find("] c++ " + src.path() + "/b.cc (cached)\n") != std::string::npos);
-  CHECK(shown.find("] c++ " + src.path() + "/a.cc\n") != std::string::npos);
+  CHECK(shown.find("] fake-c++ b.cc (cached)\n") != std::string::npos);
+  CHECK(shown.find("] fake-c++ a.cc\n") != std::string::npos);
   CHECK(shown.find("[3/3] link liblib.so\n") != std::string::npos);
 }
 
 TEST_CASE("after_compile sees every compiled unit once, with its index and depfile headers, before the link",
           "[build][executor][hooks]") {
-  auto cxx = util::find_program("c++");
-  REQUIRE(cxx);
+  FakeTools tools;
   util::TempDir src;
-  BuildPlan plan = two_unit_plan(*cxx, src.path());
-  CompileStep device = cxx_step(*cxx, src.path() + "/b.cc", 9);  // stands in for a device step: numbered first
+  BuildPlan plan = fake_plan(tools.cxx, src.path(), 2);
+  CompileStep device = cxx_step(tools.cxx, src.path() + "/b.cc", 9);  // stands in for a device step: numbered first
   plan.device_steps.push_back(device);
+  FakeRunner runner;
+  runner.headers = {src.path() + "/shared.h"};
 
   std::mutex mutex;
-  std::vector<std::pair<size_t, std::string>> seen;  // (index, display)
+  std::vector<std::pair<size_t, std::string>> seen;  // (index, object)
   std::set<std::string> headers_of_a;
   std::atomic<bool> linked_before_hook{false};
   CompileHooks hooks;
   hooks.after_compile = [&](const UnitRef& u, const std::string& dir, const CommandRecord& rec) {
     if (util::is_regular_file(dir + "/liblib.so")) linked_before_hook = true;
-    CHECK(util::is_regular_file(u.unit.object_path));
-    CHECK(rec.description == "compiling " + u.step.display);
     std::lock_guard<std::mutex> lock(mutex);
     seen.emplace_back(u.index, u.step.object_name);
     if (u.step.object_name == "cpp_0.o") headers_of_a.insert(u.unit.dependencies.begin(), u.unit.dependencies.end());
+    if (!util::is_regular_file(u.unit.object_path) || rec.description != "compiling " + u.step.display)
+      seen.emplace_back(999, "unexpected unit or record: " + u.step.object_name);
   };
+  RecordingSink status;
   util::TempDir build;
-  ExecuteOptions o;
-  o.jobs = 3;
-  o.hide_compiler_output = true;
-  BuildResult r = execute_plan(plan, build.path(), o, hooks);
+  BuildResult r = execute_plan(plan, build.path(), fake_options(runner, status, 3), hooks);
   std::sort(seen.begin(), seen.end());
   CHECK(seen == std::vector<std::pair<size_t, std::string>>{{0, "cpp_9.o"}, {1, "cpp_0.o"}, {2, "cpp_1.o"}});
-  CHECK(headers_of_a.count(src.path() + "/shared.h") == 1);
+  CHECK(headers_of_a == std::set<std::string>{src.path() + "/shared.h"});
   CHECK_FALSE(linked_before_hook);
   CHECK(r.reused.empty());
 }
 
 TEST_CASE("an exception from a hook fails the build and nothing is linked", "[build][executor][hooks]") {
-  auto cxx = util::find_program("c++");
-  REQUIRE(cxx);
+  FakeTools tools;
   util::TempDir src;
-  BuildPlan plan = two_unit_plan(*cxx, src.path());
+  BuildPlan plan = fake_plan(tools.cxx, src.path(), 2);
+  FakeRunner runner;
   CompileHooks hooks;
   hooks.after_compile = [](const UnitRef& u, const std::string&, const CommandRecord&) {
     if (u.index == 0) throw io_error("cannot store the object");
   };
+  RecordingSink status;
   util::TempDir build;
-  ExecuteOptions o;
-  o.hide_compiler_output = true;
   try {
-    execute_plan(plan, build.path(), o, hooks);
+    execute_plan(plan, build.path(), fake_options(runner, status, 1), hooks);
     FAIL("built");
   } catch (const Error& e) {
     CHECK(e.code() == ExitCode::kIo);
     CHECK(std::string(e.what()) == "cannot store the object");
   }
+  CHECK(runner.outputs() == std::vector<std::string>{"cpp_0.o"});
   CHECK_FALSE(util::path_exists(build.path() + "/liblib.so"));
 }
 
 TEST_CASE("a compiler that exits 0 without writing its object is a build failure naming the object",
           "[build][executor]") {
-  auto truth = util::find_program("true");
-  REQUIRE(truth);
+  FakeTools tools;
   util::TempDir src;
-  util::write_file(src.path() + "/a.cc", "int a;\n");
-  BuildPlan plan;
-  plan.compile_steps.push_back(cxx_step(*truth, src.path() + "/a.cc", 0));
-  plan.artifact_name = "cpp_0.o";
+  BuildPlan plan = fake_plan(tools.cxx, src.path(), 1);
+  FakeRunner runner;
+  runner.writes_nothing = [](const std::vector<std::string>&) { return true; };
+  RecordingSink status;
   util::TempDir build;
-  ExecuteOptions o;
-  o.hide_compiler_output = true;
   bool after_called = false;
   CompileHooks hooks;
   hooks.after_compile = [&](const UnitRef&, const std::string&, const CommandRecord&) { after_called = true; };
   try {
-    execute_plan(plan, build.path(), o, hooks);
+    execute_plan(plan, build.path(), fake_options(runner, status, 1), hooks);
     FAIL("built");
   } catch (const Error& e) {
     CHECK(e.code() == ExitCode::kBuildFailed);
-    CHECK(std::string(e.what()).find("exited 0 but did not write cpp_0.o") != std::string::npos);
+    CHECK(std::string(e.what()).find("compiling a.cc exited 0 but did not write cpp_0.o") != std::string::npos);
   }
   CHECK_FALSE(after_called);  // nothing to store
 }
 
 TEST_CASE("progress counts every unit, served or compiled, and the link in one run", "[build][executor][hooks]") {
-  auto cxx = util::find_program("c++");
-  REQUIRE(cxx);
+  FakeTools tools;
   util::TempDir src;
-  BuildPlan plan = two_unit_plan(*cxx, src.path());
-  CapturedProgress progress;
+  BuildPlan plan = fake_plan(tools.cxx, src.path(), 2);
+  FakeRunner runner;
+  CapturedProgress progress;  // the default status sink
   util::TempDir build;
   ExecuteOptions o;
   o.jobs = 1;  // a fixed order for the lines
+  o.runner = &runner;
   execute_plan(plan, build.path(), o);
-  CHECK(progress.text() == "[1/3] c++ " + src.path() + "/a.cc\n[2/3] c++ " + src.path() + "/b.cc\n[3/3] link liblib.so\n");
+  CHECK(progress.text() == "[1/3] fake-c++ a.cc\n[2/3] fake-c++ b.cc\n[3/3] link liblib.so\n");
+}
+
+TEST_CASE("units run in parallel through the injected runner and the link runs after all of them",
+          "[build][executor][runner]") {
+  FakeTools tools;
+  util::TempDir src, build;
+  BuildPlan plan = fake_plan(tools.cxx, src.path(), 3);
+  FakeRunner runner;
+  // Every unit waits for the other two to have started: only a pool of three
+  // parallel workers gets past this (a handshake, bounded so a serial
+  // executor fails instead of hanging).
+  std::mutex mutex;
+  std::condition_variable cv;
+  int compiles_started = 0, compiles_done = 0;
+  bool all_met = true;
+  std::vector<std::string> present_at_link;
+  runner.on_run = [&](const std::vector<std::string>& argv) {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (argv.back() == "liblib.so") {
+      CHECK(compiles_done == 3);
+      for (const char* o : {"cpp_0.o", "cpp_1.o", "cpp_2.o"})
+        if (util::is_regular_file(build.path() + "/" + o)) present_at_link.push_back(o);
+      return;
+    }
+    ++compiles_started;
+    cv.notify_all();
+    if (!cv.wait_for(lock, std::chrono::seconds(20), [&] { return compiles_started == 3; })) all_met = false;
+    ++compiles_done;
+  };
+  RecordingSink status;
+  BuildResult r = execute_plan(plan, build.path(), fake_options(runner, status, 3));
+  CHECK(all_met);
+  CHECK(present_at_link == std::vector<std::string>{"cpp_0.o", "cpp_1.o", "cpp_2.o"});
+  std::vector<std::string> outs = runner.outputs();
+  REQUIRE(outs.size() == 4);
+  CHECK(outs.back() == "liblib.so");
+  CHECK(r.commands.size() == 4);
+  CHECK(r.commands.back().description == "linking liblib.so");
+  CHECK(r.commands.back().status == "exit status 0");
+  CHECK(util::is_regular_file(r.artifact_path));  // written by the fake link
+  REQUIRE(r.units.size() == 3);
+  CHECK(r.units[1].dependencies.empty());  // the fake depfile names only the source itself
+}
+
+TEST_CASE("the status sink sees each step started and finished with its output, in one run",
+          "[build][executor][runner]") {
+  FakeTools tools;
+  util::TempDir src, build;
+  BuildPlan plan = fake_plan(tools.cxx, src.path(), 2);
+  FakeRunner runner;
+  runner.output = "warning: fake\n";
+  RecordingSink status;
+  execute_plan(plan, build.path(), fake_options(runner, status, 1));
+  CHECK(status.events() == std::vector<std::string>{"begin 3", "started fake-c++ a.cc",
+                                                    "finished fake-c++ a.cc | warning: fake\n",
+                                                    "started fake-c++ b.cc",
+                                                    "finished fake-c++ b.cc | warning: fake\n", "started link liblib.so",
+                                                    "finished link liblib.so | warning: fake\n", "end"});
+  ExecuteOptions hidden = fake_options(runner, status, 1);
+  hidden.hide_compiler_output = true;
+  RecordingSink quiet;
+  hidden.status = &quiet;
+  execute_plan(plan, build.path(), hidden);
+  CHECK(quiet.events().at(2) == "finished fake-c++ a.cc");
+}
+
+TEST_CASE("a launched step whose outputs are missing runs once more without the launcher", "[build][executor][runner]") {
+  FakeTools tools;
+  util::TempDir src, build;
+  BuildPlan plan = fake_plan(tools.cxx, src.path(), 1);
+  plan.compile_steps[0].launcher = {"/fake/launcher", "--opt"};
+  plan.compile_steps[0].launcher_source = "TVMFFI_JIT_CXX_LAUNCHER";
+  FakeRunner runner;
+  runner.writes_nothing = [](const std::vector<std::string>& argv) { return argv[0] == "/fake/launcher"; };
+  RecordingSink status;
+  BuildResult r = execute_plan(plan, build.path(), fake_options(runner, status, 1));
+  auto calls = runner.calls();
+  REQUIRE(calls.size() == 3);
+  CHECK(std::vector<std::string>(calls[0].begin(), calls[0].begin() + 3) ==
+        std::vector<std::string>{"/fake/launcher", "--opt", tools.cxx});
+  CHECK(calls[1] == plan.compile_steps[0].argv());  // the compiler alone
+  CHECK(calls[2].back() == "liblib.so");
+  REQUIRE(r.commands.size() == 2);
+  CHECK(r.commands[0].launcher_fallback);
+  CHECK(r.commands[0].launcher_fallback_reason == "launcher (from TVMFFI_JIT_CXX_LAUNCHER) exited 0 but cpp_0.o is missing");
+  CHECK(r.commands[0].argv == plan.compile_steps[0].argv());
+  CHECK(count_launcher_fallbacks(r.commands) == 1);
+  const auto events = status.events();
+  CHECK(std::count(events.begin(), events.end(),
+                   "warning a.cc: launcher (from TVMFFI_JIT_CXX_LAUNCHER) exited 0 but cpp_0.o is missing; compiling "
+                   "it again without the launcher") == 1);
+
+  // The compiler alone delivers nothing either: a failure of its own kind.
+  FakeRunner empty;
+  empty.writes_nothing = [](const std::vector<std::string>&) { return true; };
+  util::TempDir build2;
+  auto failed = try_execute_plan(plan, build2.path(), fake_options(empty, status, 1));
+  REQUIRE_FALSE(failed);
+  CHECK(failed.error().kind == CommandFailureKind::kNoOutput);
+  CHECK(empty.calls().size() == 2);  // launched, then alone; never linked
+}
+
+TEST_CASE("the first failed unit stops scheduling, running units finish, and nothing is linked",
+          "[build][executor][runner]") {
+  FakeTools tools;
+  util::TempDir src;
+  BuildPlan plan = fake_plan(tools.cxx, src.path(), 3);
+  auto is_b = [](const std::vector<std::string>& argv) { return util::ends_with(argv[argv.size() - 3], "/b.cc"); };
+
+  SECTION("one worker: the units after it never start") {
+    FakeRunner runner;
+    runner.fails = is_b;
+    RecordingSink status;
+    util::TempDir build;
+    try {
+      execute_plan(plan, build.path(), fake_options(runner, status, 1));
+      FAIL("built");
+    } catch (const Error& e) {
+      CHECK(e.code() == ExitCode::kBuildFailed);
+      const std::string w = e.what();
+      CHECK(util::starts_with(w, "compiling b.cc failed (exit status 1):\n  cd "));
+      CHECK(w.find(util::format_command(plan.compile_steps[1].argv())) != std::string::npos);
+      CHECK(util::ends_with(w, "fake.cc:1: error: it failed\n"));
+    }
+    CHECK(runner.outputs() == std::vector<std::string>{"cpp_0.o", "cpp_1.o"});
+    const auto events = status.events();
+    CHECK(events.back() == "end");  // the run ends however the build does
+    CHECK(std::find(events.begin(), events.end(), "started fake-c++ c.cc") == events.end());
+  }
+  SECTION("as a value: the failed command, what it printed and its status") {
+    FakeRunner runner;
+    runner.fails = is_b;
+    RecordingSink status;
+    util::TempDir build;
+    auto r = try_execute_plan(plan, build.path(), fake_options(runner, status, 1));
+    REQUIRE_FALSE(r);
+    CHECK(r.error().kind == CommandFailureKind::kFailed);
+    CHECK(r.error().record.argv == plan.compile_steps[1].argv());
+    CHECK(r.error().record.status == "exit status 1");
+    CHECK(r.error().record.output == "fake.cc:1: error: it failed\n");
+  }
+  SECTION("two workers: the unit running beside the failure completes") {
+    FakeRunner runner;
+    runner.fails = is_b;
+    // a.cc returns only once b.cc has been started, so both run together.
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool b_started = false, met = true;
+    runner.on_run = [&](const std::vector<std::string>& argv) {
+      std::unique_lock<std::mutex> lock(mutex);
+      if (is_b(argv)) {
+        b_started = true;
+        cv.notify_all();
+      } else if (util::ends_with(argv[argv.size() - 3], "/a.cc")) {
+        met = cv.wait_for(lock, std::chrono::seconds(20), [&] { return b_started; });
+      }
+    };
+    RecordingSink status;
+    util::TempDir build;
+    CHECK_THROWS_AS(execute_plan(plan, build.path(), fake_options(runner, status, 2)), Error);
+    CHECK(met);
+    CHECK(util::is_regular_file(build.path() + "/cpp_0.o"));
+    const auto outs = runner.outputs();
+    CHECK(std::find(outs.begin(), outs.end(), "liblib.so") == outs.end());
+  }
+}
+
+TEST_CASE("an incremental build asks the runner only for the steps whose inputs changed",
+          "[build][executor][runner][incremental]") {
+  FakeTools tools;
+  util::TempDir src, build;
+  BuildPlan plan = fake_plan(tools.cxx, src.path(), 2);
+  auto build_once = [&](RecordingSink& status) {
+    FakeRunner runner;
+    ExecuteOptions o = fake_options(runner, status, 1);
+    o.incremental = true;
+    BuildResult r = execute_plan(plan, build.path(), o);
+    return std::make_pair(runner.outputs(), r.up_to_date);
+  };
+  RecordingSink first_status, second_status, third_status;
+  auto first = build_once(first_status);
+  CHECK(first.first == std::vector<std::string>{"cpp_0.o", "cpp_1.o", ".liblib.so.tmp." + std::to_string(::getpid())});
+  CHECK(first.second.empty());
+
+  auto second = build_once(second_status);
+  CHECK(second.first.empty());
+  CHECK(second.second == std::vector<std::string>{"cpp_0.o", "cpp_1.o", "liblib.so"});
+  const auto events = second_status.events();
+  CHECK(std::find(events.begin(), events.end(), "started fake-c++ a.cc (up to date)") != events.end());
+  CHECK(std::find(events.begin(), events.end(), "started link liblib.so (up to date)") != events.end());
+
+  util::write_file(src.path() + "/b.cc", "int f1(); int changed();\n");
+  auto third = build_once(third_status);
+  CHECK(third.first == std::vector<std::string>{"cpp_1.o", ".liblib.so.tmp." + std::to_string(::getpid())});
+  CHECK(third.second == std::vector<std::string>{"cpp_0.o"});
+}
+
+TEST_CASE("the embed unit runs after the device steps it includes and before the link", "[build][executor][runner]") {
+  FakeTools tools;
+  util::TempDir src, build;
+  BuildPlan plan = fake_plan(tools.cxx, src.path(), 1);
+  CompileStep device = cxx_step(tools.cxx, src.path() + "/a.cc", 7);
+  device.object_name = "embed_k.cubin";
+  device.depfile_name = "embed_k.cubin.d";
+  plan.device_steps.push_back(device);
+  plan.embeds.push_back({"k", "", "embed_k.cubin"});
+  CompileStep embed;
+  embed.compiler = tools.cxx;
+  embed.flags = {"-fPIC", "-x", "assembler"};
+  embed.generated_name = "embed.s";
+  embed.generated_text = "# the embed unit\n";
+  embed.object_name = "embed_cubin.o";
+  embed.display = "the embedded device binaries";
+  plan.embed_step = embed;
+  plan.link->inputs.push_back("embed_cubin.o");
+  FakeRunner runner;
+  RecordingSink status;
+  BuildResult r = execute_plan(plan, build.path(), fake_options(runner, status, 2));
+  const auto outs = runner.outputs();
+  REQUIRE(outs.size() == 4);
+  CHECK(std::set<std::string>(outs.begin(), outs.begin() + 2) == std::set<std::string>{"embed_k.cubin", "cpp_0.o"});
+  CHECK(outs[2] == "embed_cubin.o");
+  CHECK(outs[3] == "liblib.so");
+  CHECK(runner.calls()[2] == std::vector<std::string>{tools.cxx, "-fPIC", "-x", "assembler", "-c", "embed.s", "-o",
+                                                      "embed_cubin.o"});
+  CHECK(util::read_file(build.path() + "/embed.s") == "# the embed unit\n");
+  CHECK(r.commands.at(2).description == "compiling the embedded device binaries");
+  const auto events = status.events();
+  CHECK(std::find(events.begin(), events.end(), "started embed k") != events.end());
 }

@@ -4,6 +4,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/compile/wrapper.h"
 #include "tvmffi_jit/util/error.h"
@@ -239,6 +241,37 @@ TEST_CASE("embed_cubin: prebuilt files are embedded as is, .cu files are compile
   Manifest multi = s.parse(R"({"name": "e", "cpp_sources": "int x;", "embed_cubin": {"built": "emb.cu"},
                                "cuda_arch": "8.0 9.0"})");
   CHECK_THROWS_AS(make_plan(multi, fake_toolchain(), no_gpus()), Error);
+}
+
+TEST_CASE("the embed unit is a planned compile step: its argv and its source, built cubins named in the build dir",
+          "[build][plan][embed]") {
+  Sources s;
+  Manifest m = s.parse(R"({"name": "e", "cpp_sources": "int x;", "embed_cubin": {"pre": "kern.cubin", "built": "emb.cu"},
+                           "cuda_arch": "9.0+PTX"})");
+  BuildPlan p = make_plan(m, fake_toolchain(), no_gpus());
+  REQUIRE(p.embed_step);
+  const CompileStep& e = *p.embed_step;
+  CHECK(e.argv() == Argv{"/usr/bin/c++", "-fPIC", "-x", "assembler", "-c", "tvm_ffi_embedded_cubins.s", "-o",
+                         "embed_cubin.o"});
+  CHECK(e.launcher.empty());  // never launched: a launcher cannot cache an assembler file
+  REQUIRE(e.generated_text);
+  CHECK(e.generated_text->find(".incbin \"" + s.path("kern.cubin") + "\"\n") != std::string::npos);
+  CHECK(e.generated_text->find(".incbin \"embed_built.cubin\"\n") != std::string::npos);
+  // The cubin of a +PTX arch is SASS only: one -gencode, written by toolchain::gencode_flag.
+  REQUIRE(p.device_steps.size() == 1);
+  const Argv& f = p.device_steps[0].flags;
+  CHECK(std::count(f.begin(), f.end(), "-gencode=arch=compute_90,code=sm_90") == 1);
+  CHECK(p.device_steps[0].gencode_targets() == 1);
+  // An empty prebuilt file is refused when planning, naming the item.
+  util::write_file(s.path("empty.cubin"), "");
+  Manifest empty = s.parse(R"({"name": "e", "cpp_sources": "int x;", "embed_cubin": {"nothing": "empty.cubin"}})");
+  try {
+    make_plan(empty, fake_toolchain(), no_gpus());
+    FAIL("planned");
+  } catch (const Error& err) {
+    CHECK(err.code() == ExitCode::kUsage);
+    CHECK(std::string(err.what()).find("cannot embed 'nothing'") != std::string::npos);
+  }
 }
 
 TEST_CASE("missing tvm-ffi, nvcc or arch list is exit 4 only when the build needs it", "[build][plan]") {

@@ -10,19 +10,27 @@ namespace tvmffi_jit::compile {
 
 struct EmbeddedBinary {
   std::string name;  // [A-Za-z_][A-Za-z0-9_]*
-  std::string path;  // absolute path of the cubin/fatbin to embed
+  std::string path;  // the cubin/fatbin to embed: absolute, or relative to the build dir (a built one)
 };
 
-struct EmbedSource {
-  std::string path;                        // translation unit to compile with the C++ compiler driver (-c)
-  std::vector<std::string> compile_flags;  // flags it needs besides -c/-o (e.g. "-x", "assembler-with-cpp")
-};
+// The embed unit's source, as the plan writes it into the build directory
+// and compiles it with the C++ compiler driver (BuildPlan::embed_step).
+inline constexpr const char* kEmbedSourceName = "tvm_ffi_embedded_cubins.s";
+// What the driver needs besides -c/-o: the language, so it assembles the file
+// whatever its name.
+std::vector<std::string> embed_source_flags();  // -x assembler
 
-// Writes into `dir` one translation unit defining, for every item, the
-// symbols __tvm_ffi__cubin_<name> and __tvm_ffi__cubin_<name>_end around the
-// file's exact bytes in read-only data, resolvable by the module's other
-// objects but not exported (absent from .dynsym), and no other global symbols.
-// Throws Error(kUsage) for a bad name, Error(kIo) for an unreadable file.
-EmbedSource write_embed_source(const std::vector<EmbeddedBinary>& items, const std::string& dir);
+// The text of one translation unit defining, for every item, the symbols
+// __tvm_ffi__cubin_<name> and __tvm_ffi__cubin_<name>_end around the file's
+// exact bytes in read-only data, resolvable by the module's other objects but
+// not exported (absent from .dynsym), and no other global symbols. A relative
+// path is read from the directory the assembler runs in (the build dir).
+// Pure: throws Error(kUsage) for a bad or repeated name or a path the
+// assembler cannot be given.
+std::string embed_source_text(const std::vector<EmbeddedBinary>& items);
+
+// A file the user gave to embed, checked before the build: a regular file
+// (Error(kIo) otherwise) that is not empty (Error(kUsage)).
+void check_embedded_file(const EmbeddedBinary& item);
 
 }  // namespace tvmffi_jit::compile

@@ -1,12 +1,13 @@
 // Running a BuildPlan in a directory: translation units in parallel (a pool of
-// `jobs` threads, each spawning one compiler through util::run_process), then
+// `jobs` threads, each running one compiler through the CommandRunner), then
 // NVRTC, the embed unit, then the link. Stops scheduling on the first failure
 // and reports that command with its whole output.
 //
 // This is the only compile loop: the cache (cached_build.cpp) plugs its
 // per-unit object cache in through CompileHooks instead of scheduling units
 // itself, so progress ("[2/3] c++ b.cc") and compiler output go through one
-// util::Progress on every path.
+// StatusSink on every path. The runner and the sink are injected
+// (compile/runner.h); by default util::run_process and util::Progress.
 #pragma once
 
 #include <chrono>
@@ -19,6 +20,8 @@
 #include <vector>
 
 #include "tvmffi_jit/compile/plan.h"
+#include "tvmffi_jit/compile/runner.h"
+#include "tvmffi_jit/util/expected.h"
 #include "tvmffi_jit/util/job_gate.h"
 
 namespace tvmffi_jit::compile {
@@ -84,12 +87,19 @@ struct ExecuteOptions {
   // The module's name in progress lines of a batch ("[3/96] nvcc k3: k3.cu")
   // and in the trace; empty for a single build (its name is not ambiguous).
   std::string module;
+  // How commands run and where progress goes (compile/runner.h); null: the
+  // defaults, util::run_process and util::Progress::global().
+  CommandRunner* runner = nullptr;
+  StatusSink* status = nullptr;
+  CommandRunner& command_runner() const { return runner ? *runner : process_runner(); }
+  StatusSink& status_sink() const { return status ? *status : progress_sink(); }
 };
 
 struct CommandRecord {
   std::vector<std::string> argv;  // empty for in-process steps (NVRTC, copies)
   std::string description;        // "compile main.cpp", "link add_one.so", "nvrtc k.cu"
   std::string output;             // stdout+stderr (or the NVRTC log)
+  std::string status;             // util::ProcessResult::status_text() ("exit status 0"); empty for in-process steps
   double seconds = 0;
   // The compile launcher exited 0 without producing every output, so the
   // step ran again without it (launch.h); `argv` is then the launcher-less one.
@@ -152,6 +162,20 @@ struct CompileHooks {
   std::function<void(const UnitRef&, const std::string& dir, const CommandRecord& record)> after_compile;
 };
 
+// A command of the plan that failed.
+enum class CommandFailureKind {
+  kFailed,    // a non-zero exit, a signal or a timeout
+  kNoOutput,  // exit 0 without writing what the plan expects of it
+};
+struct CommandFailure {
+  CommandFailureKind kind = CommandFailureKind::kFailed;
+  // What Error(kBuildFailed) says: which step failed and why, the command as
+  // a shell line (for pasting) and its whole output.
+  std::string message;
+  CommandRecord record;  // the command that failed: argv, output, status
+};
+inline const std::string& failure_message(const CommandFailure& f) { return f.message; }
+
 // The number of steps execute_plan() runs (compiles, NVRTC, embed, link): the
 // total of the "[3/7] nvcc kernel.cu" progress line (util/progress.h).
 size_t progress_steps(const BuildPlan& plan);
@@ -163,5 +187,11 @@ size_t progress_steps(const BuildPlan& plan);
 // Error(kIo) for I/O.
 BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, const ExecuteOptions& options,
                          const CompileHooks& hooks = {});
+
+// The same, with a command that fails returned as a value: for callers that
+// report it rather than end on it (doctor's launcher probes). What cannot go
+// on (a compiler that cannot be started, I/O, a hook's exception) still throws.
+Expected<BuildResult, CommandFailure> try_execute_plan(const BuildPlan& plan, const std::string& build_dir,
+                                                       const ExecuteOptions& options, const CompileHooks& hooks = {});
 
 }  // namespace tvmffi_jit::compile

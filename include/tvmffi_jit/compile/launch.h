@@ -22,9 +22,11 @@ namespace tvmffi_jit::compile {
 // else what is wrong ("cuda_0.o is missing", "cuda_0.o.d is empty").
 std::optional<std::string> missing_compile_output(const CompileStep& step, const std::string& build_dir);
 
-// Runs `step`'s command in `build_dir` (its generated source already written):
-// with the launcher, checked, and without it once more if its outputs are
-// missing. Throws like detail::run_checked() when the compiler fails.
-CommandRecord run_step_command(const CompileStep& step, const std::string& build_dir, const ExecuteOptions* options);
+// Runs `step`'s command in `build_dir` (its generated source already written)
+// through options.command_runner(): with the launcher, checked, and without
+// it once more if its outputs are missing. A compiler that fails (or exits 0
+// without its outputs after a fallback) is returned as a CommandFailure.
+Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step, const std::string& build_dir,
+                                                         const ExecuteOptions& options);
 
 }  // namespace tvmffi_jit::compile

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tvmffi_jit/toolchain/environment.h"
+#include "tvmffi_jit/util/expected.h"
 
 namespace tvmffi_jit::compile {
 
@@ -41,7 +42,10 @@ void set_nvrtc_environment(toolchain::EnvLookup env);
 // compilation is not an exception: ok == false and `log` holds NVRTC's log.
 NvrtcResult nvrtc_compile(const NvrtcRequest& request);
 
-// "<resolved libnvrtc path> <major>.<minor>" — part of the cache key.
+// "<resolved libnvrtc path> <major>.<minor>" — part of the cache key — or
+// why NVRTC cannot be loaded (doctor shows it); nvrtc_identity() throws that
+// as Error(kMissingTool).
+Expected<std::string> find_nvrtc_identity();
 std::string nvrtc_identity();
 
 // What to do about the host C++ headers an NVRTC log says it could not open

@@ -45,7 +45,7 @@ struct CompileStep {
   std::optional<std::string> generated_text;
   std::string generated_name;
   std::string object_name;   // output, relative to the build dir ("cpp_0.o", "add.cubin")
-  std::string depfile_name;  // object_name + ".d"
+  std::string depfile_name;  // object_name + ".d"; empty: the compiler writes none (the embed unit)
   std::string display;       // what progress lines call it ("main.cpp", "src/a.cc")
   // A compiler launcher (sccache, ccache, ...): an argv prefix for this
   // compile only, with the program resolved on PATH. Not part of argv() and
@@ -57,7 +57,7 @@ struct CompileStep {
   // (relative to the build dir, which is the working directory).
   std::string compiler_input() const;
   // The complete argv, in tvm_ffi's order:
-  //   c/c++/hipcc: compiler -MD -MF <depfile> <flags> -c <input> -o <object>
+  //   c/c++/hipcc: compiler -MD -MF <depfile> <flags> -c <input> -o <object>  (no -MD -MF without a depfile)
   //   nvcc:  nvcc --generate-dependencies-with-compile --dependency-output <depfile> <flags> <mode> <input> -o <object>
   std::vector<std::string> argv() const;
   // What actually runs: launcher + argv(), with nvcc's depfile options in
@@ -116,8 +116,11 @@ struct BuildPlan {
   std::vector<CompileStep> compile_steps;   // the translation units (or the one device-code compile)
   std::optional<NvrtcStep> nvrtc;
   std::vector<PlannedEmbed> embeds;
-  std::string embed_compiler;               // c++, compiles the unit write_embed_source() returns
+  std::string embed_compiler;               // c++, embed_step's compiler (the cache key names it)
   std::string embed_object_name = "embed_cubin.o";
+  // The unit defining the embedded binaries' symbols (compile/embed.h), run
+  // after device_steps built the cubins it includes; present when embeds is not empty.
+  std::optional<CompileStep> embed_step;
   std::optional<LinkStep> link;
   std::string artifact_name;                // relative to the build dir ("add_one.so", "k.fatbin")
 };
@@ -148,7 +151,9 @@ std::vector<std::string> default_hip_flags();   // -std=c++17 -O2 -fPIC -D__HIP_
 // rule, without its look at torch, which the Python package does instead).
 GpuBackend resolve_backend(const Manifest& m, const toolchain::Toolchain& tc, const PlanOptions& options);
 
-// Turns a checked manifest into steps. Throws Error(kMissingTool) when the
+// Turns a checked manifest into steps: every argv the build runs is made here
+// (compile, embed and link steps), so a command is never assembled elsewhere.
+// Reads only NVRTC sources and checks that files to embed are not empty. Throws Error(kMissingTool) when the
 // build needs tvm-ffi, nvcc or an arch list that the toolchain lacks, and
 // Error(kUsage) for combinations only known once archs are resolved (a cubin
 // or PTX for several archs).

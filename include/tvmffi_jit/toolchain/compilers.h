@@ -1,6 +1,7 @@
 // Finding the host compilers and the CUDA toolkit.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,19 @@ struct Launcher {
 Expected<Launcher> find_launcher(const std::vector<std::string>& words, const std::string& source);
 Launcher resolve_launcher(const std::vector<std::string>& words, const std::string& source);
 std::vector<std::string> split_launcher_text(const std::string& text);
+
+// Launcher precedence, written once for builds (compile::make_plan) and
+// doctor: `given` (a --*-launcher flag or the manifest key; present and empty
+// turns launchers off), else the environment variable's text when it is not
+// blank, else the launcher words of CXX / CC (find_host_compilers). The words
+// chosen (empty: no launcher) and where they came from, for find_launcher.
+struct LauncherWords {
+  std::vector<std::string> words;
+  std::string source;  // given_source, env_name or compiler_variable; empty when nothing gives one
+};
+LauncherWords choose_launcher(const std::optional<std::vector<std::string>>& given, const std::string& given_source,
+                              const std::optional<std::string>& env_value, const std::string& env_name,
+                              const std::vector<std::string>& compiler_words, const std::string& compiler_variable);
 
 struct CudaToolkit {
   std::string home;  // the toolkit root, e.g. /usr/local/cuda

@@ -36,6 +36,11 @@ bool try_parse_arch_list(std::string_view text, std::vector<CudaArch>* out, std:
 // Appends b's entries to a with the same de-duplication rule.
 void merge_arch_lists(std::vector<CudaArch>& a, const std::vector<CudaArch>& b);
 
+// The one place a -gencode option is written: "-gencode=arch=compute_90,code=sm_90"
+// (kSass, the machine code) or "...,code=compute_90" (kPtx, for JIT on newer GPUs).
+enum class GencodeCode { kSass, kPtx };
+std::string gencode_flag(const CudaArch& arch, GencodeCode code);
+
 // One -gencode per entry ("-gencode=arch=compute_90,code=sm_90"), plus
 // "-gencode=arch=compute_90,code=compute_90" for +PTX entries.
 std::vector<std::string> gencode_flags(const std::vector<CudaArch>& archs);

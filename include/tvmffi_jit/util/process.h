@@ -18,6 +18,10 @@ struct ProcessOptions {
   bool merge_stderr = false;                             // stderr into `out`, in order
   std::optional<double> timeout_seconds;                 // kill the process group after this
   std::string stdin_data;                                // fed to the child's stdin (else /dev/null)
+  // A program that cannot be started (not found, not executable, not a
+  // format the kernel runs) is a result (ProcessResult::not_started) rather
+  // than Error(kMissingTool): for callers asking whether a tool works.
+  bool not_started_is_result = false;
 };
 
 struct ProcessResult {
@@ -29,8 +33,9 @@ struct ProcessResult {
   double seconds = 0;
   double cpu_seconds = 0;      // user + system of the child and the descendants it waited for
   uint64_t max_rss_bytes = 0;  // the largest resident set among them (not their sum)
+  std::string not_started;     // why the program could not be started (not_started_is_result); empty: it ran
   bool ok() const { return term_signal == 0 && !timed_out && exit_code == 0; }
-  // "exit status 1", "killed by signal SIGSEGV", "timed out after 60 s"
+  // "exit status 1", "killed by signal SIGSEGV", "timed out after 60 s", or not_started
   std::string status_text() const;
 };
 
