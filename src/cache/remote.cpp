@@ -222,9 +222,8 @@ LookupResult adopt_portable_entry(const Store& store, Staging& staging, const st
                                   const std::string& entry_dir, const std::string& artifact,
                                   const BlobEntry* manifest_record) {
   const std::string json_path = util::join_path(staging.entry_dir(), kEntryFileName);
-  std::string read_why;
-  auto text = util::read_small_file(json_path, kMaxEntryFileBytes, &read_why);
-  if (!text) throw io_error("entry.json: " + read_why);
+  auto text = util::read_small_file(json_path, kMaxEntryFileBytes);
+  if (!text) throw io_error("entry.json: " + text.why());
   auto recorded = [&](const std::string& file) -> const BlobFile* {
     if (!manifest_record) return nullptr;
     for (const auto& f : manifest_record->files)

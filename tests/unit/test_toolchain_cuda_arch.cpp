@@ -99,14 +99,13 @@ TEST_CASE("no arch anywhere is exit 4 with how to set one", "[toolchain][cuda_ar
 }
 
 TEST_CASE("ROCm target lists take gfx ids with feature items and nothing else", "[toolchain][rocm]") {
-  std::vector<std::string> out;
-  std::string problem;
-  CHECK(try_parse_rocm_arch_list("gfx90a, gfx942;gfx90a:xnack- gfx90a:sramecc+:xnack-", &out, &problem));
-  CHECK(out == std::vector<std::string>{"gfx90a", "gfx942", "gfx90a:xnack-", "gfx90a:sramecc+:xnack-"});
+  auto parsed = try_parse_rocm_arch_list("gfx90a, gfx942;gfx90a:xnack- gfx90a:sramecc+:xnack- gfx942");
+  REQUIRE(parsed);
+  CHECK(*parsed == std::vector<std::string>{"gfx90a", "gfx942", "gfx90a:xnack-", "gfx90a:sramecc+:xnack-"});
   for (const char* bad : {"9.0", "gfx", "gfxzz", "gfx90a:xnack", "gfx90a:", "sm_90", "gfx90a;rm -rf"}) {
-    std::vector<std::string> o;
-    CHECK_FALSE(try_parse_rocm_arch_list(bad, &o, &problem));
-    CHECK(problem.find("invalid ROCm architecture") != std::string::npos);
+    auto refused = try_parse_rocm_arch_list(bad);
+    CHECK_FALSE(refused);
+    CHECK(refused.why().find("invalid ROCm architecture") != std::string::npos);
   }
 }
 
