@@ -230,16 +230,14 @@ uint64_t stream_file(const std::string& path, const std::function<void(const cha
   std::vector<char> buf(kChunk);
   uint64_t total = 0;
   for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
+    auto n = util::read_some(fd, buf.data(), buf.size());
+    if (!n) {
       ::close(fd);
-      throw io_error(errno_message("cannot read " + path, e));
+      throw io_error("cannot read " + path + ": " + n.why());
     }
-    if (n == 0) break;
-    each(buf.data(), static_cast<size_t>(n));
-    total += static_cast<uint64_t>(n);
+    if (*n == 0) break;
+    each(buf.data(), *n);
+    total += *n;
   }
   ::close(fd);
   return total;
@@ -488,6 +486,12 @@ BlobManifest read_blob(const BlobSource& source, BlobReceiver& receiver, const B
     if (c != 0) bad("a member the manifest does not list follows the last file");
   z.expect_zero_tail(kRecord);
   return m;
+}
+
+util::FileWriter create_blob_file(const std::string& path, const BlobFile& file) {
+  auto created = util::create_new_file(path, file.name == kEntryFileName ? 0644 : 0755);
+  if (!created) throw io_error("cannot write " + path + ": " + created.why());
+  return std::move(created).value();
 }
 
 }  // namespace tvmffi_jit::cache

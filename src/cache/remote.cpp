@@ -54,9 +54,6 @@ class DirReceiver : public BlobReceiver {
         expected_dir_(std::move(expected_dir)),
         expected_key_(std::move(expected_key)),
         options_(options) {}
-  ~DirReceiver() override {
-    if (fd_ >= 0) ::close(fd_);
-  }
   void begin(const BlobManifest& m) override {
     const BlobEntry& e = m.entries.front();
     if (e.key != expected_key_ || e.dir != expected_dir_)
@@ -64,31 +61,9 @@ class DirReceiver : public BlobReceiver {
     if (auto why = untrusted_reason(options_, e)) throw io_error(kUntrustedPrefix + *why);
     record_ = e;
   }
-  void open(const BlobEntry&, const BlobFile& f) override {
-    std::string path = util::join_path(dir_, f.name);
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                 f.name == kEntryFileName ? 0644 : 0755);
-    if (fd_ < 0) throw io_error(errno_message("cannot write " + path, errno));
-    path_ = path;
-  }
-  void write(const char* data, size_t size) override {
-    while (size > 0) {
-      ssize_t n = ::write(fd_, data, size);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        throw io_error(errno_message("cannot write " + path_, errno));
-      }
-      data += n;
-      size -= static_cast<size_t>(n);
-    }
-  }
-  void close() override {
-    if (::close(fd_) != 0) {
-      fd_ = -1;
-      throw io_error(errno_message("cannot write " + path_, errno));
-    }
-    fd_ = -1;
-  }
+  void open(const BlobEntry&, const BlobFile& f) override { file_ = create_blob_file(util::join_path(dir_, f.name), f); }
+  void write(const char* data, size_t size) override { file_.write({data, size}); }
+  void close() override { file_.close(); }
   const BlobEntry& record() const { return record_; }
 
  private:
@@ -96,8 +71,7 @@ class DirReceiver : public BlobReceiver {
   std::string expected_dir_, expected_key_;
   const RemoteOptions& options_;
   BlobEntry record_;
-  std::string path_;
-  int fd_ = -1;
+  util::FileWriter file_;
 };
 
 // The regular files in `dir` (with `everything`: every name but . and ..).

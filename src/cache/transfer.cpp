@@ -26,36 +26,17 @@ namespace {
 class TreeReceiver : public BlobReceiver {
  public:
   explicit TreeReceiver(std::string dir) : dir_(std::move(dir)) {}
-  ~TreeReceiver() override {
-    if (fd_ >= 0) ::close(fd_);
-  }
   void open(const BlobEntry& e, const BlobFile& f) override {
     std::string d = util::join_path(dir_, e.dir);
     if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) throw io_error(errno_message("cannot create " + d, errno));
-    path_ = util::join_path(d, f.name);
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, f.name == kEntryFileName ? 0644 : 0755);
-    if (fd_ < 0) throw io_error(errno_message("cannot write " + path_, errno));
+    file_ = create_blob_file(util::join_path(d, f.name), f);
   }
-  void write(const char* data, size_t size) override {
-    while (size > 0) {
-      ssize_t n = ::write(fd_, data, size);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        throw io_error(errno_message("cannot write " + path_, errno));
-      }
-      data += n;
-      size -= static_cast<size_t>(n);
-    }
-  }
-  void close() override {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    if (rc != 0) throw io_error(errno_message("cannot write " + path_, errno));
-  }
+  void write(const char* data, size_t size) override { file_.write({data, size}); }
+  void close() override { file_.close(); }
 
  private:
-  std::string dir_, path_;
-  int fd_ = -1;
+  std::string dir_;
+  util::FileWriter file_;
 };
 
 // A portable entry.json that matches its blob entry and its files.

@@ -34,6 +34,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tvmffi_jit/util/fs.h"
+
 namespace tvmffi_jit::cache {
 
 inline constexpr const char* kBlobManifestName = "tvmffi-jit-blob.json";
@@ -115,6 +117,12 @@ class BlobReceiver {
   virtual void write(const char* data, size_t size) = 0;
   virtual void close() = 0;  // the file's size and SHA-256 matched
 };
+
+// The file of a received entry at `path`, for a receiver that writes files:
+// created as util::create_new_file does (never through a planted symlink or
+// over a file), entry.json 0644 and the artifacts 0755; "cannot write PATH:
+// ..." when it cannot be.
+util::FileWriter create_blob_file(const std::string& path, const BlobFile& file);
 
 // Reads and verifies a whole blob; returns its manifest.
 BlobManifest read_blob(const BlobSource& source, BlobReceiver& receiver, const BlobLimits& limits);
