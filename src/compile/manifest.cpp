@@ -599,13 +599,7 @@ void check_manifest(const Manifest& m) { check_combination(m, nullptr); }
 // The directory relative command-line paths start from; "" when the current
 // directory is gone (deleted under a running shell): absolute paths still work,
 // and a relative one fails in util::absolute_path() saying why.
-static std::string command_line_base_dir() {
-  try {
-    return util::current_directory();
-  } catch (const Error&) {
-    return "";
-  }
-}
+static std::string command_line_base_dir() { return util::find_current_directory().value_or(""); }
 
 void apply_command_line(Manifest& m, const CommandLineInputs& cli) {
   Reader r{kCommandLine, command_line_base_dir()};

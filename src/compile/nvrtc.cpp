@@ -92,11 +92,7 @@ std::string loaded_path(void* handle, const std::string& fallback) {
   link_map* map = nullptr;
   if (::dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && map->l_name[0]) {
     std::string name = map->l_name;
-    try {
-      return util::canonical_path(name);
-    } catch (const Error&) {
-      return name;
-    }
+    return util::real_path(name).value_or(name);
   }
   return fallback;
 }

@@ -19,7 +19,7 @@ bool all_digits(std::string_view s) {
   return true;
 }
 
-bool parse_entry(std::string_view entry, CudaArch* out) {
+std::optional<CudaArch> parse_entry(std::string_view entry) {
   CudaArch a;
   std::string lower = util::to_lower(entry);
   std::string_view s = lower;
@@ -28,7 +28,7 @@ bool parse_entry(std::string_view entry, CudaArch* out) {
     s.remove_suffix(4);
   }
   size_t dot = s.find('.');
-  if (dot == std::string_view::npos) return false;
+  if (dot == std::string_view::npos) return std::nullopt;
   std::string_view major = s.substr(0, dot);
   std::string_view rest = s.substr(dot + 1);
   if (!rest.empty() && (rest.back() == 'a' || rest.back() == 'f')) {
@@ -37,12 +37,11 @@ bool parse_entry(std::string_view entry, CudaArch* out) {
   }
   // Compute capabilities have a one- or two-digit major and a one-digit minor
   // (sm_90, sm_100, sm_121); anything else is a typo such as "90" or "9.00".
-  if (!all_digits(major) || major.size() > 2 || !all_digits(rest) || rest.size() != 1) return false;
+  if (!all_digits(major) || major.size() > 2 || !all_digits(rest) || rest.size() != 1) return std::nullopt;
   a.major = std::stoi(std::string(major));
   a.minor = rest[0] - '0';
-  if (a.major == 0) return false;
-  *out = a;
-  return true;
+  if (a.major == 0) return std::nullopt;
+  return a;
 }
 
 void add_unique(std::vector<CudaArch>& list, const CudaArch& a) {
@@ -79,9 +78,9 @@ std::string CudaArch::compute() const {
 Expected<std::vector<CudaArch>> try_parse_arch_list(std::string_view text) {
   std::vector<CudaArch> list;
   for (const auto& entry : util::split_any(text, " \t\n,;")) {
-    CudaArch a;
-    if (!parse_entry(entry, &a)) return Unexpected{"bad CUDA architecture \"" + entry + "\": " + kArchForms};
-    add_unique(list, a);
+    std::optional<CudaArch> a = parse_entry(entry);
+    if (!a) return Unexpected{"bad CUDA architecture \"" + entry + "\": " + kArchForms};
+    add_unique(list, *a);
   }
   if (list.empty()) return Unexpected{std::string("empty CUDA architecture list: ") + kArchForms};
   return list;

@@ -307,15 +307,17 @@ std::string absolute_path(const std::string& path) {
   return (fs::path(current_directory()) / path).lexically_normal().string();
 }
 
-std::string canonical_path(const std::string& path) {
+Expected<std::string> real_path(const std::string& path) {
   char* r = ::realpath(path.c_str(), nullptr);
-  if (!r) {
-    int e = errno;
-    throw io_error(errno_message("cannot resolve " + path, e));
-  }
+  if (!r) return Unexpected{std::strerror(errno)};
   std::string s(r);
   std::free(r);
   return s;
+}
+
+std::string canonical_path(const std::string& path) {
+  return real_path(path).value_or_throw(
+      [&](const std::string& why) { return io_error("cannot resolve " + path + ": " + why); });
 }
 
 std::string parent_path(const std::string& path) {
@@ -351,15 +353,16 @@ Expected<void> can_read_content(const std::string& path) {
   return {};
 }
 
-std::string current_directory() {
+Expected<std::string> find_current_directory() {
   std::error_code ec;
   fs::path p = fs::current_path(ec);
-  if (ec) {
-    throw io_error("cannot resolve a relative path: the current directory is unavailable (" + ec.message() +
-                   "; it may have been deleted): cd to an existing directory or give absolute paths");
-  }
+  if (ec)
+    return Unexpected{"cannot resolve a relative path: the current directory is unavailable (" + ec.message() +
+                      "; it may have been deleted): cd to an existing directory or give absolute paths"};
   return p.string();
 }
+
+std::string current_directory() { return find_current_directory().value_or_throw(io_error); }
 
 uint64_t random_seed() {
   uint64_t seed = 0;

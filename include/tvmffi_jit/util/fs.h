@@ -134,12 +134,18 @@ void remove_all(const std::string& path);
 
 // Lexically normalised, not resolved; only a relative path needs the current directory.
 std::string absolute_path(const std::string& path);
-std::string canonical_path(const std::string& path); // realpath; throws if missing
+// realpath(3), or why not (the errno text): for callers to whom a path that
+// does not resolve is an answer (a dangling link, a vanished file).
+Expected<std::string> real_path(const std::string& path);
+std::string canonical_path(const std::string& path);  // real_path; throws "cannot resolve PATH: ..."
 std::string parent_path(const std::string& path);
 std::string file_name(const std::string& path);
 std::string extension(const std::string& path);  // ".cu", lower-cased
 std::string join_path(const std::string& a, const std::string& b);
-// Throws Error(kIo) saying the directory is gone when it was deleted.
+// The current directory, or why not: it was deleted under a running shell
+// (the reason says so and what to do). current_directory() throws that as
+// Error(kIo); find_current_directory() is for callers that go on without it.
+Expected<std::string> find_current_directory();
 std::string current_directory();
 std::string temp_root();  // $TMPDIR or /tmp
 
