@@ -45,6 +45,18 @@ TEST_CASE("malformed arch entries are usage errors naming the entry and origin",
   CHECK_THROWS_AS(parse_arch_list(" , ", "x"), Error);
 }
 
+TEST_CASE("try_parse_arch_list gives the list or the reason, for the caller to place", "[toolchain][cuda_arch]") {
+  auto parsed = try_parse_arch_list("9.0 8.0 9.0+PTX");
+  REQUIRE(parsed);
+  CHECK(parsed->size() == 2);
+  auto bad = try_parse_arch_list("8.0 90");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.why().rfind("bad CUDA architecture \"90\": ", 0) == 0);
+  auto empty = try_parse_arch_list(" ;, ");
+  REQUIRE_FALSE(empty);
+  CHECK(empty.why().rfind("empty CUDA architecture list: ", 0) == 0);
+}
+
 TEST_CASE("gencode flags: one per arch, plus compute PTX for +PTX", "[toolchain][cuda_arch]") {
   CHECK(gencode_flags(parse_arch_list("8.0 9.0a+PTX", "x")) ==
         std::vector<std::string>{"-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a",

@@ -238,6 +238,28 @@ TEST_CASE("can_read_content says why a path cannot be read for its content", "[u
   CHECK(pipe.why() == "is not a regular file (a FIFO)");
 }
 
+TEST_CASE("real_path resolves links and says why a dangling one does not resolve; canonical_path throws that",
+          "[util][fs]") {
+  TempDir dir;
+  std::string target = join_path(dir.path(), "target");
+  write_file(target, "x");
+  std::string link = join_path(dir.path(), "link");
+  REQUIRE(::symlink(target.c_str(), link.c_str()) == 0);
+  CHECK(real_path(link).value_or("") == canonical_path(target));
+  std::string dangling = join_path(dir.path(), "dangling");
+  REQUIRE(::symlink(join_path(dir.path(), "gone").c_str(), dangling.c_str()) == 0);
+  auto unresolved = real_path(dangling);
+  REQUIRE_FALSE(unresolved);
+  CHECK(unresolved.why() == std::strerror(ENOENT));
+  try {
+    canonical_path(dangling);
+    FAIL("a dangling link resolved");
+  } catch (const Error& e) {
+    CHECK(e.code() == ExitCode::kIo);
+    CHECK(std::string(e.what()) == errno_message("cannot resolve " + dangling, ENOENT));
+  }
+}
+
 TEST_CASE("string helpers: split, quote, nearest, sizes, durations", "[util][strings]") {
   CHECK(split_any("8.0, 9.0a;9.0+PTX  10.0", " ,;") == std::vector<std::string>{"8.0", "9.0a", "9.0+PTX", "10.0"});
   CHECK(shell_quote("a b") == "'a b'");
@@ -323,6 +345,13 @@ TEST_CASE("durations in milliseconds accept ms and every seconds unit", "[util][
   CHECK(parse_duration_ms("5") == std::optional<int64_t>(5000));
   CHECK(parse_duration_ms("2m") == std::optional<int64_t>(120000));
   for (const char* bad : {"", "ms", "-5s", "5x", "1.5s"}) CHECK_FALSE(parse_duration_ms(bad));
+  CHECK_FALSE(parse_duration_ms("1 2ms"));  // the digits before "ms" are the whole number
+  // The number is refused where it would overflow, not wrapped.
+  CHECK(parse_size("18446744073709551615") == std::optional<uint64_t>(18446744073709551615ull));
+  CHECK(parse_size("18446744073709551616") == std::nullopt);
+  CHECK(parse_size("17179869184G") == std::nullopt);
+  CHECK(parse_duration_seconds("9223372036854775808") == std::nullopt);
+  CHECK(parse_duration_ms("9223372036854775808ms") == std::nullopt);
 }
 
 TEST_CASE("an atomic write never follows a symlink planted at a temp name, and names are unique per thread",
