@@ -19,28 +19,18 @@ Usage: bench.py TOOL [--runs N] [--cold-runs N] [--work DIR]
 
 import argparse
 import json
-import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO / "tests" / "integration"))
+sys.path.insert(0, str(HERE))
 import remote_servers  # noqa: E402
-
-
-def timed(argv, cwd=None, env=None):
-    t = time.perf_counter()
-    p = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
-    dt = time.perf_counter() - t
-    if p.returncode != 0:
-        sys.exit(f"failed ({p.returncode}): {' '.join(map(str, argv))}\n{p.stderr}")
-    return dt, p
+from common import build_argv, clean_env, make_checkouts, strip_to_warm_root, timed  # noqa: E402
 
 
 def ms(x):
@@ -58,33 +48,13 @@ def main():
     work = Path(a.work)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    env = dict(os.environ)
-    for v in ("TVMFFI_JIT_CACHE_DIR", "TVMFFI_JIT_REMOTE", "TVMFFI_JIT_REMOTE_READ_ONLY", "TVMFFI_JIT_BASE_DIR",
-              "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
-              "AWS_DEFAULT_REGION"):
-        env.pop(v, None)
-
-    example = REPO / "share" / "tvmffi-jit" / "examples" / "cuda_add_one"
-    if shutil.which("nvcc"):
-        what = "README example (cuda_add_one)"
-        ckA = work / "alice" / "proj"
-        shutil.copytree(example, ckA)
-    else:
-        what = "2-source C++ module (no nvcc)"
-        ckA = work / "alice" / "proj"
-        ckA.mkdir(parents=True)
-        (ckA / "a.cc").write_text('#include <tvm/ffi/function.h>\nint64_t f(int64_t x) { return x + 1; }\n'
-                                  "TVM_FFI_DLL_EXPORT_TYPED_FUNC(f, f);\n")
-        (ckA / "b.cc").write_text("int g() { return 2; }\n")
-        (ckA / "manifest.json").write_text(json.dumps({"name": "bench_mod", "sources": ["a.cc", "b.cc"]}))
-    ckB = work / "ci" / "runner-3" / "checkout"
-    shutil.copytree(ckA, ckB)
+    env = clean_env()
+    what, ckA, ckB = make_checkouts(work)
     mA, mB = ckA / "manifest.json", ckB / "manifest.json"
 
     def build(manifest, root, *extra):
-        return [tool, "build", "-m", str(manifest), "--cache-dir", str(root), *map(str, extra)]
+        return build_argv(tool, manifest, root, *extra)
 
-    rows = []
     with remote_servers.server("redis", work / "redis") as redis, remote_servers.server("http", work / "nginx") as nginx, \
             remote_servers.server("s3", work / "seaweedfs") as s3:
         s3_url = s3.url(prefix="bench")
@@ -108,9 +78,7 @@ def main():
             slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
             template = work / f"tpl-{slug}"
             timed(build(mB, template, "--remote", url), cwd=ckB, env=env)
-            for d in template.iterdir():
-                if re.fullmatch(r".+_[0-9a-f]{16}", d.name) or d.name.startswith("stats"):
-                    shutil.rmtree(d) if d.is_dir() else d.unlink()
+            strip_to_warm_root(template)
             for kind in ("empty", "warm"):
                 times = []
                 for i in range(a.runs):

@@ -18,29 +18,18 @@ Usage: bench/remote/signing.py TOOL [--runs N] [--work DIR]
 
 import argparse
 import json
-import os
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO / "tests" / "integration"))
+sys.path.insert(0, str(HERE))
 import remote_servers  # noqa: E402
-
-
-def timed(argv, cwd=None, env=None):
-    t = time.perf_counter()
-    p = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
-    dt = time.perf_counter() - t
-    if p.returncode != 0:
-        sys.exit(f"failed ({p.returncode}): {' '.join(map(str, argv))}\n{p.stderr}")
-    return dt, p
+from common import build_argv, clean_env, make_checkouts, strip_to_warm_root, timed  # noqa: E402
 
 
 def main():
@@ -53,40 +42,21 @@ def main():
     work = Path(a.work or tempfile.mkdtemp(prefix="tvmffi-jit-bench-signing-"))
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    env = dict(os.environ)
-    for v in ("TVMFFI_JIT_CACHE_DIR", "TVMFFI_JIT_REMOTE", "TVMFFI_JIT_REMOTE_READ_ONLY", "TVMFFI_JIT_BASE_DIR",
-              "TVMFFI_JIT_REMOTE_SIGN_KEY", "TVMFFI_JIT_REMOTE_TRUSTED_KEYS"):
-        env.pop(v, None)
-
-    example = REPO / "share" / "tvmffi-jit" / "examples" / "cuda_add_one"
-    ckA = work / "alice" / "proj"
-    if shutil.which("nvcc"):
-        what = "README example (cuda_add_one)"
-        shutil.copytree(example, ckA)
-    else:
-        what = "2-source C++ module (no nvcc)"
-        ckA.mkdir(parents=True)
-        (ckA / "a.cc").write_text('#include <tvm/ffi/function.h>\nint64_t f(int64_t x) { return x + 1; }\n'
-                                  "TVM_FFI_DLL_EXPORT_TYPED_FUNC(f, f);\n")
-        (ckA / "b.cc").write_text("int g() { return 2; }\n")
-        (ckA / "manifest.json").write_text(json.dumps({"name": "bench_mod", "sources": ["a.cc", "b.cc"]}))
-    ckB = work / "ci" / "runner-3" / "checkout"
-    shutil.copytree(ckA, ckB)
+    env = clean_env()
+    what, ckA, ckB = make_checkouts(work)
     keys = work / "keys"
     keys.mkdir()
     timed([tool, "cache", "keygen", "ci", "--out", str(keys)], env=env)
 
     def build(manifest, root, *extra):
-        return [tool, "build", "-m", str(manifest), "--cache-dir", str(root), *map(str, extra)]
+        return build_argv(tool, manifest, root, *extra)
 
     with remote_servers.server("redis", work / "redis") as redis:
         timed(build(ckA / "manifest.json", work / "rootA", "--remote", redis.url, "--remote-sign-key",
                     keys / "ci.sec"), cwd=ckA, env=env)
         template = work / "template"
         timed(build(ckB / "manifest.json", template, "--remote", redis.url, "--remote-read-only"), cwd=ckB, env=env)
-        for d in template.iterdir():
-            if re.fullmatch(r".+_[0-9a-f]{16}", d.name) or d.name.startswith("stats"):
-                shutil.rmtree(d) if d.is_dir() else d.unlink()
+        strip_to_warm_root(template)
         modes = {"unchecked": [], "verified": []}
         for i in range(a.runs):
             for mode in (("unchecked", "verified") if i % 2 == 0 else ("verified", "unchecked")):

@@ -16,9 +16,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import remote_servers  # noqa: E402
+from counting_compiler import compiles, counting_cxx_env  # noqa: E402
 
 TOOL = os.environ.get("TVMFFI_JIT_BIN", "tvmffi-jit")
-REAL_CXX = shutil.which("g++") or shutil.which("c++")
 
 
 def run(*args, env=None, cwd=None, check=None, timeout=600):
@@ -26,10 +26,6 @@ def run(*args, env=None, cwd=None, check=None, timeout=600):
     if check is not None:
         assert p.returncode == check, f"exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
     return p
-
-
-def compiles(log):
-    return len(log.read_text().splitlines()) if log.exists() else 0
 
 
 def make_project(d):
@@ -44,20 +40,7 @@ def make_project(d):
 
 @pytest.fixture
 def world(tmp_path):
-    log = tmp_path / "cxx.log"
-    cxx = tmp_path / "tools" / "cxx"
-    cxx.parent.mkdir()
-    cxx.write_text(f"""#!/bin/sh
-if [ "$1" = "--version" ]; then exec {REAL_CXX} --version; fi
-case " $* " in *" -c "*) echo "$$ $*" >> "$CXX_LOG";; esac
-exec {REAL_CXX} "$@"
-""")
-    cxx.chmod(0o755)
-    env = dict(os.environ, CXX=str(cxx), CXX_LOG=str(log))
-    for v in ("CC", "TVMFFI_JIT_REMOTE", "TVMFFI_JIT_REMOTE_READ_ONLY", "TVMFFI_JIT_REMOTE_NAMESPACE",
-              "TVMFFI_JIT_BASE_DIR", "TVMFFI_JIT_CACHE_DIR", "TVMFFI_JIT_CXX_LAUNCHER", "TVMFFI_JIT_CUDA_LAUNCHER",
-              "TVMFFI_JIT_CGROUP_ROOT"):
-        env.pop(v, None)
+    env, log = counting_cxx_env(tmp_path)
 
     class W:
         pass

