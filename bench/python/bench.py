@@ -22,7 +22,14 @@ JIT-builds its kernels at start does: Python start-up and imports included.
 Wall time is what a user waits; CPU time (user+sys of the process and its
 children) is what stays comparable when other work shares the machine.
 
-Usage: bench.py TOOL [--runs N] [--cold-runs N] [--work DIR]
+Each row is printed as soon as it is measured, cheapest and most telling
+first (in-process hits, the whole-process hit against `import tvmffi_jit`),
+so a run cut off by a time limit still reports; figures compared with each
+other are measured interleaved (a, b, a, b, ...), so they see the same load.
+
+Usage: bench.py [TOOL] [--runs N] [--cold-runs N] [--work DIR] [--no-cuda]
+  TOOL: a build tree's tvmffi-jit (its engine library beside it); without it,
+  the tvmffi_jit installed in this interpreter (a wheel).
 """
 
 import argparse
@@ -129,9 +136,19 @@ def wall(argv, env):
 
 def median_ms(argv, env, runs):
     """(median wall ms, median CPU ms) over `runs` processes, after one uncounted warm-up."""
-    timed(argv, env)
-    samples = [timed(argv, env) for _ in range(runs)]
-    return (statistics.median(s[0] for s in samples) * 1000, statistics.median(s[1] for s in samples) * 1000)
+    return interleaved_ms([argv], env, runs)[0]
+
+
+def interleaved_ms(argvs, env, runs):
+    """median_ms of several commands run in turn (a, b, a, b, ...): a figure and the floor it is compared
+    with then see the same load, which on a shared machine moves by more than the difference."""
+    for argv in argvs:
+        timed(argv, env)
+    samples = [[] for _ in argvs]
+    for _ in range(runs):
+        for i, argv in enumerate(argvs):
+            samples[i].append(timed(argv, env))
+    return [(statistics.median(s[0] for s in ss) * 1000, statistics.median(s[1] for s in ss) * 1000) for ss in samples]
 
 
 def script(work, package, function, build_directory=None, cuda=False):
@@ -146,9 +163,20 @@ def script(work, package, function, build_directory=None, cuda=False):
     return path
 
 
+def say(text=""):
+    """One line of the report, written at once: a run cut off by a time limit still reports what it measured."""
+    print(text, flush=True)
+
+
+def row(label, ours, theirs, digits=1):
+    say(f"| {label} | {ours[0]:.{digits}f} / {ours[1]:.{digits}f} ms | {theirs[0]:.{digits}f} / {theirs[1]:.{digits}f} ms "
+        f"| {theirs[0] / ours[0]:.2f}x / {theirs[1] / ours[1]:.2f}x |")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("tool")
+    ap.add_argument("tool", nargs="?", help="a tvmffi-jit binary with its engine library beside it (a build tree); "
+                    "left out: the tvmffi_jit package installed in this interpreter (a wheel)")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--cold-runs", type=int, default=3)
     ap.add_argument("--work", type=Path, default=None)
@@ -158,45 +186,85 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     py = sys.executable  # the interpreter itself, not a pyenv shim script
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(SOURCE_DIR / "python"), env.get("PYTHONPATH", "")])
-    env["TVMFFI_JIT_BIN"] = str(Path(args.tool).resolve())
+    if args.tool:
+        env["PYTHONPATH"] = os.pathsep.join([str(SOURCE_DIR / "python"), env.get("PYTHONPATH", "")])
+        env["TVMFFI_JIT_BIN"] = str(Path(args.tool).resolve())
     env["TVMFFI_JIT_CACHE_DIR"] = str(work / "jit-cache")
     env["TVM_FFI_CACHE_DIR"] = str(work / "tvm-ffi-cache")
+    where = subprocess.run([py, "-c", "import tvmffi_jit, tvm_ffi; from tvmffi_jit import _engine; "
+                            "print(tvmffi_jit.__file__, _engine.library_path(), tvm_ffi.__version__)"],
+                           env=env, capture_output=True, text=True, check=True).stdout.strip()
+    say(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs; {args.runs} runs per fresh-process figure "
+        f"(median), {args.cold_runs} per cold figure; {py} {sys.version.split()[0]}")
+    say(f"package, engine, tvm_ffi version: {where}")
 
-    rows = []
-    floor = {
-        "python3 -c pass": median_ms([py, "-c", "pass"], env, args.runs),
-        "python3 -c 'import tvmffi_jit'": median_ms([py, "-c", "import tvmffi_jit"], env, args.runs),
-        "python3 -c 'import tvm_ffi'": median_ms([py, "-c", "import tvm_ffi"], env, args.runs),
-        "python3 -c 'import tvm_ffi.cpp'": median_ms([py, "-c", "import tvm_ffi.cpp"], env, args.runs),
-    }
+    # 1. Repeated calls inside one process (one process per row: cheap even where `import tvm_ffi` is slow).
+    in_process_runs = max(40, args.runs)
+    say()
+    say(f"| per call, median of {in_process_runs} repeated calls in one process | tvmffi_jit wall / CPU "
+        "| tvm_ffi.cpp wall / CPU | ratio wall / CPU |")
+    say("|---|---|---|---|")
+    for function in ("build_inline", "load_inline"):
+        got = {}
+        for package, variant, extra_env in (("tvm_ffi.cpp", "", {}), ("tvmffi_jit", "", {}),
+                                            ("tvmffi_jit", " binary", {"TVMFFI_JIT_IN_PROCESS": "0"})):
+            s = work / f"{package.replace('.', '_')}_{function}_in_process.py"
+            s.write_text(IN_PROCESS.format(module=MODULES[package], source=SOURCE, runs=in_process_runs,
+                                           function=function))
+            out = subprocess.run([py, str(s)], env={**env, **extra_env}, capture_output=True, text=True,
+                                 check=True).stdout.split()
+            got[(package, variant)] = (float(out[0]), float(out[1]))
+        theirs = got[("tvm_ffi.cpp", "")]
+        row(f"`{function}` hit, in-process (engine)", got[("tvmffi_jit", "")], theirs, 3)
+        row(f"`{function}` hit, a `tvmffi-jit` process per call (`TVMFFI_JIT_IN_PROCESS=0`)",
+            got[("tvmffi_jit", " binary")], theirs, 3)
+
+    # 2. The whole-process hit against `import tvmffi_jit`, interleaved (target: within 15 ms).
+    hit = script(work, "tvmffi_jit", "build_inline")
+    wall([py, str(hit)], env)  # builds it
+    floor_import, ours = interleaved_ms([[py, "-c", "import tvmffi_jit"], [py, str(hit)]], env, args.runs)
+    say()
+    say(f"whole process, interleaved, median of {args.runs}: `python3 -c 'import tvmffi_jit'` "
+        f"{floor_import[0]:.1f} / {floor_import[1]:.1f} ms, `build_inline` hit {ours[0]:.1f} / {ours[1]:.1f} ms "
+        f"(wall / CPU): the hit is {ours[0] - floor_import[0]:.1f} ms wall, {ours[1] - floor_import[1]:.1f} ms CPU "
+        "above the import (target: within 15 ms)")
+
+    # 3. Start-up floors.
+    say()
+    say("| start-up floor (fresh process, median) | wall ms | CPU ms |")
+    say("|---|---|---|")
+    floor = {}
+    for label, argv in (("python3 -c pass", [py, "-c", "pass"]),
+                        ("python3 -c 'import tvm_ffi'", [py, "-c", "import tvm_ffi"]),
+                        ("python3 -c 'import tvm_ffi.cpp'", [py, "-c", "import tvm_ffi.cpp"])):
+        floor[label] = median_ms(argv, env, args.runs)
+        say(f"| `{label}` | {floor[label][0]:.1f} | {floor[label][1]:.1f} |")
+
+    # 4. Fresh-process hits against tvm_ffi.cpp, each pair interleaved.
+    say()
+    say("| fresh process, whole run (median) | tvmffi_jit wall / CPU | tvm_ffi.cpp wall / CPU | ratio wall / CPU |")
+    say("|---|---|---|---|")
     hits = {}
-    for function in ("load_inline", "build_inline"):
-        for package in MODULES:
-            s = script(work, package, function)
+    for function in ("build_inline", "load_inline"):
+        pair = [script(work, package, function) for package in MODULES]
+        for s in pair:
             wall([py, str(s)], env)  # builds it (both share nothing: separate caches)
-            hits[(package, function)] = median_ms([py, str(s)], env, args.runs)
-    for package in MODULES:
-        s = script(work, package, "load_inline", work / f"build-dir-{package}")
-        wall([py, str(s)], env)
-        hits[(package, BUILD_DIR_CASE)] = median_ms([py, str(s)], env, max(3, args.runs // 4))
+        hits[function] = interleaved_ms([[py, str(s)] for s in pair], env, args.runs)
+        row(f"hit, `{function}`", *hits[function])
+    pair = []
     for package in MODULES:
         s = work / f"{package.replace('.', '_')}_generated.py"
         (work / f"gen-{package}").mkdir(exist_ok=True)
         s.write_text(GENERATED_FILE.format(module=MODULES[package], source=FILE_SOURCE,
                                            path=str(work / f"gen-{package}" / "generated.cc")))
         wall([py, str(s)], env)
-        hits[(package, "generated")] = median_ms([py, str(s)], env, max(3, args.runs // 4))
-    in_process_runs = max(40, args.runs)
-    for function in ("build_inline", "load_inline"):
-        for package, variant, extra_env in (("tvmffi_jit", "", {}), ("tvmffi_jit", " binary", {"TVMFFI_JIT_IN_PROCESS": "0"}),
-                                            ("tvm_ffi.cpp", "", {})):
-            s = work / f"{package.replace('.', '_')}_{function}_in_process.py"
-            s.write_text(IN_PROCESS.format(module=MODULES[package], source=SOURCE, runs=in_process_runs,
-                                           function=function))
-            out = subprocess.run([py, str(s)], env={**env, **extra_env}, capture_output=True, text=True,
-                                 check=True).stdout.split()
-            hits[(package, f"in-process {function}{variant}")] = (float(out[0]), float(out[1]))
+        pair.append([py, str(s)])
+    row("hit, `build` of a generated file rewritten before each run",
+        *interleaved_ms(pair, env, max(3, args.runs // 4)))
+    pair = [[py, str(script(work, package, "load_inline", work / f"build-dir-{package}"))] for package in MODULES]
+    for argv in pair:
+        wall(argv, env)
+    row("repeated call, `load_inline` with `build_directory`", *interleaved_ms(pair, env, max(3, args.runs // 4)), 0)
     cuda_home = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
     cuda_env = dict(env)
     if (cuda_home / "bin" / "nvcc").exists() and not args.no_cuda:
@@ -205,10 +273,10 @@ def main():
         cuda_env["LD_LIBRARY_PATH"] = os.pathsep.join([str(cuda_home / "lib64"), env.get("LD_LIBRARY_PATH", "")])
         if shutil.which("nvidia-smi") is None:
             cuda_env.setdefault("TVM_FFI_CUDA_ARCH_LIST", "9.0")
-        for package in MODULES:
-            s = script(work, package, "load_inline", cuda=True)
-            wall([py, str(s)], cuda_env)
-            hits[(package, "cuda")] = median_ms([py, str(s)], cuda_env, max(3, args.runs // 2))
+        pair = [[py, str(script(work, package, "load_inline", cuda=True))] for package in MODULES]
+        for argv in pair:
+            wall(argv, cuda_env)
+        row("hit, `load_inline`, CUDA source", *interleaved_ms(pair, cuda_env, max(3, args.runs // 2)))
     colds = {}
     for package in MODULES:
         s = script(work, package, "load_inline")
@@ -221,47 +289,15 @@ def main():
             shutil.rmtree(work / f"cold-jit-{i}", ignore_errors=True)
             shutil.rmtree(work / f"cold-tvm-ffi-{i}", ignore_errors=True)
         colds[package] = (statistics.median(t[0] for t in times) * 1000, statistics.median(t[1] for t in times) * 1000)
-
-    print(f"load average {os.getloadavg()[0]:.1f}; {args.runs} runs per hit figure (median), "
-          f"{args.cold_runs} per cold figure; {py}")
-    print()
-    print("| start-up floor (fresh process, median) | wall ms | CPU ms |")
-    print("|---|---|---|")
-    for k, (w, c) in floor.items():
-        print(f"| `{k}` | {w:.1f} | {c:.1f} |")
-    print()
-    print("| fresh process, whole run (median) | tvmffi_jit wall / CPU | tvm_ffi.cpp wall / CPU | ratio wall / CPU |")
-    print("|---|---|---|---|")
-
-    def row(label, ours, theirs, digits=1):
-        print(f"| {label} | {ours[0]:.{digits}f} / {ours[1]:.{digits}f} ms | {theirs[0]:.{digits}f} / {theirs[1]:.{digits}f} ms "
-              f"| {theirs[0] / ours[0]:.2f}x / {theirs[1] / ours[1]:.2f}x |")
-
-    for function in ("build_inline", "load_inline"):
-        row(f"hit, `{function}`", hits[("tvmffi_jit", function)], hits[("tvm_ffi.cpp", function)])
-    row("hit, `build` of a generated file rewritten before each run", hits[("tvmffi_jit", "generated")],
-        hits[("tvm_ffi.cpp", "generated")])
-    for function in ("build_inline", "load_inline"):
-        row(f"hit, `{function}`, repeated call in one process (per call, median of {in_process_runs})",
-            hits[("tvmffi_jit", f"in-process {function}")], hits[("tvm_ffi.cpp", f"in-process {function}")], 3)
-        row(f"the same, tvmffi_jit through the binary (`TVMFFI_JIT_IN_PROCESS=0`)",
-            hits[("tvmffi_jit", f"in-process {function} binary")], hits[("tvm_ffi.cpp", f"in-process {function}")], 3)
-    if ("tvmffi_jit", "cuda") in hits:
-        row("hit, `load_inline`, CUDA source", hits[("tvmffi_jit", "cuda")], hits[("tvm_ffi.cpp", "cuda")])
-    row("repeated call, `load_inline` with `build_directory`", hits[("tvmffi_jit", BUILD_DIR_CASE)],
-        hits[("tvm_ffi.cpp", BUILD_DIR_CASE)], 0)
     row("cold (empty cache), `load_inline`", colds["tvmffi_jit"], colds["tvm_ffi.cpp"], 0)
-    print()
+    say()
     for function, floor_name in (("build_inline", "python3 -c pass"), ("load_inline", "python3 -c 'import tvm_ffi'")):
         base = floor[floor_name]
-        ours, theirs = hits[("tvmffi_jit", function)], hits[("tvm_ffi.cpp", function)]
-        print(f"{function} hit above `{floor_name}` ({base[0]:.1f} ms wall, {base[1]:.1f} ms CPU): "
-              f"tvmffi_jit {ours[0] - base[0]:.1f} / {ours[1] - base[1]:.1f} ms, "
-              f"tvm_ffi.cpp {theirs[0] - base[0]:.1f} / {theirs[1] - base[1]:.1f} ms (wall / CPU)")
-    base = floor["python3 -c 'import tvmffi_jit'"]
-    ours = hits[("tvmffi_jit", "build_inline")]
-    print(f"build_inline hit above `python3 -c 'import tvmffi_jit'` ({base[0]:.1f} ms wall): "
-          f"{ours[0] - base[0]:.1f} ms wall, {ours[1] - base[1]:.1f} ms CPU (target: within 15 ms)")
+        ours, theirs = hits[function]
+        say(f"{function} hit above `{floor_name}` ({base[0]:.1f} ms wall, {base[1]:.1f} ms CPU): "
+            f"tvmffi_jit {ours[0] - base[0]:.1f} / {ours[1] - base[1]:.1f} ms, "
+            f"tvm_ffi.cpp {theirs[0] - base[0]:.1f} / {theirs[1] - base[1]:.1f} ms (wall / CPU)")
+
 
 if __name__ == "__main__":
     main()

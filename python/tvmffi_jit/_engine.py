@@ -25,7 +25,7 @@ IN_PROCESS_ENV = "TVMFFI_JIT_IN_PROCESS"
 
 _UNSET = object()
 _engine = _UNSET  # the loaded library, or None when there is none
-_lock = None  # threading.Lock, made on first use (import cost)
+_lock = None  # a lock (_thread), made on first use
 
 
 def library_path() -> str | None:
@@ -58,8 +58,8 @@ def _load():
     path = library_path()
     if path is None:
         return None
+    import _thread  # noqa: PLC0415 - a lock without threading's import (a fresh process's hit pays it)
     import ctypes  # noqa: PLC0415 - only when there is an engine to load
-    import threading  # noqa: PLC0415
 
     try:
         lib = ctypes.CDLL(path)
@@ -69,7 +69,7 @@ def _load():
     lib.tvmffi_jit_run.restype = ctypes.c_int
     lib.tvmffi_jit_free.argtypes = [ctypes.c_void_p]
     lib.tvmffi_jit_free.restype = None
-    _lock = threading.Lock()
+    _lock = _thread.allocate_lock()
     _engine = (lib, ctypes)
     return _engine
 

@@ -12,6 +12,7 @@
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/process.h"
+#include "tvmffi_jit/util/progress.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cli {
@@ -266,6 +267,10 @@ std::string explain_parse_error(CLI::App& app, const CLI::ParseError& e, const s
 // dispositions are left alone.
 int run_program(int argc, char** argv, bool embedded) {
   CommandContext ctx;
+  // The environment, read here once for every command (and again for every
+  // call of the engine library: its caller may have changed it in between).
+  ctx.environment = resolve_command_environment(toolchain::process_environment());
+  apply_process_settings(ctx.environment);
   CLI::App app{"tvmffi-jit: build C++/CUDA sources into cached Apache TVM FFI modules, emit and\n"
                "inspect cubin/fatbin/PTX, and validate GPU code through the CUDA driver."};
   app.name("tvmffi-jit");
@@ -283,7 +288,10 @@ int run_program(int argc, char** argv, bool embedded) {
   if (!embedded) util::install_termination_handlers();  // children never outlive a Ctrl-C (util/process.h)
   util::init_logging(0, false);
   // Re-initialise once -v/-q are known; this runs before any subcommand callback.
-  app.parse_complete_callback([&] { util::init_logging(ctx.global.verbosity, ctx.global.quiet); });
+  app.parse_complete_callback([&] {
+    util::init_logging(ctx.global.verbosity, ctx.global.quiet);
+    util::Progress::global().configure(status_line_options(ctx.global.quiet, ctx.environment));
+  });
   // Embedded, the engine library serves `build` only (the Python package's
   // in-process hits): setting up the other commands' options was a fifth of
   // the CPU time of a hit.

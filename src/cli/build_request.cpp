@@ -6,11 +6,14 @@
 #include <climits>
 #include <thread>
 
+#include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cli/commands.h"
+#include "tvmffi_jit/cli/environment.h"
 #include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/job_gate.h"
+#include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cli {
@@ -41,7 +44,7 @@ cache::RemoteOptions remote_options(const BuildArgs& args, const toolchain::EnvL
   cl.sign_key_file = args.remote_sign_key;
   cl.trusted_key_files = args.remote_trusted_keys;
   cache::RemoteOptions o = cache::remote_options_from_environment(cl, args.remote_read_only, env);
-  cache::check_remote_urls(o.urls);
+  o.servers = cache::parse_remote_urls(o.urls);
   if (!o.key_namespace.empty() && !cache::is_valid_entry_name(o.key_namespace))
     throw usage_error("remote namespace '" + o.key_namespace +
                       "': use letters, digits, '.', '_' and '-' (it becomes part of a URL path and a Redis key)");
@@ -111,7 +114,6 @@ BuildRequest resolve_build_request(const BuildArgs& args, const toolchain::EnvLo
   // Options first: a mistake in them is reported before any manifest is read.
   r.limits = resolve_job_limits(args.jobs, args.mem_per_job, machine);
   r.use_cache = args.build_dir.empty() && !args.no_cache;
-  r.cache_dir = args.cache_dir;
   r.force = args.force;
   r.verify = args.verify;
   r.build_dir = args.build_dir;
@@ -128,6 +130,8 @@ BuildRequest resolve_build_request(const BuildArgs& args, const toolchain::EnvLo
   r.validate = args.validate;
   r.require_driver = args.require_driver;
   r.driver = args.driver;
+  if (r.validate) r.validate_options = to_validate_options(args.driver, env);
+  r.libcuda = libcuda_library(env);
   r.outputs = args.outputs;
   r.job_trace = args.job_trace;
 
@@ -160,6 +164,17 @@ BuildRequest resolve_build_request(const BuildArgs& args, const toolchain::EnvLo
     else if (!m.manifest.manifest_path.empty()) m.base_dir = util::parent_path(m.manifest.manifest_path);
     else m.base_dir = cwd;
     r.modules.push_back(std::move(m));
+  }
+  // The cache root last: a usage error (exit 2) is reported before a root
+  // that cannot be used (exit 5), as when the build opened the root itself.
+  if (r.use_cache) {
+    const cache::RootEnvironment root_env = cache_root_environment(env);
+    r.cache_dir = cache_root_to_open(args.cache_dir, root_env);
+    try {
+      r.user_toolchain_memo_dir = cache::user_toolchain_memo_dir(root_env);
+    } catch (const Error& e) {
+      spdlog::debug("no per-user toolchain memo: {}", e.what());  // a memo only: the build goes on without it
+    }
   }
   return r;
 }

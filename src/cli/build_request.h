@@ -14,7 +14,7 @@
 
 #include "build_outputs.h"
 #include "cli/driver_load.h"
-#include "tvmffi_jit/cache/remote.h"
+#include "tvmffi_jit/cache/remote/options.h"
 #include "tvmffi_jit/compile/batch.h"
 #include "tvmffi_jit/compile/manifest.h"
 #include "tvmffi_jit/compile/plan.h"
@@ -96,7 +96,8 @@ struct BuildRequest {
 
   bool use_cache = true;  // not --build-dir, not --no-cache
   bool only_if_cached = false;  // the engine library's in-process path (docs/python.md)
-  std::string cache_dir;  // --cache-dir ("" : the cache's default root)
+  std::string cache_dir;  // the cache root (use_cache): --cache-dir, TVMFFI_JIT_CACHE_DIR, XDG_CACHE_HOME, HOME
+  std::string user_toolchain_memo_dir;  // cache::user_toolchain_memo_dir(); "" when no home directory is known
   bool force = false;
   bool verify = false;
   std::string build_dir;  // --build-dir (a batch builds each module in DIR/NAME)
@@ -111,6 +112,8 @@ struct BuildRequest {
   bool validate = false;
   bool require_driver = false;
   DriverLoadOptions driver;
+  driver::ValidateOptions validate_options;  // --validate: --device, --timeout and the environment's parts
+  std::string libcuda;                       // the driver library for arch detection (TVMFFI_JIT_LIBCUDA)
   BuildOutputOptions outputs;  // one module only
   std::string job_trace;       // --job-trace FILE
 };

@@ -25,8 +25,9 @@
 #include "tvmffi_jit/compile/batch.h"
 #include "output.h"
 #include "tvmffi_jit/cache/key.h"
-#include "tvmffi_jit/cache/remote.h"
+#include "tvmffi_jit/cache/remote/options.h"
 #include "tvmffi_jit/cache/root.h"
+#include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/compile/cached_build.h"
 #include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/compile/launch.h"
@@ -71,12 +72,13 @@ toolchain::Toolchain find_toolchain(const compile::Manifest& m, const BuildReque
     tc.rocm = toolchain::find_rocm_toolkit(r.env);
   // Kernel-only builds use tvm-ffi's include directories when it is there;
   // make_plan() says when a build needs it and it is missing.
-  tc.tvm_ffi = r.use_cache ? compile::find_tvm_ffi_memoized(r.tvm_ffi, r.cache_dir) : toolchain::find_tvm_ffi(r.tvm_ffi);
+  tc.tvm_ffi = r.use_cache ? compile::find_tvm_ffi_memoized(r.tvm_ffi, r.cache_dir, r.user_toolchain_memo_dir)
+                           : toolchain::find_tvm_ffi(r.tvm_ffi);
   return tc;
 }
 
-toolchain::DetectedGpus detect_gpus() {
-  driver::DriverStatus status = driver::query_driver();
+toolchain::DetectedGpus detect_gpus(const std::string& libcuda) {
+  driver::DriverStatus status = driver::query_driver(libcuda);
   toolchain::DetectedGpus gpus;
   gpus.available = status.available;
   gpus.reason = status.reason;
@@ -133,11 +135,11 @@ nlohmann::json result_json(const compile::BuildPlan& plan, const compile::BuildR
 
 nlohmann::json cached_result_json(const compile::BuildPlan& plan, const compile::CachedBuildResult& cr) {
   nlohmann::json j = result_json(plan, cr.build);
-  j["cache"] = cr.cache;
+  j["cache"] = cache::cache_status_name(cr.cache);
   j["key"] = cr.key;
   j["entry_dir"] = cr.entry_dir.empty() ? nlohmann::json() : nlohmann::json(cr.entry_dir);
-  if (cr.cache == "miss") j["miss_reason"] = cr.miss_reason;
-  if (cr.cache == "remote-hit") j["remote"] = cr.remote_source;
+  if (cr.cache == cache::CacheStatus::kMiss) j["miss_reason"] = cr.miss_reason;
+  if (cr.cache == cache::CacheStatus::kRemoteHit) j["remote"] = cr.remote_source;
   j["objects_reused"] = cr.objects_reused;
   j["objects_compiled"] = cr.objects_compiled;
   return j;
@@ -185,10 +187,11 @@ struct ModuleOutcome {
 };
 
 // One module, cached or not: the same for a single build and every module of a batch.
-ModuleOutcome build_module(Shared& sh, const Planned& p) {
+ModuleOutcome build_module(Shared& sh, const Planned& p, util::JobGate::Party* party) {
   const BuildRequest& r = sh.request;
   const compile::BuildPlan& plan = *p.plan;
   compile::ExecuteOptions exec = sh.exec;
+  exec.party = party;
   if (r.batch) exec.module = plan.name;
   ModuleOutcome out;
   if (r.use_cache) {
@@ -204,13 +207,13 @@ ModuleOutcome build_module(Shared& sh, const Planned& p) {
     co.in_flight = &sh.in_flight;
     co.only_if_cached = r.only_if_cached;
     compile::CachedBuildResult cr = compile::cached_build(plan, p.module->manifest, p.tc, co);
-    if (r.only_if_cached && cr.cache == "miss") {
+    if (r.only_if_cached && cr.cache == cache::CacheStatus::kMiss) {
       out.item.status = compile::BatchStatus::kHit;  // answered: nothing was built, the caller builds
       out.only_if_cached_miss = true;
-      out.json = nlohmann::json{{"name", plan.name}, {"cache", "miss"}, {"key", cr.key}, {"miss_reason", cr.miss_reason}};
+      out.json = nlohmann::json{{"name", plan.name}, {"cache", cache::cache_status_name(cr.cache)}, {"key", cr.key}, {"miss_reason", cr.miss_reason}};
       return out;
     }
-    out.item.status = cr.cache == "miss" ? compile::BatchStatus::kBuilt : compile::BatchStatus::kHit;
+    out.item.status = cr.cache == cache::CacheStatus::kMiss ? compile::BatchStatus::kBuilt : compile::BatchStatus::kHit;
     out.item.objects_reused = cr.objects_reused;
     out.item.objects_compiled = cr.objects_compiled;
     out.path = cr.build.artifact_path;
@@ -256,9 +259,9 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   // SIGINT/SIGTERM/SIGHUP stop the compilers and unwind, so the staging and
   // temp dirs below are removed on the way out (util/process.h).
   util::UnwindOnTermination unwind_on_termination;
-  // 1. The request: command line, environment (read here and only here),
+  // 1. The request: command line, environment (the lookup cli::run() made),
   //    manifest(s) and defaults, fully checked (exit 2) before anything runs.
-  const toolchain::EnvLookup env = toolchain::process_environment();
+  const toolchain::EnvLookup& env = ctx.environment.env;
   const MachineResources machine =
       read_machine_resources(toolchain::non_empty(env, "TVMFFI_JIT_CGROUP_ROOT").value_or("/"));
   BuildRequest request = resolve_build_request(args, env, machine);
@@ -271,8 +274,8 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   //    be planned is a failed module of the batch; otherwise it ends the batch.
   std::optional<toolchain::DetectedGpus> gpus;  // asked once for the batch (planning is serial)
   compile::PlanOptions plan_options = r.plan;
-  plan_options.detect_gpus = [&gpus] {
-    if (!gpus) gpus = detect_gpus();
+  plan_options.detect_gpus = [&gpus, &r] {
+    if (!gpus) gpus = detect_gpus(r.libcuda);
     return *gpus;
   };
   if (r.only_if_cached) plan_options.detect_gpus = no_gpu_detection;
@@ -327,9 +330,10 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   const size_t n = planned.size();
   std::vector<ModuleOutcome> outcomes(n);
   auto build_one = [&](size_t i) -> compile::BatchItem {
+    util::JobGate::Party party(&gate);  // checks in at the module's first job, or here when it ends
     const Planned& p = planned[i];
     if (!p.plan) throw Error(p.plan.error().kind, p.plan.why());
-    outcomes[i] = build_module(shared, p);
+    outcomes[i] = build_module(shared, p, &party);
     return outcomes[i].item;
   };
   const auto start = std::chrono::steady_clock::now();
@@ -349,7 +353,10 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
       const double wb = planned[b].plan ? estimated_work(*planned[b].plan) : 0;
       return wa > wb;
     });
+    // The first jobs are chosen among every starting module's (util/job_gate.h, hold).
+    gate.hold(std::min<size_t>(n, static_cast<size_t>(bo.concurrency)), std::chrono::milliseconds(1000));
     bo.on_failure = [&](size_t i, const compile::BatchItem& item) {
+      gate.release_hold();  // without -k the modules not started yet never check in
       const std::string where = planned[i].module->origin.empty() ? "" : " (" + planned[i].module->origin + ")";
       util::Progress::global().print_above("tvmffi-jit: error: " + planned[i].name + where + ": " + item.error + "\n");
     };
@@ -363,7 +370,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   std::vector<nlohmann::json> validations(n);
   for (size_t i = 0; r.validate && i < n; ++i) {
     if (items[i].status != compile::BatchStatus::kHit && items[i].status != compile::BatchStatus::kBuilt) continue;
-    int v = validate_build_output(outcomes[i].path, r.driver, r.require_driver, r.json ? &validations[i] : nullptr);
+    int v = validate_build_output(outcomes[i].path, r.validate_options, r.require_driver, r.json ? &validations[i] : nullptr);
     if (v != 0) {
       items[i].status = compile::BatchStatus::kFailed;
       items[i].exit_code = v;

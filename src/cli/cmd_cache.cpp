@@ -19,12 +19,12 @@
 
 #include "output.h"
 #include "tvmffi_jit/cache/maintenance.h"
-#include "tvmffi_jit/cache/remote.h"
-#include "tvmffi_jit/cache/signing.h"
+#include "tvmffi_jit/cache/remote/options.h"
+#include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/store.h"
-#include "tvmffi_jit/cache/transfer.h"
+#include "tvmffi_jit/cache/transfer/transfer.h"
 #include "tvmffi_jit/cli/commands.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/json.h"
@@ -48,6 +48,7 @@ struct CacheArgs {
   std::string sign_key;                      // export --sign-key FILE
   std::string key_name;                      // keygen NAME
   std::string key_out_dir;                   // keygen --out DIR
+  const CommandEnvironment* environment = nullptr;  // cli::run()'s, set at registration
 };
 
 void out(const std::string& s) { print_result(s); }
@@ -62,15 +63,16 @@ void out_json(const char* command, nlohmann::json j) {
   out(util::dump_json(j, 2) + "\n");
 }
 
+std::string root_path(const CacheArgs& a) { return cache::resolve_root_path(a.cache_dir, a.environment->cache_root); }
+std::string root_to_open(const CacheArgs& a) { return cache_root_to_open(a.cache_dir, a.environment->cache_root); }
+
 // Maintenance never creates a root; a missing one is simply empty.
-cache::Store open_store(const CacheArgs& a) {
-  return cache::Store(cache::open_root(cache::resolve_root_path(a.cache_dir), false));
-}
+cache::Store open_store(const CacheArgs& a) { return cache::Store(cache::open_root(root_to_open(a), false)); }
 
 // For commands that delete: the root must carry tvmffi-jit's markers
 // (cache/root.h). nullopt when the root does not exist (nothing to delete).
 std::optional<cache::Store> open_store_to_delete(const CacheArgs& a) {
-  cache::CacheRoot root = cache::open_root(cache::resolve_root_path(a.cache_dir), false);
+  cache::CacheRoot root = cache::open_root(root_to_open(a), false);
   if (!cache::require_marked_root(root)) return std::nullopt;
   return cache::Store(std::move(root));
 }
@@ -110,7 +112,7 @@ nlohmann::json info_json(const cache::EntryInfo& e, bool full) {
 }
 
 void run_path(const CacheArgs& a) {
-  std::string root = cache::resolve_root_path(a.cache_dir);
+  std::string root = root_path(a);
   if (a.json) out_json("path", {{"path", root}});
   else out(root + "\n");
 }
@@ -199,7 +201,7 @@ void print_clean(const char* command, const CacheArgs& a, const cache::Store& st
 }
 
 void print_nothing_to_clean(const char* command, const CacheArgs& a) {
-  std::string root = cache::resolve_root_path(a.cache_dir);
+  std::string root = root_path(a);
   if (a.json)
     out_json(command, {{"root", root}, {"entries_removed", 0}, {"bytes_removed", 0}, {"temporaries_removed", 0}, {"bytes_kept", 0}});
   else
@@ -239,6 +241,7 @@ void print_remote_stats(const cache::StatsCounters& s) {
   out("remote hits      " + std::to_string(s.remote_hits) + "\n" +
       "remote misses    " + std::to_string(s.remote_misses) + "\n" +
       "remote errors    " + std::to_string(s.remote_errors) + "\n" +
+      "remote timeouts  " + std::to_string(s.remote_timeouts) + "\n" +
       "remote corrupt   " + std::to_string(s.remote_corrupt) + "\n" +
       "remote untrusted " + std::to_string(s.remote_untrusted) + "\n" +
       "remote uploads   " + std::to_string(s.remote_stores) + "\n" +
@@ -311,7 +314,7 @@ void run_export(const CacheArgs& a) {
   // when --sign-key is not given): read before anything is written.
   cache::RemoteOptions keys;
   keys.sign_key_file = a.sign_key;
-  keys = cache::remote_options_from_environment(keys, false, toolchain::process_environment());
+  keys = cache::remote_options_from_environment(keys, false, a.environment->env);
   cache::ExportReport r =
       cache::export_entries(dirs, a.transfer_file, keys.sign_key ? &*keys.sign_key : nullptr);
   for (const auto& s : r.skipped) spdlog::warn("not exported: {}", s);
@@ -324,7 +327,7 @@ void run_export(const CacheArgs& a) {
 }
 
 void run_import(const CacheArgs& a) {
-  cache::Store store(cache::open_root(cache::resolve_root_path(a.cache_dir), true));
+  cache::Store store(cache::open_root(root_to_open(a), true));
   if (!store.writable()) throw io_error("cannot import into " + store.root() + ": " + store.unwritable_why());
   cache::ImportReport r = cache::import_entries(store, a.transfer_file);
   if (a.json) {
@@ -348,6 +351,7 @@ void run_keygen(const CacheArgs& a) {
 
 void register_cache_command(CLI::App& app, CommandContext& ctx) {
   auto args = std::make_shared<CacheArgs>();
+  args->environment = &ctx.environment;
   CLI::App* cache = app.add_subcommand("cache", "Inspect, verify and evict the module cache");
   cache->require_subcommand(1);
   cache->footer("The root is --cache-dir, else $TVMFFI_JIT_CACHE_DIR, else $XDG_CACHE_HOME/tvmffi-jit, else\n"

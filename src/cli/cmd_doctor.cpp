@@ -178,10 +178,11 @@ json probe_nvrtc() {
 // "version" is the headers' (the ABI modules are compiled against, as the
 // cache key records it); "package_version" the installed wheel's, which can
 // differ ("0.1.16" headers in the 0.1.15.post2 wheel). Both are shown, named.
-json probe_tvm_ffi(const DoctorOptions& options) {
+json probe_tvm_ffi(const DoctorOptions& options, const toolchain::EnvLookup& env) {
   json c = component("tvm-ffi");
   toolchain::TvmFfiSearch search;
   search.root = options.tvm_ffi_root;
+  search.env = env;
   auto loc = toolchain::find_tvm_ffi(search);
   if (!loc) {
     mark_missing(c, loc.error(), "pip install apache-tvm-ffi, or set TVM_FFI_ROOT / pass --tvm-ffi-root DIR");
@@ -211,11 +212,11 @@ struct DriverProbe {
   json gpus = json::array();
 };
 
-DriverProbe probe_driver() {
+DriverProbe probe_driver(const std::string& libcuda) {
   DriverProbe p;
   p.driver = component("driver");
   p.gpu = component("gpu");
-  const driver::DriverStatus status = driver::query_driver();
+  const driver::DriverStatus status = driver::query_driver(libcuda);
   p.driver["library"] = status.library.empty() ? json(nullptr) : json(status.library);
   p.driver["path"] = p.driver["library"];
   if (status.available) {
@@ -249,11 +250,11 @@ DriverProbe probe_driver() {
   return p;
 }
 
-json probe_cache(const DoctorOptions& options) {
+json probe_cache(const DoctorOptions& options, const cache::RootEnvironment& root_env) {
   json c = component("cache");
   std::string root;
   try {
-    root = cache::resolve_root_path(options.cache_dir);
+    root = cache::resolve_root_path(options.cache_dir, root_env);
   } catch (const Error& e) {
     mark_missing(c, e.what(), "set TVMFFI_JIT_CACHE_DIR or HOME, or pass --cache-dir DIR");
     return c;
@@ -293,7 +294,7 @@ json probe_cache(const DoctorOptions& options) {
   // a write probe), so doctor says what the build would refuse.
   cache::CacheRoot opened;
   try {
-    opened = cache::open_root(root, false);
+    opened = cache::open_root(cache_root_to_open(root, root_env), false);
   } catch (const Error& e) {
     mark_missing(c, e.what(), "pick a directory of your own with TVMFFI_JIT_CACHE_DIR or --cache-dir");
     return c;
@@ -481,13 +482,13 @@ void print_text(const json& report, bool color) {
 
 }  // namespace
 
-nlohmann::json collect_doctor_report(const DoctorOptions& options) {
-  const toolchain::EnvLookup env = toolchain::process_environment();
-  DriverProbe driver = probe_driver();
+nlohmann::json collect_doctor_report(const DoctorOptions& options, const CommandEnvironment& environment) {
+  const toolchain::EnvLookup& env = environment.env;
+  DriverProbe driver = probe_driver(environment.libcuda);
   // In kComponents order.
   std::vector<json> components = {probe_host_compiler(env, false), probe_host_compiler(env, true), probe_nvcc(env),
-                                  probe_nvrtc(), probe_tvm_ffi(options), driver.driver, driver.gpu,
-                                  probe_cache(options)};
+                                  probe_nvrtc(), probe_tvm_ffi(options, env), driver.driver, driver.gpu,
+                                  probe_cache(options, environment.cache_root)};
   std::set<std::string> required(options.require.begin(), options.require.end());
   for (const auto& c : kComponents) {
     if (c.required_by_default) required.insert(c.name);
@@ -553,11 +554,11 @@ void register_doctor_command(CLI::App& app, CommandContext& ctx) {
   cmd->footer("Exit status: 0 when every required component is found (c++, tvm-ffi, a usable cache root, and\n"
               "whatever --require names); 4 otherwise. Missing optional components are reported, not fatal.");
   cmd->callback([opts, &ctx] {
-    const json report = collect_doctor_report(opts->doctor);
+    const json report = collect_doctor_report(opts->doctor, ctx.environment);
     if (opts->json) {
       print_result(util::dump_json(report, 2) + "\n");
     } else {
-      print_text(report, util::terminal_style_for_fd(STDOUT_FILENO).color);
+      print_text(report, util::terminal_style_for_fd(STDOUT_FILENO, ctx.environment.terminal).color);
     }
     ctx.exit_code = report["ok"].get<bool>() ? 0 : static_cast<int>(ExitCode::kMissingTool);
   });

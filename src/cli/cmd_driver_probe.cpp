@@ -9,7 +9,8 @@ namespace tvmffi_jit::cli {
 void register_driver_probe_command(CLI::App& app, CommandContext& ctx) {
   CLI::App* cmd = app.add_subcommand("__driver-probe", "internal: load device code in a child process");
   cmd->group("");  // hidden from --help
-  cmd->callback([&ctx] { ctx.exit_code = driver::run_driver_probe(); });
+  // The child's own environment (inherited from the parent) names the driver library.
+  cmd->callback([&ctx] { ctx.exit_code = driver::run_driver_probe(ctx.environment.libcuda); });
 }
 
 }  // namespace tvmffi_jit::cli

@@ -5,6 +5,7 @@
 // file is invalid (its error says what and where), 2 for usage errors.
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,7 +42,10 @@ void keep_until_exit(std::vector<devcode::FileReport>&& reports) {
   kept->push_back(std::move(reports));
 }
 
-int run_inspect(const InspectArgs& args) {
+int run_inspect(const InspectArgs& args, const CommandEnvironment& environment) {
+  // Before anything is printed: a bad variable is exit 2 with nothing on stdout.
+  std::optional<driver::ValidateOptions> load;
+  if (args.load) load = to_validate_options(args.driver, environment.env);
   devcode::InspectOptions options;
   options.threads = args.jobs ? args.jobs : std::max(1u, std::thread::hardware_concurrency());
   options.demangle = !args.no_demangle;
@@ -61,8 +65,8 @@ int run_inspect(const InspectArgs& args) {
     if (args.json || args.load) reports.push_back(std::move(report));
   }
   int code = all_ok ? 0 : static_cast<int>(ExitCode::kInvalid);
-  if (args.load) {
-    int load_code = finish_inspect_load(reports, args.driver, args.json);
+  if (load) {
+    int load_code = finish_inspect_load(reports, *load, args.json);
     if (all_ok) code = load_code;
   } else {
     if (args.json && !devcode::write_json(stdout, reports, options.threads)) stdout_failed();
@@ -91,7 +95,7 @@ void register_inspect_command(CLI::App& app, CommandContext& ctx) {
   sub->add_option("files", args->files, "cubin, fatbin, PTX or ELF (.so/.o/executable) files")->required();
   sub->footer("Exit codes: 0 every file parsed; 3 a file is invalid or unreadable (its error says why);\n"
               "2 usage error; with --load also 3 if the driver rejects a file, 4 if there is no driver or device.");
-  sub->callback([args, &ctx] { ctx.exit_code = run_inspect(*args); });
+  sub->callback([args, &ctx] { ctx.exit_code = run_inspect(*args, ctx.environment); });
 }
 
 }  // namespace tvmffi_jit::cli

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tvmffi_jit/cli/environment.h"
+
 namespace tvmffi_jit::cli {
 
 struct DoctorOptions {
@@ -24,6 +26,8 @@ std::vector<std::string> component_names();
 // docs/tooling.md). Never throws for a missing component: each one has
 // "found": false, "problem" and "fix", and "ok" is false when a required one
 // is missing.
-nlohmann::json collect_doctor_report(const DoctorOptions& options);
+// `environment` is cli::run()'s: the finders' lookup, the cache root's and
+// the driver library's variables.
+nlohmann::json collect_doctor_report(const DoctorOptions& options, const CommandEnvironment& environment);
 
 }  // namespace tvmffi_jit::cli

@@ -18,15 +18,20 @@ void add_driver_load_options(CLI::App* sub, DriverLoadOptions& o) {
       ->check(CLI::PositiveNumber);
 }
 
-driver::ValidateOptions to_validate_options(const DriverLoadOptions& o) {
+driver::ValidateOptions to_validate_options(const DriverLoadOptions& o, const toolchain::EnvLookup& env) {
   driver::ValidateOptions v;
   v.device = o.device;
   v.timeout_seconds = o.timeout;
+  // An explicit library, for machines that run modules without a tvm-ffi
+  // installation (only the shared library copied beside them).
+  v.tvm_ffi_library = toolchain::non_empty(env, "TVMFFI_JIT_TVM_FFI_LIB").value_or("");
+  v.tvm_ffi_search.env = env;
+  v.ungated = toolchain::env_flag(env, driver::kUngatedEnv);
   return v;
 }
 
-int finish_inspect_load(const std::vector<devcode::FileReport>& reports, const DriverLoadOptions& o, bool json) {
-  std::vector<driver::FileVerdict> verdicts = driver::validate_files(reports, to_validate_options(o));
+int finish_inspect_load(const std::vector<devcode::FileReport>& reports, const driver::ValidateOptions& o, bool json) {
+  std::vector<driver::FileVerdict> verdicts = driver::validate_files(reports, o);
   std::string out;
   if (json) {
     nlohmann::json doc = devcode::to_json(reports);
@@ -47,12 +52,12 @@ int finish_inspect_load(const std::vector<devcode::FileReport>& reports, const D
 
 namespace tvmffi_jit::cli {
 
-int validate_build_output(const std::string& path, const DriverLoadOptions& o, bool require_driver,
+int validate_build_output(const std::string& path, const driver::ValidateOptions& o, bool require_driver,
                           nlohmann::json* json) {
   devcode::FileReport report = devcode::inspect_file(path);
   // A relocatable object is linked, not dlopen'ed: check its device code only.
   if (util::extension(path) == ".o") report.tvm_ffi_module = false;
-  driver::FileVerdict v = driver::validate_file(path, report, to_validate_options(o));
+  driver::FileVerdict v = driver::validate_file(path, report, o);
   if (json) *json = {{"offline", devcode::to_json(report)}, {"driver", driver::to_json(v)}};
   if (!util::log_quiet() || v.verdict == driver::Verdict::kInvalid) {
     std::string text = path + ": validation\n" + driver::format_text(v);

@@ -62,9 +62,9 @@ std::vector<int> nvcc_supported_archs(const std::string& nvcc, const std::string
   if (auto it = seen.find(nvcc); it != seen.end()) return it->second;
   std::string memo;
   std::string identity;
-  if (use_cache) {
+  if (use_cache && !cache_dir.empty()) {
     try {
-      const std::string root = cache::resolve_root_path(cache_dir);
+      const std::string& root = cache_dir;
       cache::IdentifyOptions io;
       io.memo_dir = util::join_path(root, "compilers");
       io.memo_writable = false;  // the build itself writes identities; only read them here
@@ -87,7 +87,7 @@ std::vector<int> nvcc_supported_archs(const std::string& nvcc, const std::string
   std::vector<int> archs = list_archs(nvcc);
   if (!memo.empty() && !archs.empty()) {
     try {
-      const std::string root = cache::resolve_root_path(cache_dir);
+      const std::string& root = cache_dir;
       cache::CacheRoot r = cache::open_root(root, true);
       if (r.writable) {
         util::make_directories(util::join_path(root, "toolchain"), 0700);

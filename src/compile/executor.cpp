@@ -398,7 +398,7 @@ BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, co
         if (options.gate) {
           const uint64_t bytes =
               options.memory ? options.memory->host.reservation() : host_job_bytes(options.cuda_job_bytes);
-          ticket = options.gate->acquire(1, bytes, util::JobGate::Priority::kFinish);
+          ticket = options.gate->acquire(1, bytes, util::JobGate::Priority::kFinish, 0, options.party);
         }
         const double started_at = options.trace ? options.trace->now() : 0;
         if (!link.depfile_name.empty()) util::remove_all(util::join_path(dir, link.depfile_name));

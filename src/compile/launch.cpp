@@ -30,7 +30,10 @@ CommandRecord run_step_command(const CompileStep& step, const std::string& build
   // host passes (preprocessing, cudafe++, the host compile) one after the
   // other: over a whole job it keeps about one core busy, so it takes one
   // slot and always runs its -gencode targets in parallel. Charging a slot
-  // per target (as before) left cores idle that `xargs -P` filled.
+  // per target (as before) left cores idle that `xargs -P` filled. A thread
+  // more, for the host front end beside the device passes, was measured and
+  // not kept: with 16 jobs on 16 cores its effect on the batch's time was
+  // within the run-to-run spread (docs/benchmarks.md#batch).
   const int nvcc_threads = cuda && step.gencode_targets() > 1 ? step.gencode_targets() : 0;
   const double queued_at = options && options->trace ? options->trace->now() : 0;
   util::JobMemoryEstimate* estimate = nullptr;
@@ -45,7 +48,7 @@ CommandRecord run_step_command(const CompileStep& step, const std::string& build
     // Heavier first (util/job_gate.h): an nvcc job weighs a device pass per
     // target on top of its host passes; a host compile weighs one.
     const double weight = device ? 2.0 + std::max(1, step.gencode_targets()) : 1.0;
-    ticket = options->gate->acquire(1, bytes, util::JobGate::Priority::kNormal, weight);
+    ticket = options->gate->acquire(1, bytes, util::JobGate::Priority::kNormal, weight, options->party);
   }
   const double started_at = options && options->trace ? options->trace->now() : 0;
   auto finish = [&](CommandRecord& rec) {

@@ -13,6 +13,7 @@
 
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/process.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::compile {
@@ -445,12 +446,6 @@ uint64_t argv_bytes(const std::vector<std::string>& args, size_t prefix = 0) {
   return n;
 }
 
-uint64_t environment_bytes() {
-  uint64_t n = 0;
-  for (char** e = environ; e && *e; ++e) n += std::strlen(*e) + 1 + sizeof(char*);
-  return n;
-}
-
 // posix_spawn fails with E2BIG when one argument passes the kernel's
 // per-string limit or argv plus the environment pass ARG_MAX; the flags of a
 // manifest are the only part of a compiler command that can grow without
@@ -487,7 +482,7 @@ void check_command_line_length(const Manifest& m, const CommandLineInputs* cli, 
   }
   // Room for what the plan adds (the compiler, tvm-ffi's includes, -o ...).
   constexpr uint64_t kGeneratedReserve = 64 * 1024;
-  const uint64_t env = environment_bytes();
+  const uint64_t env = util::child_environment_bytes();
   const uint64_t includes = argv_bytes(m.extra_include_paths, 2);
   const struct {
     uint64_t total;

@@ -144,15 +144,17 @@ Expected<std::unique_ptr<NvrtcApi>> open_candidate(const std::string& library) {
   return api;
 }
 
+std::mutex nvrtc_mutex;
+toolchain::EnvLookup nvrtc_environment = toolchain::fixed_environment({});
+
 // The first usable libnvrtc in search order. Successful loads are memoised by
 // candidate; failures are not (the environment may change between calls, and
 // tests change it on purpose).
 const NvrtcApi& nvrtc_api() {
-  static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<NvrtcApi>> loaded;
-  std::lock_guard<std::mutex> lock(mutex);
+  std::lock_guard<std::mutex> lock(nvrtc_mutex);
 
-  toolchain::NvrtcSearch search = toolchain::nvrtc_search();
+  toolchain::NvrtcSearch search = toolchain::nvrtc_search(nvrtc_environment);
   std::vector<std::string> failures;
   for (const auto& candidate : search.candidates) {
     auto it = loaded.find(candidate.library);
@@ -224,6 +226,11 @@ void append_line(std::string& log, const std::string& line) {
 }
 
 }  // namespace
+
+void set_nvrtc_environment(toolchain::EnvLookup env) {
+  std::lock_guard<std::mutex> lock(nvrtc_mutex);
+  nvrtc_environment = std::move(env);
+}
 
 NvrtcResult nvrtc_compile(const NvrtcRequest& request) {
   const NvrtcApi& api = nvrtc_api();

@@ -117,11 +117,8 @@ DriverHandle load_driver(const std::string& library) {
   return h;
 }
 
-const DriverHandle& open_driver() {
-  static const DriverHandle handle = [] {
-    const char* override_path = std::getenv(kLibcudaEnv);
-    return load_driver(override_path && *override_path ? override_path : "libcuda.so.1");
-  }();
+const DriverHandle& open_driver(const std::string& library) {
+  static const DriverHandle handle = load_driver(library);
   return handle;
 }
 

@@ -1,7 +1,8 @@
-// The CUDA driver API, reached at run time: dlopen("libcuda.so.1") (or
-// $TVMFFI_JIT_LIBCUDA) and cuGetProcAddress with each function's introduction
-// version, so the tool has no link-time dependency on libcuda and runs where no
-// driver exists. <cuda.h> is used for types only.
+// The CUDA driver API, reached at run time: dlopen("libcuda.so.1") (or the
+// library the CLI names, from $TVMFFI_JIT_LIBCUDA) and cuGetProcAddress with
+// each function's introduction version, so the tool has no link-time
+// dependency on libcuda and runs where no driver exists. <cuda.h> is used for
+// types only.
 //
 // Private to the driver layer: nothing outside src/driver/ may see CUDA types.
 #pragma once
@@ -11,10 +12,6 @@
 #include <string>
 
 namespace tvmffi_jit::driver {
-
-// Environment variable naming the libcuda to dlopen instead of libcuda.so.1
-// (tests point it at a fake driver; users at a driver outside the loader path).
-inline constexpr const char* kLibcudaEnv = "TVMFFI_JIT_LIBCUDA";
 
 // Function pointers into one loaded driver. A pointer is null when the driver
 // is too old to have that entry point (its introduction version is above the
@@ -67,9 +64,10 @@ struct DriverHandle {
   CudaApi api;
 };
 
-// Opens the driver once per process (later calls return the same object) and
-// calls cuInit(0): $TVMFFI_JIT_LIBCUDA if set, else libcuda.so.1. Never throws.
-const DriverHandle& open_driver();
+// Opens `library` once per process (later calls return the same object,
+// whatever they pass: a process talks to one driver) and calls cuInit(0).
+// Never throws.
+const DriverHandle& open_driver(const std::string& library);
 
 // The same for a given library, uncached (tests; open_driver uses it once).
 DriverHandle load_driver(const std::string& library);

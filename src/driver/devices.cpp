@@ -49,7 +49,7 @@ std::string format_driver_version(int version) {
   return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
 }
 
-DriverStatus query_driver() { return status_of(open_driver()); }
+DriverStatus query_driver(const std::string& libcuda) { return status_of(open_driver(libcuda)); }
 
 DriverStatus query_driver_at(const std::string& library) { return status_of(load_driver(library)); }
 

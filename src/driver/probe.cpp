@@ -277,7 +277,7 @@ ProbeResult probe_module(int id, const std::string& path, const std::string& tvm
 
 }  // namespace
 
-int run_driver_probe() {
+int run_driver_probe(const std::string& libcuda) {
   ProbeRequest request;
   try {
     std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
@@ -286,7 +286,7 @@ int run_driver_probe() {
     std::fprintf(stderr, "__driver-probe: bad request: %s\n", e.what());
     return 2;
   }
-  const DriverHandle& drv = open_driver();
+  const DriverHandle& drv = open_driver(libcuda);
   Session s{drv, drv.api, 0, nullptr, 0, 0, false, ""};
   bool has_images = false;
   for (const ProbeItem& item : request.items) has_images = has_images || item.kind == ProbeItem::Kind::kImage;

@@ -27,10 +27,6 @@ inline constexpr const char* kProbeMarker = "@@probe";
 // The hidden subcommand that runs the child side.
 inline constexpr const char* kProbeCommand = "__driver-probe";
 
-// Test hook: when "1", offline-invalid cubin/fatbin/PTX files are loaded
-// anyway (verdict still invalid), to show crash isolation on a real driver.
-inline constexpr const char* kUngatedEnv = "TVMFFI_JIT_VALIDATE_UNGATED";
-
 // An image the driver may pick from a fatbin: its arch and kernel names.
 struct ProbeCandidate {
   std::string arch;  // "sm_90", "compute_90"; "" when not loadable

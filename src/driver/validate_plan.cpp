@@ -9,7 +9,6 @@
 #include <set>
 
 #include "validate_internal.h"
-#include "tvmffi_jit/toolchain/environment.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -77,14 +76,9 @@ std::string temp_dir(Plan& plan, const ValidateOptions& o) {
   return plan.temp->path();
 }
 
-bool ungated() { return toolchain::env_flag(toolchain::process_environment(), kUngatedEnv); }
-
 Expected<std::string> find_tvm_ffi_library(const ValidateOptions& o) {
   if (!o.tvm_ffi_library.empty()) return o.tvm_ffi_library;
-  // An explicit library, for machines that run modules without a tvm-ffi
-  // installation (only the shared library copied beside them).
-  if (const char* env = std::getenv("TVMFFI_JIT_TVM_FFI_LIB"); env && *env) return std::string(env);
-  auto loc = toolchain::find_tvm_ffi(toolchain::TvmFfiSearch{});
+  auto loc = toolchain::find_tvm_ffi(o.tvm_ffi_search);
   if (!loc) return Unexpected{loc.error()};
   return util::join_path(loc->lib_dir, "libtvm_ffi.so");
 }
@@ -99,7 +93,7 @@ void plan_file(Plan& plan, size_t fi, const devcode::FileReport& r, const Valida
     v.message = "offline structure check failed: " + r.error;
     bool stand_alone = r.format == devcode::FileFormat::kCubin || r.format == devcode::FileFormat::kFatbin ||
                        r.format == devcode::FileFormat::kPtx;
-    if (!ungated() || !stand_alone) return;
+    if (!o.ungated || !stand_alone) return;
     // Test hook (docs/driver.md): load it anyway, to exercise crash isolation
     // on a real driver. The verdict stays invalid whatever the driver says.
     v.notes.push_back(std::string(kUngatedEnv) + " is set: loaded although the offline check failed");

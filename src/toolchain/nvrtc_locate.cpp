@@ -3,7 +3,6 @@
 #include <dirent.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <optional>
 
 #include "tvmffi_jit/util/fs.h"
@@ -13,11 +12,6 @@
 namespace tvmffi_jit::toolchain {
 
 namespace {
-
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
 
 // "libnvrtc.so.13" -> 13; anything else (libnvrtc.so, libnvrtc.so.13.0.88,
 // libnvrtc-builtins.so.13.0, libnvrtc.alt.so.13) -> nullopt. Only the soname
@@ -54,9 +48,9 @@ std::vector<std::string> nvrtc_files_in(const std::string& dir) {
 
 }  // namespace
 
-NvrtcSearch nvrtc_search() {
+NvrtcSearch nvrtc_search(const EnvLookup& env) {
   NvrtcSearch search;
-  std::string forced = env_or_empty("TVMFFI_JIT_LIBNVRTC");
+  std::string forced = env("TVMFFI_JIT_LIBNVRTC").value_or("");
   if (!forced.empty()) {
     search.forced = true;
     search.looked_in.push_back(forced + " (TVMFFI_JIT_LIBNVRTC)");
@@ -65,8 +59,8 @@ NvrtcSearch nvrtc_search() {
   }
 
   std::vector<std::pair<std::string, std::string>> homes;  // (toolkit root, origin)
-  if (auto v = env_or_empty("CUDA_HOME"); !v.empty()) homes.emplace_back(v, "CUDA_HOME");
-  if (auto v = env_or_empty("CUDA_PATH"); !v.empty()) homes.emplace_back(v, "CUDA_PATH");
+  if (auto v = non_empty(env, "CUDA_HOME")) homes.emplace_back(*v, "CUDA_HOME");
+  if (auto v = non_empty(env, "CUDA_PATH")) homes.emplace_back(*v, "CUDA_PATH");
   if (auto nvcc = util::find_program("nvcc")) {
     homes.emplace_back(util::parent_path(util::parent_path(util::absolute_path(*nvcc))), "nvcc on PATH");
   }

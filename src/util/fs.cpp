@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <utility>
 
 #include "tvmffi_jit/util/error.h"
@@ -373,9 +374,20 @@ uint64_t random_seed() {
   return seed;
 }
 
+namespace {
+// Set once by the CLI before any command runs; read by every thread that makes a temp dir.
+std::mutex temp_root_mutex;
+std::string temp_root_dir;
+}  // namespace
+
 std::string temp_root() {
-  const char* t = std::getenv("TMPDIR");
-  return (t && *t) ? std::string(t) : std::string("/tmp");
+  std::lock_guard<std::mutex> lock(temp_root_mutex);
+  return temp_root_dir.empty() ? std::string("/tmp") : temp_root_dir;
+}
+
+void set_temp_root(std::string dir) {
+  std::lock_guard<std::mutex> lock(temp_root_mutex);
+  temp_root_dir = std::move(dir);
 }
 
 TempDir::TempDir(const std::string& parent, const std::string& prefix) {

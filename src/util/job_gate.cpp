@@ -35,7 +35,41 @@ JobGate::JobGate(int slots, uint64_t memory_bytes)
       memory_(memory_bytes),
       free_slots_(slots_) {}
 
-JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priority priority, double weight) {
+void JobGate::Party::check_in() {
+  if (gate_ && !checked_in_.exchange(true)) gate_->checked_in();
+}
+
+void JobGate::hold(size_t parties, std::chrono::milliseconds max_wait) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_for_ = parties;
+    hold_until_ = std::chrono::steady_clock::now() + max_wait;
+  }
+  changed_.notify_all();
+}
+
+void JobGate::release_hold() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_for_ = 0;
+  }
+  changed_.notify_all();
+}
+
+void JobGate::checked_in() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    count_check_in();
+  }
+  changed_.notify_all();
+}
+
+void JobGate::count_check_in() {
+  if (held_for_ > 0) --held_for_;
+}
+
+JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priority priority, double weight,
+                                 Party* party) {
   max_slots = std::max(1, max_slots);
   // A job larger than the whole budget runs alone instead of never.
   if (memory_ != 0) bytes_per_slot = std::min(bytes_per_slot, memory_);
@@ -43,12 +77,25 @@ JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priorit
   const auto me = std::make_tuple(-static_cast<int>(priority), -weight, arrivals_++);
   queue_.insert(me);
   ++waiting_;
+  // The module checks in once its job is queued, under the same lock: were
+  // the hold to end first, the jobs already queued would start without it.
+  if (party && party->gate_ == this && !party->checked_in_.exchange(true)) {
+    count_check_in();
+    if (held_for_ == 0) changed_.notify_all();  // the first in line may be another module's job
+  }
   auto fits = [&](int n) {
     return free_slots_ >= n && (memory_ == 0 || reserved_ + bytes_per_slot * static_cast<uint64_t>(n) <= memory_);
   };
   // Only the first in serving order may start: a job that does not fit yet
   // (memory) is not overtaken by smaller ones behind it, so it cannot starve.
-  changed_.wait(lock, [&] { return *queue_.begin() == me && fits(1); });
+  for (;;) {
+    if (held_for_ > 0 && std::chrono::steady_clock::now() >= hold_until_) held_for_ = 0;
+    if (held_for_ == 0 && *queue_.begin() == me && fits(1)) break;
+    if (held_for_ > 0)
+      changed_.wait_until(lock, hold_until_);
+    else
+      changed_.wait(lock);
+  }
   queue_.erase(me);
   --waiting_;
   int n = 1;

@@ -211,14 +211,35 @@ std::string ProcessResult::status_text() const {
   return "exit status " + std::to_string(exit_code);
 }
 
+namespace {
+// Set once by the CLI before any command runs; read by every thread that spawns.
+std::mutex search_path_mutex;
+std::optional<std::string> search_path;
+
+std::string program_search_path() {
+  std::lock_guard<std::mutex> lock(search_path_mutex);
+  return search_path.value_or("/usr/bin:/bin");
+}
+}  // namespace
+
+void set_program_search_path(std::optional<std::string> path) {
+  std::lock_guard<std::mutex> lock(search_path_mutex);
+  search_path = std::move(path);
+}
+
+uint64_t child_environment_bytes() {
+  uint64_t n = 0;
+  for (char** e = environ; e && *e; ++e) n += std::strlen(*e) + 1 + sizeof(char*);
+  return n;
+}
+
 std::optional<std::string> find_program(const std::string& name) {
   if (name.empty()) return std::nullopt;
   if (name.find('/') != std::string::npos) {
     if (::access(name.c_str(), X_OK) == 0) return name;
     return std::nullopt;
   }
-  const char* path = std::getenv("PATH");
-  for (const auto& dir : split_any(path ? path : "/usr/bin:/bin", ":")) {
+  for (const auto& dir : split_any(program_search_path(), ":")) {
     std::string cand = dir + "/" + name;
     struct stat st;
     if (::stat(cand.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(cand.c_str(), X_OK) == 0) return cand;

@@ -3,7 +3,6 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
 
 #include <spdlog/sinks/sink.h>
@@ -35,9 +34,10 @@ TerminalStyle terminal_style(bool is_tty, const char* term, const char* no_color
   return style;
 }
 
-TerminalStyle terminal_style_for_fd(int fd) {
-  return terminal_style(::isatty(fd) == 1, std::getenv("TERM"), std::getenv("NO_COLOR"),
-                        std::getenv("CLICOLOR_FORCE"), std::getenv("FORCE_COLOR"));
+TerminalStyle terminal_style_for_fd(int fd, const TerminalEnvironment& env) {
+  auto c_str = [](const std::optional<std::string>& v) { return v ? v->c_str() : nullptr; };
+  return terminal_style(::isatty(fd) == 1, c_str(env.term), c_str(env.no_color), c_str(env.clicolor_force),
+                        c_str(env.force_color));
 }
 
 std::string elide_middle(std::string_view text, size_t width) {
@@ -92,9 +92,9 @@ struct Progress::LogRoute : spdlog::sinks::sink {
   std::vector<spdlog::sink_ptr> original_;
 };
 
-Progress::Options Progress::options_from_environment(bool quiet) {
+Progress::Options Progress::options_for_stderr(bool quiet, const TerminalEnvironment& env) {
   Options options;
-  const TerminalStyle style = terminal_style_for_fd(STDERR_FILENO);
+  const TerminalStyle style = terminal_style_for_fd(STDERR_FILENO, env);
   options.mode = quiet ? ProgressMode::kSilent : style.smart ? ProgressMode::kTerminal : ProgressMode::kLines;
   options.color = style.color;
   options.out = stderr;
@@ -125,7 +125,7 @@ ProgressMode Progress::mode() const {
 
 void Progress::ensure_configured_locked() {
   if (configured_) return;
-  options_ = options_from_environment(log_quiet());
+  options_ = options_for_stderr(log_quiet(), TerminalEnvironment{});
   configured_ = true;
 }
 

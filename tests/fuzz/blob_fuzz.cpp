@@ -1,4 +1,4 @@
-// libFuzzer target over the blob reader (cache/blob.h): zstd framing, tar
+// libFuzzer target over the blob reader (cache/transfer/blob.h): zstd framing, tar
 // headers, the manifest, sizes, hashes and the end of the archive. Every
 // input must either read completely or throw tvmffi_jit::Error, never crash
 // or allocate beyond the limits. Built with clang -fsanitize=fuzzer by
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "tvmffi_jit/cache/blob.h"
+#include "tvmffi_jit/cache/transfer/blob.h"
 #include "tvmffi_jit/util/error.h"
 
 namespace {

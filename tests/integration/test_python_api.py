@@ -95,6 +95,23 @@ def test_signature_is_tvm_ffi_cpps(name):
     assert describe(ours) == describe(theirs)
 
 
+def test_tvm_ffi_under_test_is_a_version_the_package_accepts():
+    # These tests (signatures, the wrapper byte for byte, tvm_ffi's own suite)
+    # are what admits a tvm-ffi version: run against one outside pyproject's
+    # range, they would vouch for a version pip never installs with the package.
+    import tomllib  # noqa: PLC0415
+    from importlib.metadata import version  # noqa: PLC0415
+
+    from packaging.requirements import Requirement  # noqa: PLC0415
+
+    deps = tomllib.loads((SOURCE_DIR / "pyproject.toml").read_text())["project"]["dependencies"]
+    [accepted] = [r for r in map(Requirement, deps) if r.name == "apache-tvm-ffi"]
+    installed = version("apache-tvm-ffi")
+    assert accepted.specifier.contains(installed, prereleases=True), (
+        f"apache-tvm-ffi {installed} is installed, pyproject.toml accepts {accepted.specifier}: "
+        f"pip install '{accepted}' (scripts/setup.sh), or widen the range with these tests passing")
+
+
 def test_import_loads_neither_tvm_ffi_nor_numpy():
     code = "import sys, tvmffi_jit; print(sorted(m for m in ('tvm_ffi', 'numpy') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(PYTHON_DIR)},

@@ -3,10 +3,13 @@ wheel, which this test inspects and installs into a fresh venv, then runs
 `tvmffi-jit --version`, a `tvmffi-jit build` and a Python `load_inline` from
 there, with nothing pointing at the build tree.
 
-Slow on a first run (the wheel compiles the CLI in build-wheel/, without the
-tests); the build tree is kept, so later runs rebuild only what changed, and
-the one wheel is shared by every check here (module-scoped fixtures). The venv
-sees the base environment's packages (--system-site-packages), so the
+Slow on a first run (the wheel compiles the CLI in build-wheel/tree/, without
+the tests); the build tree is kept, so later runs rebuild only what changed, and
+the one wheel is shared by every check here (module-scoped fixtures). pip runs
+with build isolation, as users run it, from a local wheelhouse (offline): the
+second `pip wheel .` then runs in a new isolated environment, the case that
+made scikit-build-core wipe the objects (cmake/wheel.cmake); it costs seconds.
+The venv sees the base environment's packages (--system-site-packages), so the
 apache-tvm-ffi dependency resolves offline.
 """
 
@@ -44,38 +47,56 @@ def run(argv, **kw):
 
 
 WHEEL_BUILD_DIR = SOURCE_DIR / "build-wheel"  # pyproject.toml's build-dir
+WHEEL_TREE = WHEEL_BUILD_DIR / "tree"  # where the pip build compiles (cmake/wheel.cmake)
+# scikit-build-core and its dependencies as wheels (scripts/setup.sh downloads
+# them): pip builds with build isolation, as users run it, but offline.
+BUILD_WHEELHOUSE = BINARY_DIR / "pip-build-wheelhouse"
 
 
-def pip_wheel(dist):
+@pytest.fixture(scope="module")
+def build_wheelhouse():
+    if not list(BUILD_WHEELHOUSE.glob("scikit_build_core-*.whl")):
+        run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", BUILD_WHEELHOUSE,
+             "scikit-build-core>=0.11"])
+    return BUILD_WHEELHOUSE
+
+
+def pip_wheel(dist, wheelhouse):
+    """`pip wheel .` with build isolation: each run installs scikit-build-core into a new temp folder."""
     shutil.rmtree(dist, ignore_errors=True)
     # scikit-build-core would take CXX from Python's sysconfig (g++); c++/cc are
     # what CMake picks for the developer build, so ccache serves its objects.
     env = clean_env(CXX=os.environ.get("CXX", "c++"), CC=os.environ.get("CC", "cc"))
-    run([sys.executable, "-m", "pip", "wheel", SOURCE_DIR, "--no-build-isolation", "--no-deps", "-q", "-w", dist],
-        env=env, cwd=SOURCE_DIR)
+    run([sys.executable, "-m", "pip", "wheel", SOURCE_DIR, "--no-index", "--find-links", wheelhouse, "--no-deps",
+         "-q", "-w", dist], env=env, cwd=SOURCE_DIR)
     [whl] = dist.glob("*.whl")
     return whl
 
 
-def ninja_log_outputs():
-    """The outputs ninja has recorded building in the wheel's build tree, one per command it ran."""
-    log = WHEEL_BUILD_DIR / ".ninja_log"
-    if not log.is_file():
-        return []
-    return [line.split("\t")[3] for line in log.read_text().splitlines()[1:] if line.count("\t") >= 4]
+def skbuild_path():
+    """The scikit-build-core a pip build ran (its record in the build dir): a new folder for each isolated build."""
+    return json.loads((WHEEL_BUILD_DIR / ".skbuild-info.json").read_text())["skbuild_path"]
+
+
+def ninja_logs():
+    """Every ninja log in the wheel's build dir (the outer build's and the tree's): one line per command run."""
+    return {log: log.read_text().splitlines() for log in WHEEL_BUILD_DIR.glob("**/.ninja_log")}
 
 
 @pytest.fixture(scope="module")
-def wheel():
-    return pip_wheel(BINARY_DIR / "wheel-dist")
+def wheel(build_wheelhouse):
+    return pip_wheel(BINARY_DIR / "wheel-dist", build_wheelhouse)
 
 
 @pytest.fixture(scope="module")
-def second_build(wheel):
-    """A second `pip wheel .` of the unchanged checkout: what ninja ran for it."""
-    before = len(ninja_log_outputs())
-    pip_wheel(BINARY_DIR / "wheel-dist-2")
-    return ninja_log_outputs()[before:]
+def second_build(wheel, build_wheelhouse):
+    """A second `pip wheel .` of the unchanged checkout: what ninja ran for it, and whether it ran in a new
+    isolated environment (which makes scikit-build-core wipe its build dir's CMakeFiles/)."""
+    before, first_env = ninja_logs(), skbuild_path()
+    pip_wheel(BINARY_DIR / "wheel-dist-2", build_wheelhouse)
+    ran = [line.split("\t")[3] for log, lines in ninja_logs().items()
+           for line in lines[len(before.get(log, [""])):] if line.count("\t") >= 4]
+    return {"ran": ran, "new_isolated_env": skbuild_path() != first_env}
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +134,7 @@ def test_auditwheel_finds_the_wheel_manylinux_2_34_and_repair_tags_it_so(wheel, 
 
 
 def test_wheel_is_a_release_build_without_debug_info(wheel, tmp_path):
-    cache = (WHEEL_BUILD_DIR / "CMakeCache.txt").read_text()
+    cache = (WHEEL_TREE / "CMakeCache.txt").read_text()
     assert re.search(r"^CMAKE_BUILD_TYPE:STRING=Release$", cache, re.M)
     assert re.search(r"^TVMFFI_JIT_BUILD_TESTS:BOOL=OFF$", cache, re.M)
     with zipfile.ZipFile(wheel) as z:
@@ -123,8 +144,9 @@ def test_wheel_is_a_release_build_without_debug_info(wheel, tmp_path):
             assert ".text" in sections and ".debug_" not in sections, name
 
 
-def test_second_pip_wheel_recompiles_nothing(second_build):
-    compiled = [o for o in second_build if o.endswith(".o")]
+def test_second_isolated_pip_wheel_recompiles_nothing(second_build):
+    assert second_build["new_isolated_env"]  # the case that used to recompile everything
+    compiled = [o for o in second_build["ran"] if o.endswith(".o")]
     assert compiled == [], compiled
 
 

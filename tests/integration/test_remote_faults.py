@@ -240,6 +240,29 @@ def test_a_server_dripping_a_byte_at_a_time_is_bounded_by_the_total_deadline(pro
     assert p.elapsed < 20, p.elapsed
 
 
+def stats(proj):
+    return json.loads(subprocess.run([TOOL, "cache", "stats", "--json"], env=proj.env, capture_output=True,
+                                     text=True, check=True).stdout)
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_cache_stats_count_a_missed_deadline_as_a_remote_timeout_and_a_refusal_as_an_error_only(proj, kind):
+    with fake(silent) as srv:
+        assert build(proj, srv.url(kind), env={"TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT": "1s"}).returncode == 0
+    s = stats(proj)
+    assert (s["remote_errors"], s["remote_timeouts"]) == (1, 1), s
+    # Another module (a miss again) against a port nobody listens on: refused at
+    # once, an error that is not a timeout.
+    proj.manifest.write_text(json.dumps({"name": "faults_m", "cpp_sources": "int m() { return 8; }"}))
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    url = f"redis://127.0.0.1:{port}" if kind == "redis" else f"http://127.0.0.1:{port}/c"
+    assert build(proj, url, env={"TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT": "1s"}).returncode == 0
+    s = stats(proj)
+    assert (s["remote_errors"], s["remote_timeouts"]) == (2, 1), s
+
+
 def test_bad_deadline_and_size_variables_are_usage_errors_naming_the_variable(proj):
     for var, value in (("TVMFFI_JIT_REMOTE_TIMEOUT", "soon"), ("TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT", "0"),
                        ("TVMFFI_JIT_REMOTE_MAX_BLOB", "-1")):

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tvmffi_jit/cache/blob.h"
+#include "tvmffi_jit/cache/transfer/blob.h"
 #include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/key.h"
 #include "tvmffi_jit/cache/portable.h"

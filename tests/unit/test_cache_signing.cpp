@@ -1,4 +1,4 @@
-// Signed cache entries (cache/signing.h): key files, the signed message,
+// Signed cache entries (cache/transfer/signing.h): key files, the signed message,
 // and which signatures a reader accepts.
 #include <catch2/catch.hpp>
 
@@ -8,8 +8,8 @@
 #include <functional>
 #include <string>
 
-#include "tvmffi_jit/cache/blob.h"
-#include "tvmffi_jit/cache/signing.h"
+#include "tvmffi_jit/cache/transfer/blob.h"
+#include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 

@@ -105,17 +105,17 @@ TEST_CASE("a root that cannot be created is reported unwritable, not an error", 
 }
 
 TEST_CASE("root resolution: --cache-dir, TVMFFI_JIT_CACHE_DIR, XDG_CACHE_HOME, HOME", "[cache][root]") {
-  ::setenv("TVMFFI_JIT_CACHE_DIR", "/env/cache", 1);
-  ::setenv("XDG_CACHE_HOME", "/xdg", 1);
-  CHECK(resolve_root_path("/flag") == "/flag");
-  CHECK(resolve_root_path("") == "/env/cache");
-  ::unsetenv("TVMFFI_JIT_CACHE_DIR");
-  CHECK(resolve_root_path("") == "/xdg/tvmffi-jit");
-  ::unsetenv("XDG_CACHE_HOME");
-  std::string home = std::getenv("HOME") ? std::getenv("HOME") : "";
-  ::setenv("HOME", "/home/u", 1);
-  CHECK(resolve_root_path("") == "/home/u/.cache/tvmffi-jit");
-  if (!home.empty()) ::setenv("HOME", home.c_str(), 1);
+  RootEnvironment env{"/env/cache", "/xdg", "/home/u"};
+  CHECK(resolve_root_path("/flag", env) == "/flag");
+  CHECK(resolve_root_path("", env) == "/env/cache");
+  env.cache_dir = "";  // empty is unset
+  CHECK(resolve_root_path("", env) == "/xdg/tvmffi-jit");
+  CHECK(user_toolchain_memo_dir(env) == "/xdg/tvmffi-jit-toolchain");
+  env.xdg_cache_home = "relative/xdg";  // the XDG spec ignores a relative one
+  CHECK(resolve_root_path("", env) == "/home/u/.cache/tvmffi-jit");
+  env.xdg_cache_home.reset();
+  CHECK(resolve_root_path("", env) == "/home/u/.cache/tvmffi-jit");
+  CHECK(user_toolchain_memo_dir(env) == "/home/u/.cache/tvmffi-jit-toolchain");
 }
 
 TEST_CASE("entry names cannot escape the root", "[cache][root]") {

@@ -254,9 +254,8 @@ TEST_CASE("the NVRTC search honours CUDA_HOME first and prefers the highest sona
                         "libnvrtc-builtins.so.13.0", "libnvrtc.alt.so.13"}) {
     util::write_file(home.path() + "/lib64/" + f, "");
   }
-  ScopedEnv unforced("TVMFFI_JIT_LIBNVRTC", nullptr);
-  ScopedEnv cuda_home("CUDA_HOME", home.path().c_str());
-  toolchain::NvrtcSearch search = toolchain::nvrtc_search();
+  // The variables come from the lookup given, not from the process.
+  toolchain::NvrtcSearch search = toolchain::nvrtc_search(toolchain::fixed_environment({{"CUDA_HOME", home.path()}}));
   REQUIRE_FALSE(search.forced);
   REQUIRE(search.candidates.size() >= 3);
   CHECK(search.candidates[0].library == home.path() + "/lib64/libnvrtc.so.13");
@@ -272,7 +271,8 @@ TEST_CASE("an empty CUDA_HOME falls through to the other toolkits", "[build][nvr
   util::TempDir empty_home;
   ScopedEnv unforced("TVMFFI_JIT_LIBNVRTC", nullptr);
   ScopedEnv cuda_home("CUDA_HOME", empty_home.path().c_str());
-  toolchain::NvrtcSearch search = toolchain::nvrtc_search();
+  // The process's environment, as nvrtc_compile() below searches it (tests/unit/main.cpp).
+  toolchain::NvrtcSearch search = toolchain::nvrtc_search(toolchain::process_environment());
   CHECK(search.looked_in.front() == empty_home.path() + "/lib64 (CUDA_HOME)");
   for (const auto& c : search.candidates) CHECK(c.library.rfind(empty_home.path(), 0) != 0);
   CHECK(compile::nvrtc_compile(request(kKernels)).ok);

@@ -159,3 +159,74 @@ TEST_CASE("among waiting compiles the heavier (an nvcc job) starts first", "[uti
   CHECK(heavy_turn == 1);
   CHECK(light_turn == 2);
 }
+
+TEST_CASE("a held gate admits no job until every module of the batch has checked in", "[util][job_gate]") {
+  util::JobGate gate(1, 0);
+  gate.hold(2, std::chrono::minutes(10));  // two modules start; the limit never comes into play here
+  std::atomic<int> order{0};
+  int light_turn = 0, heavy_turn = 0;
+  util::JobGate::Party light_module(&gate);
+  // The host compile's module computes its keys first and asks while the slot is free...
+  std::thread light([&] {
+    util::JobGate::Ticket t = gate.acquire(1, 1, util::JobGate::Priority::kNormal, 1.0, &light_module);
+    light_turn = ++order;
+  });
+  while (gate.waiting() < 1) std::this_thread::yield();
+  CHECK(order.load() == 0);  // ...and still waits: one module has not checked in
+  // ...so the nvcc job, which asks later, is served first.
+  util::JobGate::Party heavy_module(&gate);
+  std::thread heavy([&] {
+    util::JobGate::Ticket t = gate.acquire(1, 1, util::JobGate::Priority::kNormal, 4.0, &heavy_module);
+    heavy_turn = ++order;
+  });
+  light.join();
+  heavy.join();
+  CHECK(heavy_turn == 1);
+  CHECK(light_turn == 2);
+}
+
+namespace {
+// A module's job that asks the held gate from its own thread; returns once it waits there.
+std::thread queue_job(util::JobGate& gate, util::JobGate::Party& module, std::atomic<bool>& admitted) {
+  std::thread job([&] {
+    util::JobGate::Ticket t = gate.acquire(1, 1, util::JobGate::Priority::kNormal, 1.0, &module);
+    admitted = true;
+  });
+  while (gate.waiting() < 1) std::this_thread::yield();
+  return job;
+}
+}  // namespace
+
+TEST_CASE("a module that ends without a job checks in, so the hold cannot outlive it", "[util][job_gate]") {
+  util::JobGate gate(2, 0);
+  gate.hold(2, std::chrono::minutes(10));
+  util::JobGate::Party waiting_module(&gate);
+  std::atomic<bool> admitted{false};
+  std::thread job = queue_job(gate, waiting_module, admitted);
+  CHECK_FALSE(admitted.load());
+  {
+    util::JobGate::Party hit_module(&gate);  // a cache hit: no job, checks in when it ends
+  }
+  job.join();
+  CHECK(admitted.load());
+}
+
+TEST_CASE("a hold ends at its time limit even if a module never checks in", "[util][job_gate]") {
+  util::JobGate gate(1, 0);
+  gate.hold(2, std::chrono::milliseconds(50));  // the second module is stuck elsewhere
+  util::JobGate::Party module(&gate);
+  util::JobGate::Ticket t = gate.acquire(1, 1, util::JobGate::Priority::kNormal, 1.0, &module);
+  CHECK(t.slots() == 1);
+}
+
+TEST_CASE("release_hold admits the waiting jobs at once", "[util][job_gate]") {
+  util::JobGate gate(1, 0);
+  gate.hold(3, std::chrono::minutes(10));
+  util::JobGate::Party module(&gate);
+  std::atomic<bool> admitted{false};
+  std::thread job = queue_job(gate, module, admitted);
+  CHECK_FALSE(admitted.load());
+  gate.release_hold();  // a module failed without --keep-going
+  job.join();
+  CHECK(admitted.load());
+}

@@ -21,21 +21,38 @@
 // itself are never a cache root.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
 namespace tvmffi_jit::cache {
 
+// The variables where the root is depends on, as the CLI read them from the
+// environment it resolved (the cache takes values, not variable names);
+// nullopt: unset.
+struct RootEnvironment {
+  std::optional<std::string> cache_dir;       // TVMFFI_JIT_CACHE_DIR
+  std::optional<std::string> xdg_cache_home;  // XDG_CACHE_HOME (used when absolute)
+  std::optional<std::string> home;            // HOME (else the passwd entry's home)
+};
+
 // --cache-dir, else $TVMFFI_JIT_CACHE_DIR, else $XDG_CACHE_HOME/tvmffi-jit,
 // else ~/.cache/tvmffi-jit. Returned absolute (lexically), not resolved.
-std::string resolve_root_path(const std::string& cli_value);
+// Throws Error(kIo, exit 5) when no home directory is known for the default.
+std::string resolve_root_path(const std::string& cli_value, const RootEnvironment& env);
+
+// Throws Error(kIo, exit 5) when `path` is the directory `home` ($HOME,
+// which may differ from the passwd entry's home that open_root() refuses
+// itself); for whoever opens a root and has the environment.
+void refuse_home_directory(const std::string& path, const std::string& home);
 
 // The per-user directory of toolchain memos that every cache root of this
 // user may share ($XDG_CACHE_HOME/tvmffi-jit-toolchain, else
 // ~/.cache/tvmffi-jit-toolchain): a new root reads what another root has
 // learnt about the toolchain instead of running tvm-ffi-config again.
 // Not a cache root: it holds memos only, each validated before use.
-std::string user_toolchain_memo_dir();
+// Throws Error(kIo) when no home directory is known.
+std::string user_toolchain_memo_dir(const RootEnvironment& env);
 
 inline constexpr const char* kCacheDirTagName = "CACHEDIR.TAG";
 inline constexpr const char* kRootMarkerName = "TVMFFI_JIT_CACHE";

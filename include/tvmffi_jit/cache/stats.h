@@ -28,10 +28,11 @@ struct StatsCounters {
   uint64_t store_failures = 0;   // builds that could not be stored (read-only, full...)
   uint64_t corrupt_entries = 0;  // entries found broken on lookup and rebuilt
   uint64_t launcher_fallbacks = 0;  // compiles re-run without their launcher (it exited 0 without the outputs)
-  // The remote tier (cache/remote.h).
+  // The shared tiers (cache/storage.h).
   uint64_t remote_hits = 0;            // module lookups answered by a remote server
   uint64_t remote_misses = 0;          // remote lookups that found nothing usable (then built)
   uint64_t remote_errors = 0;          // servers given up on (unreachable, timed out, bad answers)
+  uint64_t remote_timeouts = 0;        // of those, the ones given up on for missing a deadline
   uint64_t remote_corrupt = 0;         // blobs rejected by verification
   uint64_t remote_stores = 0;          // blobs uploaded
   uint64_t remote_bytes_received = 0;  // blob bytes downloaded

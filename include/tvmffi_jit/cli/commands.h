@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tvmffi_jit/cli/environment.h"
+
 namespace tvmffi_jit::cli {
 
 struct GlobalOptions {
@@ -14,6 +16,7 @@ struct GlobalOptions {
 
 struct CommandContext {
   GlobalOptions global;
+  CommandEnvironment environment;  // read once by cli::run(), before the command line is parsed
   int exit_code = 0;
 };
 

@@ -12,8 +12,8 @@
 namespace tvmffi_jit::compile {
 
 // The archs `nvcc --list-gpu-arch` prints ("compute_90" -> 90), memoised
-// under <cache root>/toolchain/ with nvcc's identity when `cache_dir` is
-// given (empty: not memoised). Empty when nvcc cannot list them (older
+// under <cache root>/toolchain/ with nvcc's identity when `cache_dir` (the
+// resolved cache root) is given (empty: not memoised). Empty when nvcc cannot list them (older
 // toolkits): then nothing is checked.
 std::vector<int> nvcc_supported_archs(const std::string& nvcc, const std::string& cache_dir, bool use_cache);
 

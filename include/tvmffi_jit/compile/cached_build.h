@@ -2,76 +2,40 @@
 //
 //   module key   = compute_module_key(everything the plan says + compiler and
 //                  tvm-ffi identities + relevant environment)    (cache/key.h)
-//   lookup       = entry.json key + listed artifacts with their sizes (and
-//                  digests: objects always, modules when small or --verify)
-//                  + re-hashed headers
-//   miss         = per-key flock (bounded wait) -> lookup again -> build in a
+//   lookup       = cache::Storage::find (cache/storage.h): the local entry,
+//                  else under the per-key flock the local entry again, an
+//                  imported or a remote one (published locally)
+//   miss         = build in a
 //                  staging dir under the root with execute_plan(), whose
 //                  CompileHooks look each unit's object up by its own key
 //                  before compiling and store it after -> record the headers
 //                  every compiler read (depfiles) -> publish by one rename
+//                  (Storage::publish) -> upload (Storage::upload)
 //   cannot write = warn, build in a temp dir outside the root, still succeed
 //   cannot store = (a source changed during the build, publish failed) the
 //                  artifact moves to a temp dir outside the root (the caller's)
-//   remote tier  = after a local miss, an imported or remote entry (verified,
-//                  published locally) answers instead of a build; after a
-//                  build, the entry is uploaded (cache/remote.h)
 //
 // Docs: docs/cache.md.
 #pragma once
 
-#include <condition_variable>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "tvmffi_jit/compile/executor.h"
+#include "tvmffi_jit/compile/in_flight.h"
 #include "tvmffi_jit/compile/manifest.h"
 #include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/cache/key.h"
-#include "tvmffi_jit/cache/remote.h"
+#include "tvmffi_jit/cache/remote/options.h"
+#include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/toolchain/toolchain.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
 
 namespace tvmffi_jit::compile {
 
-// Object keys being compiled right now in this process, so that modules of
-// a batch that share a translation unit compile it once: the second waits
-// for the first, then takes its object from the store.
-class InFlightUnits {
- public:
-  class Claim {
-   public:
-    Claim() = default;
-    Claim(Claim&& o) noexcept;
-    Claim& operator=(Claim&& o) noexcept;
-    Claim(const Claim&) = delete;
-    Claim& operator=(const Claim&) = delete;
-    ~Claim();  // releases an owned key
-    // true: the caller compiles the unit. false: another thread did (or
-    // failed to); look it up again.
-    bool owned() const { return owned_; }
-
-   private:
-    friend class InFlightUnits;
-    InFlightUnits* owner_ = nullptr;
-    std::string key_;
-    bool owned_ = false;
-  };
-  // Owns `key` when nobody does; else waits until its owner lets go.
-  Claim claim(const std::string& key);
-
- private:
-  void release(const std::string& key);
-  std::mutex mutex_;
-  std::condition_variable released_;
-  std::set<std::string> busy_;
-};
-
 struct CachedBuildOptions {
-  std::string cache_dir;  // --cache-dir; empty: TVMFFI_JIT_CACHE_DIR, XDG_CACHE_HOME, ~/.cache
+  std::string cache_dir;  // the cache root, resolved by the caller (cache::resolve_root_path)
   bool force = false;     // --force: skip the lookups (module and objects), rebuild, replace
   bool verify = false;    // --verify: re-hash the module artifact on a hit whatever its size
   double lock_timeout_seconds = 600;
@@ -95,7 +59,7 @@ struct CachedBuildOptions {
 
 struct CachedBuildResult {
   BuildResult build;        // commands that ran (none on a hit); artifact_path is the published file
-  std::string cache;        // "hit" | "remote-hit" | "miss"
+  cache::CacheStatus cache = cache::CacheStatus::kMiss;  // shown as cache::cache_status_name()
   std::string remote_source;  // remote hits: the server (redacted URL) or "imported"
   std::string key;          // 64 hex
   std::string key_trace;    // every hashed field, when asked for
@@ -105,12 +69,6 @@ struct CachedBuildResult {
   size_t objects_reused = 0;
   size_t objects_compiled = 0;
 };
-
-// Computes the module key inputs for a plan (reads every source file and
-// identifies every compiler; identities are memoised under `compilers_dir`).
-cache::ModuleKeyInputs module_key_inputs(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
-                                         const std::string& compilers_dir, bool memo_writable,
-                                         const std::vector<cache::ModuleKeyInputs::EnvVar>& environment);
 
 // Runs the plan through the cache. Throws like execute_plan() for build
 // failures and Error(kIo) (exit 5) for an unsafe cache root.
@@ -130,9 +88,10 @@ BuildResult build_without_cache(const BuildPlan& plan, const ExecuteOptions& exe
 // and the identity (path, size, mtime, inode) of the program that answered
 // are unchanged and the directories it named still hold tvm-ffi; a root
 // given by flag or variable is resolved directly, as before. A new root
-// reads the same memo from cache::user_toolchain_memo_dir() (shared by all
-// of this user's roots) before asking tvm-ffi-config.
+// reads the same memo from `user_dir` (cache::user_toolchain_memo_dir(),
+// shared by all of this user's roots; "" when there is none) before asking
+// tvm-ffi-config. `cache_dir` is the resolved cache root.
 Expected<toolchain::TvmFfiLocation> find_tvm_ffi_memoized(const toolchain::TvmFfiSearch& search,
-                                                          const std::string& cache_dir);
+                                                          const std::string& cache_dir, const std::string& user_dir);
 
 }  // namespace tvmffi_jit::compile

@@ -68,6 +68,9 @@ struct ExecuteOptions {
   // Shared admission of compiles and links (slots and memory), for one build
   // or a whole batch (util/job_gate.h). Null: only `jobs` limits them.
   util::JobGate* gate = nullptr;
+  // The module of a batch this build is, checked in at its first job
+  // (util::JobGate::hold). Null: a single build.
+  util::JobGate::Party* party = nullptr;
   uint64_t cuda_job_bytes = kDefaultCudaJobBytes;  // --mem-per-job
   // --build-dir: the directory is the user's and kept between builds. A step
   // whose command, inputs and outputs are unchanged since it last ran there

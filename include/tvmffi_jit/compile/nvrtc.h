@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "tvmffi_jit/toolchain/environment.h"
+
 namespace tvmffi_jit::compile {
 
 enum class NvrtcOutput { kCubin, kPtx };
@@ -27,6 +29,12 @@ struct NvrtcResult {
   std::vector<std::pair<std::string, std::string>> lowered_names;  // expression -> mangled name
   std::vector<std::string> effective_options;                      // what was passed to NVRTC
 };
+
+// The environment libnvrtc is searched with (toolchain::nvrtc_search:
+// TVMFFI_JIT_LIBNVRTC, CUDA_HOME, CUDA_PATH): the CLI's lookup, set once
+// before any command runs (cli/environment.h). Unset: an empty environment
+// (the toolkit of nvcc on the search path, /usr/local/cuda, the loader).
+void set_nvrtc_environment(toolchain::EnvLookup env);
 
 // Compiles one source. Throws Error(kMissingTool) when libnvrtc cannot be
 // found or loaded (message says where it looked and how to fix it). A failed

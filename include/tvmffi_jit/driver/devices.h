@@ -8,6 +8,11 @@
 
 namespace tvmffi_jit::driver {
 
+// The driver library dlopen'ed unless the caller names another one (the CLI
+// passes $TVMFFI_JIT_LIBCUDA: tests point it at a fake driver, users at a
+// driver outside the loader path).
+inline constexpr const char* kDefaultLibcuda = "libcuda.so.1";
+
 struct GpuInfo {
   int ordinal = 0;
   std::string name;
@@ -27,7 +32,9 @@ struct DriverStatus {
 // "12.4". The one formatter for it (doctor, validation text and JSON, probe).
 std::string format_driver_version(int version);
 
-// Never throws; never prints. Honours TVMFFI_JIT_LIBCUDA (path of the library to dlopen instead of libcuda.so.1).
-DriverStatus query_driver();
+// Never throws; never prints. `libcuda`: the library to dlopen (the CLI
+// passes $TVMFFI_JIT_LIBCUDA, else libcuda.so.1); the first call's library
+// serves the whole process.
+DriverStatus query_driver(const std::string& libcuda);
 
 }  // namespace tvmffi_jit::driver

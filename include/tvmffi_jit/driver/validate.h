@@ -22,8 +22,14 @@
 #include <nlohmann/json.hpp>
 
 #include "tvmffi_jit/devcode/report.h"
+#include "tvmffi_jit/toolchain/tvm_ffi.h"
 
 namespace tvmffi_jit::driver {
+
+// Test hook, read by the CLI into ValidateOptions::ungated: offline-invalid
+// cubin/fatbin/PTX files are loaded anyway (verdict still invalid), to show
+// crash isolation on a real driver.
+inline constexpr const char* kUngatedEnv = "TVMFFI_JIT_VALIDATE_UNGATED";
 
 struct ValidateOptions {
   int device = 0;               // --device N
@@ -32,9 +38,13 @@ struct ValidateOptions {
   std::string self_exe;
   // Where extracted images go; empty = a fresh directory under $TMPDIR.
   std::string temp_parent;
-  // libtvm_ffi.so to load before dlopen'ing a TVM FFI module; empty = located
-  // with toolchain::find_tvm_ffi when a module needs it.
+  // libtvm_ffi.so to load before dlopen'ing a TVM FFI module
+  // ($TVMFFI_JIT_TVM_FFI_LIB, for machines with only the library copied
+  // beside the modules); empty = located with toolchain::find_tvm_ffi and
+  // `tvm_ffi_search` when a module needs it.
   std::string tvm_ffi_library;
+  toolchain::TvmFfiSearch tvm_ffi_search;
+  bool ungated = false;  // kUngatedEnv
 };
 
 // CUfunction_attribute values read per kernel (-1 where the driver refused).
@@ -150,6 +160,8 @@ int exit_code_for(const std::vector<FileVerdict>& verdicts);
 
 // The child side: reads the request (JSON) from stdin, writes one JSON line
 // per result to stdout and progress markers to stderr. Returns the exit code.
-int run_driver_probe();
+// `libcuda`: the library to dlopen, resolved by the child's own CLI from the
+// environment it inherited (as query_driver's).
+int run_driver_probe(const std::string& libcuda);
 
 }  // namespace tvmffi_jit::driver

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "tvmffi_jit/toolchain/environment.h"
+
 namespace tvmffi_jit::toolchain {
 
 // One place to try, in order.
@@ -29,7 +31,8 @@ struct NvrtcSearch {
 //   2. the toolkits $CUDA_HOME, $CUDA_PATH, the one holding `nvcc` on PATH, /usr/local/cuda:
 //      in lib64/ then lib/, libnvrtc.so.<major> (highest major first) then libnvrtc.so;
 //   3. the loader's own search for libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so.
-NvrtcSearch nvrtc_search();
+// The variables come from `env`, the caller's (the CLI's) lookup.
+NvrtcSearch nvrtc_search(const EnvLookup& env);
 
 // The CUDA header directories that belong to a libnvrtc at `library_path`
 // (<toolkit>/include and, where the CCCL headers live apart as in CUDA 13,

@@ -20,7 +20,9 @@ struct TvmFfiLocation {
 
 struct TvmFfiSearch {
   std::optional<std::string> root;  // --tvm-ffi-root DIR
-  EnvLookup env = process_environment();
+  // The caller's (the CLI's): TVM_FFI_ROOT, and PATH for the memo's state. The default
+  // is an empty environment, never the process's: that is read in one place.
+  EnvLookup env = fixed_environment({});
   // Programs to ask, in order, after the root directories; tests replace them.
   std::string config_program = "tvm-ffi-config";
   std::string python_program = "python3";

@@ -147,7 +147,11 @@ std::string join_path(const std::string& a, const std::string& b);
 // Error(kIo); find_current_directory() is for callers that go on without it.
 Expected<std::string> find_current_directory();
 std::string current_directory();
-std::string temp_root();  // $TMPDIR or /tmp
+// Where temporary directories go: the directory set_temp_root() was given,
+// else /tmp. The CLI sets it once, from TMPDIR in the environment it
+// resolved (cli/environment.h), before any command runs.
+std::string temp_root();
+void set_temp_root(std::string dir);  // "" means /tmp
 
 // 64 random bits from the kernel (getrandom), to seed unique temp names.
 // Not std::random_device: libstdc++ 12 implements it with arc4random, a

@@ -10,6 +10,8 @@
 // it runs alone rather than never.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -54,7 +56,36 @@ class JobGate {
   // last would run alone at the end while the cores idle.
   enum class Priority { kNormal, kFinish };
 
-  Ticket acquire(int max_slots, uint64_t bytes_per_slot, Priority priority = Priority::kNormal, double weight = 0);
+  // One module of a batch, for hold(): it checks in when its first job asks
+  // the gate, or when it ends without asking (a cache hit, a failure), once.
+  // Its jobs may run on several threads.
+  class Party {
+   public:
+    explicit Party(JobGate* gate) : gate_(gate) {}
+    Party(const Party&) = delete;
+    Party& operator=(const Party&) = delete;
+    ~Party() { check_in(); }
+    void check_in();
+
+   private:
+    friend class JobGate;
+    JobGate* gate_;
+    std::atomic<bool> checked_in_{false};
+  };
+
+  // A batch's start: no job is admitted until `parties` modules have checked
+  // in or `max_wait` has passed, so the first jobs are chosen from every
+  // module's (heaviest first) instead of going to whichever module computed
+  // its cache keys soonest (host compiles, whose keys are quicker, took cores
+  // that nvcc jobs then lacked at the end). The time limit bounds what a
+  // module that waits on something else before its first job (a unit another
+  // module compiles) can cost; it never decides correctness. Check-ins past
+  // `parties` are ignored.
+  void hold(size_t parties, std::chrono::milliseconds max_wait);
+  void release_hold();  // e.g. a module failed: the batch is ending
+
+  Ticket acquire(int max_slots, uint64_t bytes_per_slot, Priority priority = Priority::kNormal, double weight = 0,
+                 Party* party = nullptr);
 
   int slots() const { return slots_; }
   uint64_t memory_bytes() const { return memory_; }  // 0: unlimited
@@ -65,6 +96,8 @@ class JobGate {
 
  private:
   void give_back(int slots, uint64_t bytes);
+  void checked_in();  // mutex_ not held
+  void count_check_in();  // mutex_ held
 
   const int slots_;
   const uint64_t memory_;
@@ -78,6 +111,8 @@ class JobGate {
   std::set<std::tuple<int, double, uint64_t>> queue_;
   uint64_t arrivals_ = 0;
   size_t waiting_ = 0;
+  size_t held_for_ = 0;  // parties hold() still waits for
+  std::chrono::steady_clock::time_point hold_until_;
 };
 
 // What one kind of job (an nvcc compile, a host compile or link) is assumed to

@@ -84,8 +84,21 @@ void check_termination();
 // install_termination_handlers().
 int termination_wake_fd();
 
-// PATH lookup (like execvp); nullopt if not found or not executable.
+// PATH lookup (like execvp) in the search path set below; nullopt if not
+// found or not executable.
 std::optional<std::string> find_program(const std::string& name);
+
+// The directories find_program() and run_process() search, as PATH spells
+// them ("/usr/local/bin:/usr/bin"). The CLI sets it once from the
+// environment it resolved (cli/environment.h) before any command runs;
+// nullopt (PATH unset, and the value before it is set) searches
+// /usr/bin:/bin, as execvp does. Children still inherit this process's own
+// environment, PATH included: this is only where programs are looked up.
+void set_program_search_path(std::optional<std::string> path);
+
+// Bytes this process's environment takes in a child's (its strings, their
+// NULs and the pointers): the part of ARG_MAX a command line cannot use.
+uint64_t child_environment_bytes();
 
 std::string signal_name(int sig);
 

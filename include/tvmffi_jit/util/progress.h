@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,14 +35,20 @@ struct TerminalStyle {
   bool color = false;  // ANSI colour escapes wanted
 };
 
+// The variables terminal_style() reads, as the CLI found them in the
+// environment it resolved (cli/environment.h); nullopt: unset.
+struct TerminalEnvironment {
+  std::optional<std::string> term, no_color, clicolor_force, force_color;
+};
+
 // ninja's rules: smart = tty && TERM set and != "dumb";
 // colour defaults to `smart`; NO_COLOR (set, non-empty, != "0") disables it;
 // CLICOLOR_FORCE (set, != "0") forces it unless NO_COLOR; FORCE_COLOR (set, != "0")
 // forces it even over NO_COLOR. Null pointers mean "variable unset".
 TerminalStyle terminal_style(bool is_tty, const char* term, const char* no_color,
                              const char* clicolor_force, const char* force_color);
-// The same, reading isatty(fd) and the real environment.
-TerminalStyle terminal_style_for_fd(int fd);
+// The same, reading isatty(fd).
+TerminalStyle terminal_style_for_fd(int fd, const TerminalEnvironment& env);
 
 // "[3/7] nvcc kernel.cu" shortened to at most `width` columns by replacing its
 // middle with "...", as ninja's LinePrinter does. width 0 means unlimited.
@@ -56,16 +63,17 @@ class Progress {
     size_t width = 0;  // terminal columns; 0: ask the terminal (TIOCGWINSZ), 80 if it will not say
   };
 
-  // Mode and colour for stderr from -q and the environment (see terminal_style).
-  static Options options_from_environment(bool quiet);
+  // Mode and colour for stderr from -q and the terminal's variables (see terminal_style).
+  static Options options_for_stderr(bool quiet, const TerminalEnvironment& env);
 
-  // The process-wide instance used by the build executor. Configured lazily on
-  // its first start() from util::log_quiet() and the environment, unless
-  // configure() was called first.
+  // The process-wide instance used by the build executor. cli::run()
+  // configures it once -q is known, from the environment it resolved; left
+  // unconfigured (a library caller), its first start() takes
+  // options_for_stderr(log_quiet(), {}): plain lines, no colour.
   static Progress& global();
 
   explicit Progress(Options options);
-  Progress();  // unconfigured: takes options_from_environment(log_quiet()) at start()
+  Progress();  // unconfigured: takes options_for_stderr(log_quiet(), {}) at start()
   ~Progress();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;

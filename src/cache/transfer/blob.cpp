@@ -1,4 +1,4 @@
-#include "tvmffi_jit/cache/blob.h"
+#include "tvmffi_jit/cache/transfer/blob.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,8 +14,9 @@
 
 #include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/root.h"
-#include "tvmffi_jit/cache/signing.h"
+#include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
 
 namespace tvmffi_jit::cache {
@@ -486,12 +487,6 @@ BlobManifest read_blob(const BlobSource& source, BlobReceiver& receiver, const B
     if (c != 0) bad("a member the manifest does not list follows the last file");
   z.expect_zero_tail(kRecord);
   return m;
-}
-
-util::FileWriter create_blob_file(const std::string& path, const BlobFile& file) {
-  auto created = util::create_new_file(path, file.name == kEntryFileName ? 0644 : 0755);
-  if (!created) throw io_error("cannot write " + path + ": " + created.why());
-  return std::move(created).value();
 }
 
 }  // namespace tvmffi_jit::cache

@@ -33,7 +33,7 @@
 #include <memory>
 #include <vector>
 
-#include "tvmffi_jit/cache/remote.h"
+#include "cache/remote/backends.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/process.h"
 
@@ -48,45 +48,6 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kChunkBytes = 4u << 20;
 // A reply's framing around its payload ("$4194304\r\n...\r\n", ":12\r\n").
 constexpr uint64_t kReplyOverhead = 64;
-
-struct RedisUrl {
-  std::string host;
-  int port = 6379;
-  std::string user;
-  std::string password;
-  int db = 0;
-};
-
-// redis://[[user]:password@]host[:port][/db]  (checked by check_remote_urls)
-RedisUrl parse_redis_url(const std::string& url) {
-  RedisUrl u;
-  std::string rest = url.substr(8);
-  size_t slash = rest.find('/');
-  std::string authority = rest.substr(0, slash);
-  if (slash != std::string::npos && slash + 1 < rest.size()) u.db = std::atoi(rest.substr(slash + 1).c_str());
-  size_t at = authority.rfind('@');
-  if (at != std::string::npos) {
-    std::string cred = authority.substr(0, at);
-    authority = authority.substr(at + 1);
-    size_t colon = cred.find(':');
-    if (colon == std::string::npos) {
-      u.password = cred;
-    } else {
-      u.user = cred.substr(0, colon);
-      u.password = cred.substr(colon + 1);
-    }
-  }
-  size_t bracket = authority.rfind(']');
-  size_t colon = authority.rfind(':');
-  if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
-    u.port = std::atoi(authority.substr(colon + 1).c_str());
-    authority = authority.substr(0, colon);
-  }
-  if (authority.size() >= 2 && authority.front() == '[' && authority.back() == ']')
-    authority = authority.substr(1, authority.size() - 2);
-  u.host = authority;
-  return u;
-}
 
 // RESP framing of one command, up to (not including) its last argument's
 // bytes, so a blob is sent from where it lies instead of being copied.
@@ -122,8 +83,8 @@ int ms_until(Clock::time_point t) {
 
 class RedisBackend : public RemoteBackend {
  public:
-  RedisBackend(const std::string& url, const RemoteOptions& o) : options_(o) {
-    RedisUrl u = parse_redis_url(url);
+  // Connects (and authenticates): raises a RemoteFault when it cannot.
+  RedisBackend(const RemoteUrl& u, const RemoteOptions& o) : options_(o), shown_(u.shown) {
     connect(u.host, u.port);
     if (!u.password.empty()) {
       if (u.user.empty()) exchange_one({"AUTH", u.password}, REDIS_REPLY_STATUS, kReplyOverhead);
@@ -135,8 +96,22 @@ class RedisBackend : public RemoteBackend {
     if (fd_ >= 0) ::close(fd_);
   }
 
-  std::optional<std::string> get(const std::string& object, uint64_t max_bytes) override {
-    const std::string k = key(object);
+  RemoteGet get(const std::string& k, uint64_t max_bytes) override {
+    return guarded([&] { return get_value(k, max_bytes); });
+  }
+
+  RemotePut put(const std::string& k, const std::string& blob) override {
+    return guarded([&] {
+      Transfer t(*this, "SET " + k);
+      std::vector<Reply> r = t.exchange_with_payload(command_head({"SET", k}, blob.size()), blob, kReplyOverhead);
+      expect(r[0], REDIS_REPLY_STATUS, "SET");
+    });
+  }
+
+  std::string name() const override { return shown_; }
+
+ private:
+  std::optional<std::string> get_value(const std::string& k, uint64_t max_bytes) {
     Transfer t(*this, "GET " + k);
     const uint64_t first = std::min<uint64_t>(kChunkBytes, max_bytes);
     // STRLEN and the first chunk in one round trip: a small blob (most) costs
@@ -148,7 +123,7 @@ class RedisBackend : public RemoteBackend {
     if (r[0]->integer <= 0) return std::nullopt;  // absent (an empty blob would be invalid anyway)
     const uint64_t size = static_cast<uint64_t>(r[0]->integer);
     if (size > max_bytes)
-      throw io_error("GET " + k + ": the value has " + std::to_string(size) + " bytes, more than the limit (" +
+      remote_fault("GET " + k + ": the value has " + std::to_string(size) + " bytes, more than the limit (" +
                      std::to_string(max_bytes) + " bytes, TVMFFI_JIT_REMOTE_MAX_BLOB); not downloaded");
     std::string body;
     body.reserve(static_cast<size_t>(size));
@@ -162,14 +137,6 @@ class RedisBackend : public RemoteBackend {
     return body;
   }
 
-  void put(const std::string& object, const std::string& blob) override {
-    const std::string k = key(object);
-    Transfer t(*this, "SET " + k);
-    std::vector<Reply> r = t.exchange_with_payload(command_head({"SET", k}, blob.size()), blob, kReplyOverhead);
-    expect(r[0], REDIS_REPLY_STATUS, "SET");
-  }
-
- private:
   // One request of the tier (a whole GET or PUT): the total deadline runs
   // from its start, across every round trip it needs.
   class Transfer {
@@ -192,13 +159,13 @@ class RedisBackend : public RemoteBackend {
     // Sends head + payload + "\r\n" (when there is a payload), then reads
     // `count` replies, never more than `budget` bytes in all.
     std::vector<Reply> run(std::string_view head, std::string_view payload, size_t count, uint64_t budget) {
-      if (b_.fd_ < 0) throw io_error(what_ + ": the connection broke during an earlier request");
+      if (b_.fd_ < 0) remote_fault(what_ + ": the connection broke during an earlier request");
       const std::string_view parts[] = {head, payload, payload.empty() ? std::string_view() : "\r\n"};
       size_t part = 0, offset = 0;
       std::optional<Clock::time_point> first_byte_due;
       uint64_t received = 0;
       std::unique_ptr<redisReader, FreeReader> reader(redisReaderCreate());
-      if (!reader) throw io_error(what_ + ": out of memory");
+      if (!reader) remote_fault(what_ + ": out of memory");
       std::vector<Reply> replies;
       char buf[65536];
       while (replies.size() < count) {
@@ -221,14 +188,14 @@ class RedisBackend : public RemoteBackend {
         util::check_termination();
         if (n < 0) {
           if (errno == EINTR) continue;
-          throw io_error(errno_message(what_ + ": poll", errno));
+          remote_fault(errno_message(what_ + ": poll", errno));
         }
         if (n == 0) {
           b_.broken();
           if (first_byte_bound)
-            throw io_error(what_ + ": no answer within " + seconds(b_.options_.first_byte_timeout_ms) +
+            remote_timeout(what_ + ": no answer within " + seconds(b_.options_.first_byte_timeout_ms) +
                            " of the request (first-byte deadline, TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT)");
-          throw io_error(what_ + ": not finished within " + seconds(b_.options_.transfer_timeout_ms) +
+          remote_timeout(what_ + ": not finished within " + seconds(b_.options_.transfer_timeout_ms) +
                          " (transfer deadline, TVMFFI_JIT_REMOTE_TIMEOUT)");
         }
         if (sending && (fds[0].revents & POLLOUT)) {
@@ -248,12 +215,12 @@ class RedisBackend : public RemoteBackend {
           }
           if (r == 0) {
             b_.broken();
-            throw io_error(what_ + ": the server closed the connection");
+            remote_fault(what_ + ": the server closed the connection");
           }
           received += static_cast<uint64_t>(r);
           if (received > budget) {
             b_.broken();
-            throw io_error(what_ + ": the server sent more than the " + std::to_string(budget) +
+            remote_fault(what_ + ": the server sent more than the " + std::to_string(budget) +
                            " bytes the request allows (a reply larger than asked for)");
           }
           if (redisReaderFeed(reader.get(), buf, static_cast<size_t>(r)) != REDIS_OK) protocol_error(reader.get());
@@ -267,7 +234,7 @@ class RedisBackend : public RemoteBackend {
       }
       if (replies.size() > count) {
         b_.broken();
-        throw io_error(what_ + ": the server sent replies nobody asked for");
+        remote_fault(what_ + ": the server sent replies nobody asked for");
       }
       return replies;
     }
@@ -275,11 +242,11 @@ class RedisBackend : public RemoteBackend {
     [[noreturn]] void fail_io(const char* call) {
       int e = errno;
       b_.broken();
-      throw io_error(errno_message(what_ + ": " + call, e));
+      remote_fault(errno_message(what_ + ": " + call, e));
     }
     [[noreturn]] void protocol_error(redisReader* r) {
       b_.broken();
-      throw io_error(what_ + ": not a Redis reply (" + std::string(r->errstr) + ")");
+      remote_fault(what_ + ": not a Redis reply (" + std::string(r->errstr) + ")");
     }
     static std::string seconds(int ms) {
       char b[32];
@@ -298,14 +265,14 @@ class RedisBackend : public RemoteBackend {
   }
 
   static void expect(const Reply& r, int type, const char* what) {
-    if (r->type == REDIS_REPLY_ERROR) throw io_error(std::string(what) + " answered: " + std::string(r->str, r->len));
-    if (r->type != type) throw io_error(std::string(what) + ": unexpected reply type " + std::to_string(r->type));
+    if (r->type == REDIS_REPLY_ERROR) remote_fault(std::string(what) + " answered: " + std::string(r->str, r->len));
+    if (r->type != type) remote_fault(std::string(what) + ": unexpected reply type " + std::to_string(r->type));
   }
 
   static void append_chunk(std::string& body, const Reply& r, uint64_t expected, const std::string& k) {
     // Shorter: the value was replaced by a smaller one between STRLEN and now.
     if (static_cast<uint64_t>(r->len) != expected)
-      throw io_error("GET " + k + ": the value changed during the download (another client replaced it)");
+      remote_fault("GET " + k + ": the value changed during the download (another client replaced it)");
     body.append(r->str, r->len);
   }
 
@@ -322,10 +289,11 @@ class RedisBackend : public RemoteBackend {
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* res = nullptr;
     int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-    if (rc != 0) throw io_error("cannot connect: cannot resolve " + host + ": " + gai_strerror(rc));
+    if (rc != 0) remote_fault("cannot connect: cannot resolve " + host + ": " + gai_strerror(rc));
     std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
     const auto due = Clock::now() + std::chrono::milliseconds(options_.connect_timeout_ms);
     std::string last = "no address";
+    bool timed_out = false;
     for (addrinfo* a = res; a; a = a->ai_next) {
       int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
       if (fd < 0) continue;
@@ -353,10 +321,12 @@ class RedisBackend : public RemoteBackend {
         return;
       }
       ::close(fd);
-      last = e == ETIMEDOUT ? "Connection timed out" : std::strerror(e);
+      timed_out = e == ETIMEDOUT;
+      last = timed_out ? "Connection timed out" : std::strerror(e);
       if (Clock::now() >= due) break;
     }
-    throw io_error("cannot connect: " + last);
+    if (timed_out) remote_timeout("cannot connect: " + last);
+    remote_fault("cannot connect: " + last);
   }
 
   // After a timeout or a broken reply the stream is out of step: never reuse it.
@@ -365,21 +335,14 @@ class RedisBackend : public RemoteBackend {
     fd_ = -1;
   }
 
-  std::string key(const std::string& object) const {
-    // "ns/key" -> "ns:key", Redis's usual separator.
-    std::string k = object;
-    size_t slash = k.rfind('/');
-    if (slash != std::string::npos) k[slash] = ':';
-    return k;
-  }
-
   RemoteOptions options_;
+  std::string shown_;
   int fd_ = -1;
 };
 
 }  // namespace
 
-std::unique_ptr<RemoteBackend> make_redis_backend(const std::string& url, const RemoteOptions& options) {
+std::unique_ptr<RemoteBackend> make_redis_backend(const RemoteUrl& url, const RemoteOptions& options) {
   return std::make_unique<RedisBackend>(url, options);
 }
 

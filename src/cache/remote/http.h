@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "tvmffi_jit/cache/remote.h"
+#include "cache/remote/backends.h"
 
 namespace tvmffi_jit::cache {
 
@@ -31,11 +31,8 @@ std::unique_ptr<RemoteBackend> make_http_backend(std::string base_url, std::stri
 // "AccessDenied: Access Denied." plus what to do for the usual codes; ""
 // when the body is not one. Reads at most the first 64 KiB of the body.
 std::string s3_error_reason(std::string_view body);
-// Syntax of s3://BUCKET[/PREFIX] (bucket name rules, prefix segments);
-// usage_error (exit 2) naming the URL.
-void check_s3_url(const std::string& url);
 // $AWS_ENDPOINT_URL (http(s)://host[:port][/path]) and the region; usage_error
-// naming the variable.
+// naming the variable. (In remote_url.cpp, with the other syntax checks.)
 void check_s3_settings(const S3Settings& s3);
 
 // The bare <Code> of an S3 XML error body, "" when none (bounded as above).

@@ -1,4 +1,4 @@
-#include "tvmffi_jit/cache/transfer.h"
+#include "tvmffi_jit/cache/transfer/transfer.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,10 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tvmffi_jit/cache/blob.h"
+#include "tvmffi_jit/cache/transfer/blob.h"
 #include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/portable.h"
-#include "tvmffi_jit/cache/remote.h"
+#include "tvmffi_jit/cache/transfer/portable_entry.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
@@ -23,20 +23,17 @@ namespace tvmffi_jit::cache {
 namespace {
 
 // Each entry's files into <dir>/<entry dir name>/.
-class TreeReceiver : public BlobReceiver {
+class TreeReceiver : public BlobFileWriter {
  public:
   explicit TreeReceiver(std::string dir) : dir_(std::move(dir)) {}
-  void open(const BlobEntry& e, const BlobFile& f) override {
-    std::string d = util::join_path(dir_, e.dir);
-    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) throw io_error(errno_message("cannot create " + d, errno));
-    file_ = create_blob_file(util::join_path(d, f.name), f);
-  }
-  void write(const char* data, size_t size) override { file_.write({data, size}); }
-  void close() override { file_.close(); }
 
  private:
+  std::string path_for(const BlobEntry& e, const BlobFile& f) override {
+    std::string d = util::join_path(dir_, e.dir);
+    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) throw io_error(errno_message("cannot create " + d, errno));
+    return util::join_path(d, f.name);
+  }
   std::string dir_;
-  util::FileWriter file_;
 };
 
 // A portable entry.json that matches its blob entry and its files.
@@ -116,8 +113,8 @@ ImportReport import_entries(const Store& store, const std::string& file) {
     const std::string dir = util::join_path(staging.build_dir(), e.dir);
     check_portable_entry(dir, e);
     // The entry's manifest record, signatures included, for a build with
-    // trusted keys to check when it adopts the entry (cache/transfer.h).
-    util::write_file(util::join_path(dir, ".manifest.json"), blob_manifest_text(BlobManifest{{e}}));
+    // trusted keys to check when it adopts the entry (cache/transfer/transfer.h).
+    util::write_file(util::join_path(dir, kImportedRecordName), blob_manifest_text(BlobManifest{{e}}));
   }
 
   ImportReport report;

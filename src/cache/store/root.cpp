@@ -7,10 +7,8 @@
 #include <dirent.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <optional>
 #include <pwd.h>
-#include <vector>
 
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -21,9 +19,8 @@ namespace tvmffi_jit::cache {
 
 namespace {
 
-std::string home_directory() {
-  const char* h = std::getenv("HOME");
-  if (h && *h) return h;
+std::string home_directory(const RootEnvironment& env) {
+  if (env.home && !env.home->empty()) return *env.home;
   if (const passwd* pw = ::getpwuid(::getuid()); pw && pw->pw_dir) return pw->pw_dir;
   throw io_error("cannot find the home directory for the cache root; set TVMFFI_JIT_CACHE_DIR or pass --cache-dir");
 }
@@ -132,19 +129,21 @@ bool same_directory(const struct stat& a, const std::string& other) {
   return !other.empty() && ::stat(other.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+void refuse_home_directory_at(const std::string& path, const struct stat& st, const std::string& home) {
+  if (same_directory(st, home))
+    throw io_error("refusing cache root " + path + ": it is your home directory; pick a directory of its own, "
+                   "such as " + util::join_path(util::join_path(home, ".cache"), "tvmffi-jit"));
+}
+
 // `/` and the home directory are never a cache: `--cache-dir "$UNSET/"` or
 // `--cache-dir ~` are typos, and the root's names would mix with the user's.
+// $HOME, which may differ from the passwd entry, is the caller's to check
+// (refuse_home_directory): the CLI has the environment.
 void refuse_system_directories(const std::string& path, const struct stat& st) {
   if (same_directory(st, "/"))
     throw io_error("refusing cache root " + path + ": it is the filesystem root (an empty variable in --cache-dir or "
                    "TVMFFI_JIT_CACHE_DIR?); pick a directory of its own, such as ~/.cache/tvmffi-jit");
-  std::vector<std::string> homes;
-  if (const char* h = std::getenv("HOME"); h && *h) homes.push_back(h);
-  if (const passwd* pw = ::getpwuid(::geteuid()); pw && pw->pw_dir) homes.push_back(pw->pw_dir);
-  for (const auto& h : homes)
-    if (same_directory(st, h))
-      throw io_error("refusing cache root " + path + ": it is your home directory; pick a directory of its own, "
-                     "such as " + util::join_path(util::join_path(h, ".cache"), "tvmffi-jit"));
+  if (const passwd* pw = ::getpwuid(::geteuid()); pw && pw->pw_dir) refuse_home_directory_at(path, st, pw->pw_dir);
 }
 
 }  // namespace
@@ -186,19 +185,26 @@ bool require_marked_root(const CacheRoot& root) {
 
 namespace {
 // $XDG_CACHE_HOME, else ~/.cache.
-std::string user_cache_home() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x && x[0] == '/') return util::absolute_path(x);
-  return util::absolute_path(util::join_path(home_directory(), ".cache"));
+std::string user_cache_home(const RootEnvironment& env) {
+  if (env.xdg_cache_home && util::starts_with(*env.xdg_cache_home, "/")) return util::absolute_path(*env.xdg_cache_home);
+  return util::absolute_path(util::join_path(home_directory(env), ".cache"));
 }
 }  // namespace
 
-std::string resolve_root_path(const std::string& cli_value) {
+std::string resolve_root_path(const std::string& cli_value, const RootEnvironment& env) {
   if (!cli_value.empty()) return util::absolute_path(cli_value);
-  if (const char* v = std::getenv("TVMFFI_JIT_CACHE_DIR"); v && *v) return util::absolute_path(v);
-  return util::join_path(user_cache_home(), "tvmffi-jit");
+  if (env.cache_dir && !env.cache_dir->empty()) return util::absolute_path(*env.cache_dir);
+  return util::join_path(user_cache_home(env), "tvmffi-jit");
 }
 
-std::string user_toolchain_memo_dir() { return util::join_path(user_cache_home(), "tvmffi-jit-toolchain"); }
+void refuse_home_directory(const std::string& path, const std::string& home) {
+  struct stat st;
+  if (!home.empty() && ::stat(path.c_str(), &st) == 0) refuse_home_directory_at(path, st, home);
+}
+
+std::string user_toolchain_memo_dir(const RootEnvironment& env) {
+  return util::join_path(user_cache_home(env), "tvmffi-jit-toolchain");
+}
 
 CacheRoot open_root(const std::string& path, bool create, bool probe_write) {
   CacheRoot root;

@@ -21,7 +21,7 @@
 //   "portable_key"    the entry's portable key, 64 lowercase hex
 //   "manifest_digest" blob_entry_digest() of the entry's manifest record,
 //                     64 lowercase hex: SHA-256 over its directory name, key
-//                     and every file's name, size and SHA-256 (cache/blob.h)
+//                     and every file's name, size and SHA-256 (cache/transfer/blob.h)
 // The domain keeps these signatures from meaning anything elsewhere; the
 // signer's name is inside, so a signature cannot be relabelled to another key
 // of the same bytes; the manifest digest pins every byte of every file.
@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "tvmffi_jit/cache/blob.h"
+#include "tvmffi_jit/cache/transfer/blob.h"
 
 namespace tvmffi_jit::cache {
 

@@ -16,7 +16,7 @@
 // lists: a file it does not list is refused before its data is read, so an
 // extra member (a 1 GiB pad.bin) is never written anywhere. Names are plain
 // cache names (cache/root.h is_valid_entry_name). "signatures" is optional
-// (at most kMaxBlobSignatures; cache/signing.h says what they sign: the
+// (at most kMaxBlobSignatures; cache/transfer/signing.h says what they sign: the
 // entry's blob_entry_digest()).
 //
 // Blobs come from the network and from files users are handed: the reader
@@ -34,8 +34,6 @@
 #include <string_view>
 #include <vector>
 
-#include "tvmffi_jit/util/fs.h"
-
 namespace tvmffi_jit::cache {
 
 inline constexpr const char* kBlobManifestName = "tvmffi-jit-blob.json";
@@ -47,7 +45,7 @@ struct BlobFile {
   std::string sha256;
 };
 
-// One signature over an entry (cache/signing.h).
+// One signature over an entry (cache/transfer/signing.h).
 struct BlobSignature {
   std::string signer;     // the signing key's name
   std::string signature;  // 64 raw bytes (ed25519)
@@ -117,12 +115,6 @@ class BlobReceiver {
   virtual void write(const char* data, size_t size) = 0;
   virtual void close() = 0;  // the file's size and SHA-256 matched
 };
-
-// The file of a received entry at `path`, for a receiver that writes files:
-// created as util::create_new_file does (never through a planted symlink or
-// over a file), entry.json 0644 and the artifacts 0755; "cannot write PATH:
-// ..." when it cannot be.
-util::FileWriter create_blob_file(const std::string& path, const BlobFile& file);
 
 // Reads and verifies a whole blob; returns its manifest.
 BlobManifest read_blob(const BlobSource& source, BlobReceiver& receiver, const BlobLimits& limits);

@@ -1,12 +1,12 @@
 // `cache export` / `cache import`: module entries moved as one blob file
-// (cache/blob.h) in portable form (cache/portable.h), for wheels and
+// (cache/transfer/blob.h) in portable form (cache/portable.h), for wheels and
 // machines without network access.
 //
 // Import verifies the whole file (every SHA-256, every entry.json) before it
 // keeps anything, then keeps each entry under <root>/imported/ in portable
 // form; a build that misses locally adopts a matching imported entry for its
 // own base directory (re-hashing its headers there), exactly like a remote
-// hit (cache/remote.h). Each kept entry keeps its manifest record, signatures
+// hit (cache/storage.h). Each kept entry keeps its manifest record, signatures
 // included, as <entry>/.manifest.json (a dot name no entry file can have), so
 // that a build with trusted keys checks the signature when it adopts it.
 #pragma once
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "tvmffi_jit/cache/signing.h"
+#include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/cache/store.h"
 
 namespace tvmffi_jit::cache {

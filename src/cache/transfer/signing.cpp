@@ -1,4 +1,4 @@
-#include "tvmffi_jit/cache/signing.h"
+#include "tvmffi_jit/cache/transfer/signing.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

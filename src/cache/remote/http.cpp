@@ -20,7 +20,7 @@
 #include <optional>
 #include <vector>
 
-#include "remote_http.h"
+#include "cache/remote/http.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/process.h"
@@ -219,7 +219,7 @@ class HttpBackend : public RemoteBackend {
     shown_ = std::move(shown);
     curl_ = api_.easy_init();
     multi_ = api_.multi_init();
-    if (!curl_ || !multi_) throw io_error("curl_easy_init failed");
+    if (!curl_ || !multi_) remote_fault("curl_easy_init failed");
   }
   ~HttpBackend() override {
     api_.slist_free_all(headers_);
@@ -227,7 +227,18 @@ class HttpBackend : public RemoteBackend {
     if (curl_) api_.easy_cleanup(curl_);
   }
 
-  std::optional<std::string> get(const std::string& object, uint64_t max_bytes) override {
+  RemoteGet get(const std::string& object, uint64_t max_bytes) override {
+    return guarded([&] { return download(object, max_bytes); });
+  }
+
+  RemotePut put(const std::string& object, const std::string& blob) override {
+    return guarded([&] { upload(object, blob); });
+  }
+
+  std::string name() const override { return shown_; }
+
+ private:
+  std::optional<std::string> download(const std::string& object, uint64_t max_bytes) {
     Download d;
     d.api = &api_;
     d.curl = curl_;
@@ -241,11 +252,11 @@ class HttpBackend : public RemoteBackend {
     std::string body = d.take();
     // Absent, unless an S3 server says the bucket itself is (an error to report).
     if (status == 404 && s3_error_code(body) != "NoSuchBucket") return std::nullopt;
-    if (status != 200) throw io_error("GET " + object + " answered " + answered(status, body));
+    if (status != 200) remote_fault("GET " + object + " answered " + answered(status, body));
     return body;
   }
 
-  void put(const std::string& object, const std::string& blob) override {
+  void upload(const std::string& object, const std::string& blob) {
     Upload u{&blob, 0, std::nullopt};
     std::string reply;
     setup(object, signing_.aws_sigv4.empty() ? std::string() : util::sha256_hex(blob));
@@ -257,10 +268,9 @@ class HttpBackend : public RemoteBackend {
     api_.easy_setopt(curl_, CURLOPT_WRITEDATA, &reply);
     long status = perform("PUT", object, nullptr, &u);
     if (status != 200 && status != 201 && status != 204)
-      throw io_error("PUT " + object + " answered " + answered(status, reply));
+      remote_fault("PUT " + object + " answered " + answered(status, reply));
   }
 
- private:
   // `content_sha256`: the body's SHA-256 for SigV4 (S3 wants it in a header,
   // and libcurl signs that header's value as the payload hash).
   void setup(const std::string& object, const std::string& content_sha256) {
@@ -311,12 +321,12 @@ class HttpBackend : public RemoteBackend {
       CURL* c;
       ~Attached() { api.multi_remove_handle(m, c); }
     } attached{api_, multi_, curl_};
-    if (api_.multi_add_handle(multi_, curl_) != CURLM_OK) throw io_error(std::string(method) + ": curl_multi_add_handle failed");
+    if (api_.multi_add_handle(multi_, curl_) != CURLM_OK) remote_fault(std::string(method) + ": curl_multi_add_handle failed");
     const std::string where = std::string(method) + " " + shown_ + "/" + object;
     CURLcode rc = CURLE_OK;
     for (;;) {
       int running = 0;
-      if (api_.multi_perform(multi_, &running) != CURLM_OK) throw io_error(where + ": curl_multi_perform failed");
+      if (api_.multi_perform(multi_, &running) != CURLM_OK) remote_fault(where + ": curl_multi_perform failed");
       if (running == 0) {
         int left = 0;
         while (CURLMsg* m = api_.multi_info_read(multi_, &left))
@@ -325,7 +335,7 @@ class HttpBackend : public RemoteBackend {
       }
       const auto now = Clock::now();
       if (now >= end)
-        throw io_error(where + ": not finished within " + seconds(options_.transfer_timeout_ms) +
+        remote_timeout(where + ": not finished within " + seconds(options_.transfer_timeout_ms) +
                        " (transfer deadline, TVMFFI_JIT_REMOTE_TIMEOUT)");
       std::optional<Clock::time_point> first_due;
       if (!first_byte_) {
@@ -333,7 +343,7 @@ class HttpBackend : public RemoteBackend {
         else if (u->sent) first_due = *u->sent + std::chrono::milliseconds(options_.first_byte_timeout_ms);
       }
       if (first_due && now >= *first_due)
-        throw io_error(where + ": no answer within " + seconds(options_.first_byte_timeout_ms) +
+        remote_timeout(where + ": no answer within " + seconds(options_.first_byte_timeout_ms) +
                        " of the request (first-byte deadline, TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT)");
       auto due = first_due ? std::min(end, *first_due) : end;
       int wait_ms = static_cast<int>(std::clamp<long long>(
@@ -345,9 +355,11 @@ class HttpBackend : public RemoteBackend {
     }
     util::check_termination();
     if ((d && d->too_large) || rc == CURLE_FILESIZE_EXCEEDED)
-      throw io_error(where + ": the blob is larger than the limit (" + std::to_string(d ? d->max : 0) +
+      remote_fault(where + ": the blob is larger than the limit (" + std::to_string(d ? d->max : 0) +
                      " bytes, TVMFFI_JIT_REMOTE_MAX_BLOB); not downloaded");
-    if (rc != CURLE_OK) throw io_error(where + ": " + api_.easy_strerror(rc));
+    // libcurl's own connect timeout (the others are checked above).
+    if (rc == CURLE_OPERATION_TIMEDOUT) remote_timeout(where + ": " + api_.easy_strerror(rc));
+    if (rc != CURLE_OK) remote_fault(where + ": " + api_.easy_strerror(rc));
     long status = 0;
     api_.easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &status);
     return status;
@@ -365,8 +377,8 @@ class HttpBackend : public RemoteBackend {
 
 }  // namespace
 
-std::unique_ptr<RemoteBackend> make_http_backend(const std::string& url, const RemoteOptions& options) {
-  return std::make_unique<HttpBackend>(url, redact_url(url), options, HttpSigning{});
+std::unique_ptr<RemoteBackend> make_http_backend(const RemoteUrl& url, const RemoteOptions& options) {
+  return std::make_unique<HttpBackend>(url.text, url.shown, options, HttpSigning{});
 }
 
 std::unique_ptr<RemoteBackend> make_http_backend(std::string base_url, std::string shown, const RemoteOptions& options,

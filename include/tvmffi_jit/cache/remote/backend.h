@@ -1,0 +1,74 @@
+// One remote server behind a small interface: get a blob by name, put one,
+// say its name. The facade (cache/storage.h) asks the backends in order,
+// verifies what they return and counts their failures by kind.
+//
+// Backends: HTTP(S) GET/PUT (nginx WebDAV, bazel-remote /ac/) and S3
+// (SigV4-signed GET/PUT, the same transfer code) through libcurl, opened with
+// dlopen() only when an http(s) or s3 remote is used; Redis GETRANGE/SET
+// through hiredis (linked statically); and an in-memory one (tests). Which
+// one a URL gets is the scheme table's answer (make_remote_backend).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "tvmffi_jit/cache/remote/url.h"
+#include "tvmffi_jit/util/expected.h"
+
+namespace tvmffi_jit::cache {
+
+struct RemoteOptions;  // cache/remote/options.h
+
+// Why a remote entry was not used. A server's own failures are kError and
+// kTimeout (then it is given up for the rest of the process); what it sent is
+// kCorrupt (verification failed), kUntrusted (no trusted key signed it) or
+// kStale (built against headers that differ here). Absence is not a failure.
+enum class RemoteFailureKind { kError, kTimeout, kCorrupt, kUntrusted, kStale };
+using RemoteFailure = Failure<RemoteFailureKind>;
+
+// A blob, or nullopt when the server has none by that name.
+using RemoteGet = Expected<std::optional<std::string>, RemoteFailure>;
+using RemotePut = Expected<void, RemoteFailure>;
+
+// One server. Only what ends the command is thrown (an Error): a termination
+// signal (exit 128 + signal) and a missing client library (exit 4).
+class RemoteBackend {
+ public:
+  virtual ~RemoteBackend() = default;
+  // At most `max_bytes` (TVMFFI_JIT_REMOTE_MAX_BLOB): a larger one is a
+  // failure, refused before it is buffered.
+  virtual RemoteGet get(const std::string& object, uint64_t max_bytes) = 0;
+  virtual RemotePut put(const std::string& object, const std::string& blob) = 0;
+  // How messages name it: the redacted URL.
+  virtual std::string name() const = 0;
+};
+
+using RemoteOpen = Expected<std::unique_ptr<RemoteBackend>, RemoteFailure>;
+
+// The scheme table: the backend for `url`, connected where the protocol has
+// a connection (Redis). A server that cannot be reached is a failure.
+RemoteOpen make_remote_backend(const RemoteUrl& url, const RemoteOptions& options);
+
+// The read-only wrapper (--remote-read-only): gets pass through, a put fails
+// (kError) without reaching the server. The facade does not even pack an
+// upload when the remotes are read-only.
+std::unique_ptr<RemoteBackend> read_only(std::unique_ptr<RemoteBackend> backend);
+
+// An in-memory server, for tests: named objects, counted requests, and a
+// failure every request gets while `failing` is set (a server that is down
+// or that times out). Shared, so a test keeps looking at it after the
+// backend reading it was given up and destroyed.
+struct MemoryServer {
+  std::mutex mutex;
+  std::map<std::string, std::string> objects;
+  size_t gets = 0;
+  size_t puts = 0;
+  std::optional<RemoteFailure> failing;
+};
+std::unique_ptr<RemoteBackend> make_memory_backend(std::shared_ptr<MemoryServer> server, std::string name);
+
+}  // namespace tvmffi_jit::cache

@@ -1,0 +1,86 @@
+// Remote cache options (docs/remote.md): the servers, their limits, the
+// signing keys. The tier itself is the storage facade (cache/storage.h); the
+// URLs' syntax is cache/remote/url.h, the servers cache/remote/backend.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tvmffi_jit/cache/transfer/blob.h"
+#include "tvmffi_jit/cache/remote/url.h"
+#include "tvmffi_jit/cache/transfer/signing.h"
+#include "tvmffi_jit/toolchain/environment.h"
+
+namespace tvmffi_jit::cache {
+
+// S3 settings: AWS's standard variables (docs/remote.md, "S3"). The secret
+// and the session token are never put into a message, a log line or JSON.
+struct S3Settings {
+  std::string endpoint_url;  // $AWS_ENDPOINT_URL: path-style requests to it; empty: AWS, virtual-hosted style
+  std::string region = "us-east-1";  // $AWS_REGION, else $AWS_DEFAULT_REGION
+  std::string access_key_id;         // empty (or no secret): anonymous, unsigned requests
+  std::string secret_access_key;
+  std::string session_token;  // $AWS_SESSION_TOKEN: temporary credentials (x-amz-security-token)
+  bool anonymous() const { return access_key_id.empty() || secret_access_key.empty(); }
+};
+
+
+// Every transfer is bounded three ways (docs/remote.md, "Limits"): the
+// connection must be made within connect_timeout_ms; once the request is
+// sent, the server's first byte must come within first_byte_timeout_ms (a
+// server that accepts and never answers); and the whole request, upload and
+// answer included, must end within transfer_timeout_ms (a server that drips
+// a byte every second). A termination signal ends a transfer at once.
+struct RemoteOptions {
+  std::vector<std::string> urls;  // as given (command line, else $TVMFFI_JIT_REMOTE)
+  // `urls` parsed (parse_remote_urls): the servers the facade asks, in order.
+  std::vector<RemoteUrl> servers;
+  bool read_only = false;         // never PUT
+  std::string key_namespace = "tvmffi-jit";
+  int connect_timeout_ms = 100;
+  int first_byte_timeout_ms = 5000;
+  int transfer_timeout_ms = 60000;
+  // As received; memory for a download is at most this plus a small constant,
+  // checked before anything is buffered.
+  uint64_t max_blob_bytes = 1ull << 30;
+  std::string libcurl;  // $TVMFFI_JIT_LIBCURL: the libcurl to dlopen (empty: the usual sonames)
+  S3Settings s3;
+  // Signing (cache/transfer/signing.h, docs/remote.md "Trust"): the files as given,
+  // then the keys load_remote_keys() read from them.
+  std::string sign_key_file;                   // uploads and exports are signed with it
+  std::vector<std::string> trusted_key_files;  // any given: only entries signed by one are used
+  std::optional<SecretKey> sign_key;
+  std::vector<PublicKey> trusted_keys;
+  bool enabled() const { return !servers.empty(); }
+  bool requires_signature() const { return !trusted_keys.empty(); }
+};
+
+// $TVMFFI_JIT_REMOTE (URLs separated by spaces), $TVMFFI_JIT_REMOTE_READ_ONLY
+// (a boolean: toolchain::env_flag), $TVMFFI_JIT_REMOTE_NAMESPACE,
+// $TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT and $TVMFFI_JIT_REMOTE_TIMEOUT
+// (durations), $TVMFFI_JIT_REMOTE_MAX_BLOB (a size),
+// $TVMFFI_JIT_REMOTE_SIGN_KEY and $TVMFFI_JIT_REMOTE_TRUSTED_KEYS (files
+// separated by ':', as PATH) under the command line's values: urls, a sign
+// key or trusted keys given on the command line replace the variable's. A
+// malformed value is usage_error (exit 2) naming the variable. Then loads the
+// key files (load_remote_keys). The environment is the caller's, read once by
+// the CLI (ARCHITECTURE.md); $TVMFFI_JIT_LIBCURL names the libcurl to load for
+// http(s) and s3 remotes. With an s3:// URL among them, also the AWS variables
+// (S3Settings), checked here: a malformed $AWS_ENDPOINT_URL or $AWS_REGION is
+// usage_error (exit 2).
+RemoteOptions remote_options_from_environment(RemoteOptions command_line, bool command_line_read_only,
+                                              const toolchain::EnvLookup& env);
+
+// Reads sign_key_file and trusted_key_files into sign_key and trusted_keys;
+// usage_error (exit 2) naming a file that is not a key of its kind.
+void load_remote_keys(RemoteOptions& options);
+
+// An entry is used under trusted keys only when one of them signed its
+// manifest record (cache/transfer/signing.h); nullopt when it may be used, else why
+// not ("not signed", "signed by ci-old, which is not trusted here").
+std::optional<std::string> untrusted_reason(const RemoteOptions& options, const BlobEntry& record);
+
+}  // namespace tvmffi_jit::cache

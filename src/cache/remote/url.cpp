@@ -1,0 +1,163 @@
+#include "tvmffi_jit/cache/remote/url.h"
+
+#include <cstdlib>
+#include <string_view>
+
+#include "cache/remote/http.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::cache {
+
+namespace {
+
+// The schemes a remote may have, and nothing else accepts one.
+struct SchemeName {
+  std::string_view name;
+  RemoteScheme scheme;
+};
+constexpr SchemeName kSchemes[] = {
+    {"http", RemoteScheme::kHttp},
+    {"https", RemoteScheme::kHttps},
+    {"redis", RemoteScheme::kRedis},
+    {"s3", RemoteScheme::kS3},
+};
+
+constexpr size_t kMaxPrefixBytes = 512;
+
+std::string_view scheme_text(std::string_view url) {
+  size_t p = url.find("://");
+  return p == std::string_view::npos ? std::string_view() : url.substr(0, p);
+}
+
+bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+// s3://BUCKET[/PREFIX[/]]: the bucket's and the prefix's rules (what every S3
+// server accepts, and what works as a DNS label for virtual-hosted addressing).
+void parse_s3(RemoteUrl& u) {
+  std::string rest = u.text.substr(5);
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  size_t slash = rest.find('/');
+  u.bucket = rest.substr(0, slash);
+  u.prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  const std::string shown = quote_for_message(u.text);
+  bool ok = u.bucket.size() >= 3 && u.bucket.size() <= 63 && is_lower_alnum(u.bucket.front()) &&
+            is_lower_alnum(u.bucket.back()) && u.bucket.find("..") == std::string::npos;
+  for (char c : u.bucket) ok = ok && (is_lower_alnum(c) || c == '-' || c == '.');
+  if (!ok)
+    throw usage_error("remote " + shown +
+                      ": the bucket name must be 3-63 characters of lowercase letters, digits, '-' and '.', "
+                      "starting and ending with a letter or digit (s3://BUCKET[/PREFIX])");
+  if (u.prefix.size() > kMaxPrefixBytes)
+    throw usage_error("remote " + shown + ": the prefix is longer than " + std::to_string(kMaxPrefixBytes) + " bytes");
+  if (!u.prefix.empty()) {
+    // split_any drops empty parts: an empty segment ("a//b", "//a") is checked here.
+    bool seg_ok = u.prefix.front() != '/' && u.prefix.find("//") == std::string::npos;
+    for (const auto& seg : util::split_any(u.prefix, "/")) {
+      seg_ok = seg_ok && seg != "." && seg != "..";
+      for (char c : seg) seg_ok = seg_ok && (is_lower_alnum(c) || (c >= 'A' && c <= 'Z') || c == '-' || c == '_' || c == '.');
+      if (!seg_ok)
+        throw usage_error("remote " + shown +
+                          ": the prefix must be '/'-separated names of letters, digits, '-', '_' and '.' "
+                          "(no empty, '.' or '..' part): it becomes part of every object's name");
+    }
+  }
+}
+
+// [[user]:password@]host[:port][/rest] of http(s) and redis URLs.
+void parse_authority(RemoteUrl& u, size_t scheme_size) {
+  std::string rest = u.text.substr(scheme_size + 3);
+  size_t slash = rest.find('/');
+  std::string authority = rest.substr(0, slash);
+  size_t at = authority.rfind('@');
+  if (at != std::string::npos) {
+    std::string cred = authority.substr(0, at);
+    authority = authority.substr(at + 1);
+    size_t colon = cred.find(':');
+    if (colon == std::string::npos) {
+      u.password = cred;
+    } else {
+      u.user = cred.substr(0, colon);
+      u.password = cred.substr(colon + 1);
+    }
+  }
+  if (authority.empty() || authority[0] == ':') throw usage_error("remote " + u.shown + ": the URL names no host");
+  if (u.scheme == RemoteScheme::kRedis) u.port = 6379;
+  size_t bracket = authority.rfind(']');
+  size_t colon = authority.rfind(':');
+  if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
+    u.port = std::atoi(authority.substr(colon + 1).c_str());
+    authority = authority.substr(0, colon);
+  }
+  if (authority.size() >= 2 && authority.front() == '[' && authority.back() == ']')
+    authority = authority.substr(1, authority.size() - 2);
+  u.host = authority;
+  if (u.scheme != RemoteScheme::kRedis) return;
+  if (slash != std::string::npos && slash + 1 < rest.size()) {
+    std::string db = rest.substr(slash + 1);
+    if (db.find_first_not_of("0123456789") != std::string::npos || db.size() > 4)
+      throw usage_error("remote " + u.shown + ": the path of a redis:// URL is a database number (redis://host:6379/0)");
+    u.db = std::atoi(db.c_str());
+  }
+}
+
+}  // namespace
+
+std::string remote_object_name(RemoteScheme scheme, const std::string& key_namespace, const std::string& portable_key) {
+  if (key_namespace.empty()) return portable_key;
+  return key_namespace + (scheme == RemoteScheme::kRedis ? ":" : "/") + portable_key;
+}
+
+RemoteUrl parse_remote_url(const std::string& url) {
+  RemoteUrl u;
+  u.text = url;
+  u.shown = redact_url(url);
+  const std::string_view scheme = scheme_text(url);
+  const SchemeName* known = nullptr;
+  for (const auto& s : kSchemes)
+    if (s.name == scheme) known = &s;
+  if (!known)
+    throw usage_error("remote " + u.shown +
+                      ": the URL must start with http://, https://, redis:// or s3:// (docs/remote.md)");
+  u.scheme = known->scheme;
+  if (u.scheme == RemoteScheme::kS3) parse_s3(u);
+  else parse_authority(u, scheme.size());
+  return u;
+}
+
+std::vector<RemoteUrl> parse_remote_urls(const std::vector<std::string>& urls) {
+  std::vector<RemoteUrl> out;
+  for (const auto& url : urls) out.push_back(parse_remote_url(url));
+  return out;
+}
+
+bool is_s3_url(const std::string& url) { return scheme_text(url) == "s3"; }
+
+std::string redact_url(const std::string& url) {
+  size_t p = url.find("://");
+  if (p == std::string::npos) return url;
+  size_t slash = url.find('/', p + 3);
+  size_t at = url.rfind('@', slash == std::string::npos ? std::string::npos : slash);
+  if (at == std::string::npos || at < p) return url;
+  return url.substr(0, p + 3) + "***" + url.substr(at);
+}
+
+void check_s3_settings(const S3Settings& s3) {
+  if (!s3.endpoint_url.empty()) {
+    const std::string& e = s3.endpoint_url;
+    size_t p = e.find("://");
+    std::string scheme = p == std::string::npos ? "" : e.substr(0, p);
+    std::string host = p == std::string::npos ? "" : e.substr(p + 3, e.find('/', p + 3) - (p + 3));
+    if ((scheme != "http" && scheme != "https") || host.empty() || host[0] == ':' ||
+        host.find('@') != std::string::npos || e.find_first_of("?# \t\r\n") != std::string::npos)
+      throw usage_error("AWS_ENDPOINT_URL " + quote_for_message(e) +
+                        ": expected http(s)://host[:port][/path] (the S3 server; unset it for AWS itself)");
+  }
+  bool region_ok = !s3.region.empty() && s3.region.size() <= 32;
+  for (char c : s3.region) region_ok = region_ok && (is_lower_alnum(c) || c == '-');
+  if (!region_ok)
+    throw usage_error("AWS_REGION " + quote_for_message(s3.region) +
+                      ": expected a region name such as us-east-1 (lowercase letters, digits and '-')");
+}
+
+}  // namespace tvmffi_jit::cache

@@ -1,0 +1,167 @@
+#include "tvmffi_jit/cache/transfer/portable_entry.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include <nlohmann/json.hpp>
+
+#include "tvmffi_jit/cache/entry.h"
+#include "tvmffi_jit/cache/headers.h"
+#include "tvmffi_jit/cache/portable.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/hash.h"
+
+namespace tvmffi_jit::cache {
+
+namespace {
+
+// The regular files in `dir` (with `everything`: every name but . and ..).
+std::vector<std::string> regular_files(const std::string& dir, bool everything = false) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) throw io_error(errno_message("cannot list " + dir, errno));
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    struct stat st;
+    if (everything || (::lstat(util::join_path(dir, n).c_str(), &st) == 0 && S_ISREG(st.st_mode))) out.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void link_or_copy(const std::string& from, const std::string& to) {
+  if (::link(from.c_str(), to.c_str()) == 0) return;
+  util::write_file(to, util::read_file(from));
+}
+
+}  // namespace
+
+std::string imported_dir(const Store& store) { return util::join_path(store.root(), "imported"); }
+
+std::optional<BlobEntry> imported_record(const std::string& dir, const std::string& dir_name,
+                                         const std::string& portable_key) {
+  auto text = util::read_small_file(util::join_path(dir, kImportedRecordName), 1u << 20);
+  if (!text) return std::nullopt;
+  BlobManifest m = parse_blob_manifest(*text, BlobLimits{});
+  if (m.entries.front().dir != dir_name || m.entries.front().key != portable_key) return std::nullopt;
+  return m.entries.front();
+}
+
+void stage_imported_entry(const std::string& dir, Staging& staging) {
+  for (const auto& f : regular_files(dir))
+    if (f != kImportedRecordName) link_or_copy(util::join_path(dir, f), util::join_path(staging.entry_dir(), f));
+}
+
+BlobPackEntry portable_pack_entry(const std::string& entry_dir) {
+  std::string why;
+  auto local = read_entry_json(entry_dir, &why);
+  if (local.is_discarded()) throw io_error(entry_dir + ": " + why);
+  // Parsed for the artifact list: only what entry.json lists travels.
+  auto record = entry_from_json(local, &why);
+  if (!record) throw io_error(entry_dir + ": " + why);
+  nlohmann::json portable = entry_to_portable(local);
+  std::string key = portable.value("key", "");
+  std::string name = portable.value("name", "");
+  BlobPackEntry e;
+  e.dir = name + "_" + key.substr(0, 16);
+  e.key = key;
+  e.files.push_back({kEntryFileName, "", portable.dump(2) + "\n"});
+  for (const auto& a : record->artifacts) e.files.push_back({a.file, util::join_path(entry_dir, a.file), std::nullopt});
+  return e;
+}
+
+std::string pack_portable_entry(const std::string& entry_dir, const SecretKey* sign_key) {
+  BlobSigner signer;
+  if (sign_key) signer = [sign_key](const BlobEntry& e) { return sign_blob_entry(*sign_key, e); };
+  return write_blob_to_string({portable_pack_entry(entry_dir)}, 3, signer);
+}
+
+void BlobFileWriter::open(const BlobEntry& entry, const BlobFile& file) {
+  const std::string path = path_for(entry, file);
+  auto created = util::create_new_file(path, file.name == kEntryFileName ? 0644 : 0755);
+  if (!created) throw io_error("cannot write " + path + ": " + created.why());
+  file_ = std::move(created).value();
+}
+
+void BlobFileWriter::write(const char* data, size_t size) { file_.write({data, size}); }
+
+void BlobFileWriter::close() { file_.close(); }
+
+Expected<LookupResult, AdoptFailure> adopt_portable_entry(const Store& store, Staging& staging,
+                                                          const AdoptRequest& request,
+                                                          const BlobEntry* manifest_record) {
+  using K = AdoptFailureKind;
+  const std::string json_path = util::join_path(staging.entry_dir(), kEntryFileName);
+  auto text = util::read_small_file(json_path, kMaxEntryFileBytes);
+  if (!text) return fail(K::kCorrupt, "entry.json: " + text.why());
+  auto recorded = [&](const std::string& file) -> const BlobFile* {
+    if (!manifest_record) return nullptr;
+    for (const auto& f : manifest_record->files)
+      if (f.name == file) return &f;
+    return nullptr;
+  };
+  if (manifest_record) {
+    const BlobFile* f = recorded(kEntryFileName);
+    if (!f || f->size != text->size() || f->sha256 != util::sha256_hex(*text))
+      return fail(K::kCorrupt, "entry.json is not the one its manifest lists");
+  }
+  auto portable = nlohmann::json::parse(*text, nullptr, false);
+  if (portable.is_discarded() || !portable.is_object()) return fail(K::kCorrupt, "entry.json is not a JSON object");
+  if (portable.value("key", "") != request.portable_key || portable.value("portable_key", "") != request.portable_key)
+    return fail(K::kCorrupt, "entry.json is for another key");
+  if (portable.value("name", "") != request.name || portable.value("kind", "") != "module")
+    return fail(K::kCorrupt, "entry.json describes another module");
+  nlohmann::json local = entry_from_portable(portable, BaseDir(request.base_dir));
+  std::string why;
+  std::optional<EntryRecord> record = entry_from_json(local, &why);
+  if (!record) return fail(K::kCorrupt, why);
+  bool serves_artifact = false;
+  for (const auto& a : record->artifacts) serves_artifact = serves_artifact || a.file == request.artifact;
+  if (!serves_artifact)
+    return fail(K::kCorrupt, "entry.json does not list " + request.artifact + ", the artifact this build serves");
+  // Only what entry.json lists is published: anything else in the staging
+  // dir (an old import, a planted file) is refused, never served.
+  for (const auto& f : regular_files(staging.entry_dir(), true)) {
+    bool listed = f == kEntryFileName;
+    for (const auto& a : record->artifacts) listed = listed || a.file == f;
+    if (!listed) return fail(K::kCorrupt, "the entry holds " + f + ", which its entry.json does not list");
+  }
+  // The entry's own claims, re-checked against the files (the blob's manifest
+  // vouched for the bytes, entry.json for what they are).
+  for (const auto& a : record->artifacts) {
+    if (manifest_record) {
+      const BlobFile* f = recorded(a.file);
+      if (!f || f->size != a.size || f->sha256 != a.sha256)
+        return fail(K::kCorrupt, "artifact " + a.file + " is not the one its manifest lists");
+    }
+    std::string p = util::join_path(staging.entry_dir(), a.file);
+    auto stamp = util::file_stamp(p);
+    if (!stamp || stamp->size != a.size)
+      return fail(K::kCorrupt, "artifact " + a.file + " is missing or has the wrong size");
+    if (util::sha256_file_hex(p) != a.sha256) return fail(K::kCorrupt, "artifact " + a.file + " does not match entry.json");
+  }
+  if (auto changed = check_and_stamp_headers(record->headers, store.digest_memo(true)))
+    return fail(K::kStale, "header " + *changed);
+  // Written from the parsed record: header records merged, nothing else kept
+  // that this version does not read, and this machine's stats of what was
+  // just checked (a portable entry has none), so later local hits of the
+  // adopted entry skip re-hashing them.
+  util::write_file(json_path, entry_file_text(*record));
+  // Checked above (headers re-hashed once: on a CUDA module they are most of a hit's time).
+  PublishResult p = store.publish_prepared(staging, request.entry_dir, *record);
+  LookupResult r;
+  r.hit = true;
+  r.entry_dir = p.entry_dir;
+  r.entry = std::move(p.entry);
+  return r;
+}
+
+}  // namespace tvmffi_jit::cache

@@ -1,0 +1,23 @@
+#include "compile/compiler_identities.h"
+
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/process.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::compile {
+
+std::optional<cache::CompilerInput> CompilerIdentities::nvcc_host(const std::vector<std::string>& flags) {
+  std::string ccbin;
+  for (size_t i = 0; i < flags.size(); ++i) {
+    const std::string& f = flags[i];
+    if ((f == "-ccbin" || f == "--compiler-bindir") && i + 1 < flags.size()) ccbin = flags[i + 1];
+    else if (util::starts_with(f, "-ccbin=")) ccbin = f.substr(7);
+    else if (util::starts_with(f, "--compiler-bindir=")) ccbin = f.substr(18);
+  }
+  std::string program = ccbin.empty() ? "gcc" : ccbin;
+  if (!ccbin.empty() && util::is_directory(ccbin)) program = util::join_path(ccbin, "gcc");
+  if (!util::find_program(program)) return std::nullopt;  // nvcc will fail and say so
+  return get("nvcc-host", program);
+}
+
+}  // namespace tvmffi_jit::compile

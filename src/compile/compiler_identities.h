@@ -1,0 +1,36 @@
+// The compilers of one build, identified once each (cache keys hold their
+// identity: cache/key.h).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tvmffi_jit/cache/compiler_identity.h"
+
+namespace tvmffi_jit::compile {
+
+// Memoised compiler identities for one build (a compiler used by ten units is
+// identified once).
+class CompilerIdentities {
+ public:
+  CompilerIdentities(std::string memo_dir, bool writable) {
+    options_.memo_dir = std::move(memo_dir);
+    options_.memo_writable = writable;
+  }
+  const cache::CompilerInput& get(const std::string& role, const std::string& program) {
+    auto it = by_program_.find(program);
+    if (it == by_program_.end()) it = by_program_.emplace(program, cache::identify_compiler(role, program, options_)).first;
+    return it->second;
+  }
+  // The host compiler nvcc will run: -ccbin/--compiler-bindir (a program or
+  // a directory holding gcc), else gcc on PATH.
+  std::optional<cache::CompilerInput> nvcc_host(const std::vector<std::string>& flags);
+
+ private:
+  cache::IdentifyOptions options_;
+  std::map<std::string, cache::CompilerInput> by_program_;
+};
+
+}  // namespace tvmffi_jit::compile

@@ -1,0 +1,156 @@
+#include "compile/object_cache.h"
+
+#include <unistd.h>
+
+#include "compile/compiler_output.h"
+#include "compile/freshness.h"
+#include "compile/module_key.h"
+#include "compile/search_dirs.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/log.h"
+
+namespace tvmffi_jit::compile {
+
+namespace {
+
+// Hard link when possible (the staging dir and the store share a filesystem),
+// else copy.
+void place_file(const std::string& from, const std::string& to) {
+  util::remove_all(to);
+  if (::link(from.c_str(), to.c_str()) == 0) return;
+  util::write_file(to, util::read_file(from));
+}
+
+}  // namespace
+
+UnitCache::UnitCache(const BuildPlan& plan, const Manifest& m, const toolchain::Toolchain& tc, const cache::Store& store,
+                     CompilerIdentities& ids, const CachedBuildOptions& options, bool reuse_objects)
+    : store_(store), options_(options), reuse_objects_(reuse_objects) {
+  // Keys are computed up front, on this thread: compiler identities are
+  // memoised in `ids`, which the workers must not share.
+  for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
+    for (const auto& step : *steps) {
+      Unit u;
+      if (reuse_objects_) {
+        cache::Key key =
+            cache::compute_object_key(object_key_inputs(step, m, tc, ids, *options.environment), options.keep_key_trace);
+        if (options.keep_key_trace)
+          spdlog::debug("cache: object key of {}: {}, hashed from:\n{}", step.display, key.hex, key.trace);
+        u.key = key.hex;
+      }
+      units_.push_back(std::move(u));
+    }
+}
+
+compile::CompileHooks UnitCache::hooks() {
+  compile::CompileHooks h;
+  h.before_compile = [this](const UnitRef& ref, const std::string& dir) { return before_compile(ref, dir); };
+  h.after_compile = [this](const UnitRef& ref, const std::string& dir, const CommandRecord& rec) {
+    after_compile(ref, dir, rec);
+  };
+  return h;
+}
+
+std::vector<cache::ObjectRecord> UnitCache::objects() const {
+  std::vector<cache::ObjectRecord> all;
+  if (!reuse_objects_) return all;
+  for (const auto& u : units_)
+    if (!u.sha256.empty()) all.push_back({u.key, u.sha256});
+  return all;
+}
+
+std::vector<cache::HeaderRecord> UnitCache::headers() const {
+  std::vector<cache::HeaderRecord> all;
+  for (const auto& u : units_) cache::merge_headers(all, u.headers);
+  return all;
+}
+
+std::optional<CommandRecord> UnitCache::before_compile(const UnitRef& ref, const std::string& dir) {
+  Unit& u = units_.at(ref.index);
+  u.start_ns = now_ns();
+  if (!reuse_objects_ || options_.force) return std::nullopt;
+  // Objects are re-hashed before they are linked: a same-size corruption
+  // would otherwise spread into every module linked from them.
+  cache::LookupOptions verify_object;
+  verify_object.verify_digest_up_to = cache::kVerifyAll;
+  cache::LookupResult r = store_.lookup(store_.object_entry_dir(u.key), u.key, verify_object);
+  spdlog::debug("cache: object of {}: {}", ref.step.display, r.hit ? "hit in " + r.entry_dir : "miss (" + r.miss_reason + ")");
+  // Another module of a batch compiling this very unit now: wait for it and
+  // take its object from the store (compile here only if it did not store one).
+  while (!r.hit && options_.in_flight) {
+    u.claim = options_.in_flight->claim(u.key);
+    // Whoever held the key may have stored the object, also just before
+    // this claim: look again either way.
+    r = store_.lookup(store_.object_entry_dir(u.key), u.key, verify_object);
+    if (u.claim.owned()) break;
+  }
+  if (r.hit) u.claim = {};  // nothing to compile: let waiters look it up
+  if (!r.hit) {
+    if (r.corrupt) count([](cache::StatsCounters& s) { ++s.corrupt_entries; });
+    return std::nullopt;
+  }
+  const CompileStep& step = ref.step;
+  if (step.generated_text)  // later steps (embed, link) may read generated files
+    util::write_file(util::join_path(dir, step.generated_name), *step.generated_text);
+  place_file(r.artifact_path(), util::join_path(dir, step.object_name));
+  ref.unit.object_path = util::join_path(dir, step.object_name);
+  for (const auto& h : r.entry->headers) ref.unit.dependencies.push_back(h.path);
+  u.headers = r.entry->headers;
+  u.sha256 = r.entry->artifacts.front().sha256;
+  if (options_.exec.verbose) spdlog::info("reusing the cached object of {}", step.display);
+  CommandRecord rec;
+  rec.description = "reused the cached object of " + step.display;
+  rec.output = capped_output(r.entry->compiler_output);
+  count([](cache::StatsCounters& s) { ++s.object_hits; }, &reused_);
+  return rec;
+}
+
+void UnitCache::after_compile(const UnitRef& ref, const std::string& dir, const CommandRecord& rec) {
+  Unit& u = units_.at(ref.index);
+  u.headers = cache::hash_headers(ref.unit.dependencies, dir, {dir}, {}, store_.digest_memo(true));
+  cache::record_shadows(u.headers, include_search_dirs(ref.step, dir, *options_.environment));
+  std::optional<std::string> moved = header_changed_during_build(u.headers, u.start_ns);
+  if (moved) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!moved_) moved_ = moved;
+  }
+  if (rec.launcher_fallback) count([](cache::StatsCounters& s) { ++s.launcher_fallbacks; });
+  if (!reuse_objects_) return;
+  u.sha256 = util::sha256_file_hex(ref.unit.object_path);
+  count([](cache::StatsCounters& s) { ++s.object_misses; }, &compiled_);
+  if (store_.writable() && !moved) store_object(ref.step, u.key, ref.unit, u.headers, rec);
+  u.claim = {};  // stored (or not storable): units waiting for it look it up now
+}
+
+void UnitCache::store_object(const CompileStep& step, const std::string& key, const CompiledUnit& unit,
+                             const std::vector<cache::HeaderRecord>& headers, const CommandRecord& rec) {
+  try {
+    cache::Staging s = store_.stage();
+    std::string name = util::file_name(step.object_name);
+    std::string copy = util::join_path(s.build_dir(), name);
+    place_file(unit.object_path, copy);
+    cache::EntryRecord entry;
+    entry.kind = "object";
+    entry.name = step.display;
+    entry.key = key;
+    entry.headers = headers;
+    entry.inputs = {{"language", language_name(step.language)},
+                    {"compiler", step.compiler},
+                    {"source", step.generated_text ? step.generated_name : step.input_path}};
+    entry.compiler_output = capped_output(rec.output);
+    cache::PublishResult p = store_.publish(s, store_.object_entry_dir(key), entry, {{copy, name}});
+    if (p.ours) {
+      const uint64_t size = p.entry.artifacts.front().size;
+      count([size](cache::StatsCounters& st) {
+        ++st.stores;
+        st.bytes_stored += size;
+      });
+    }
+  } catch (const Error& e) {
+    spdlog::warn("could not cache the object of {}: {}", step.display, e.what());
+  }
+}
+
+}  // namespace tvmffi_jit::compile

@@ -1,0 +1,40 @@
+#include "compile/uncached_build.h"
+
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/process.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::compile {
+
+BuildResult execute_in_disposable_dir(const BuildPlan& plan, const std::string& dir, const ExecuteOptions& exec,
+                                      const CompileHooks& hooks, const std::function<void()>& keep,
+                                      const std::string& removed_by) {
+  try {
+    return execute_plan(plan, dir, exec, hooks);
+  } catch (const Error& e) {
+    if (e.code() != ExitCode::kBuildFailed || util::termination_signal() != 0) throw;
+    keep();
+    std::string message = e.what();
+    if (!message.empty() && message.back() != '\n') message += '\n';
+    throw build_error(message + "(the build directory " + dir + " is kept so that the command above can be re-run; " +
+                      removed_by + ")");
+  }
+}
+
+BuildResult build_outside_cache(const BuildPlan& plan, const std::string& why, const CachedBuildOptions& options) {
+  spdlog::warn("cache: {}; building without caching", why);
+  return build_without_cache(plan, options.exec);
+}
+
+BuildResult build_without_cache(const BuildPlan& plan, const ExecuteOptions& exec) {
+  util::TempDir temp(util::temp_root(), "tvmffi-jit-" + plan.name + "-");
+  if (exec.verbose) spdlog::info("building {} in {}", plan.name, temp.path());
+  BuildResult result = execute_in_disposable_dir(plan, temp.path(), exec, {}, [&] { temp.keep(); },
+                                                 "remove it when done");
+  temp.keep();  // the artifact is in it: the caller's now
+  return result;
+}
+
+}  // namespace tvmffi_jit::compile

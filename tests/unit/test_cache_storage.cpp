@@ -1,0 +1,364 @@
+// The storage facade (cache/storage.h) over in-memory remotes: the order of
+// the tiers, the read-only wrapper, how failures are counted, trust; and the
+// remote URL parsed once (cache/remote/url.h).
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tvmffi_jit/cache/headers.h"
+#include "tvmffi_jit/cache/portable.h"
+#include "tvmffi_jit/cache/transfer/portable_entry.h"
+#include "tvmffi_jit/cache/remote/backend.h"
+#include "tvmffi_jit/cache/remote/url.h"
+#include "tvmffi_jit/cache/transfer/signing.h"
+#include "tvmffi_jit/cache/storage.h"
+#include "tvmffi_jit/cache/transfer/transfer.h"
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+
+using namespace tvmffi_jit;
+using namespace tvmffi_jit::cache;
+
+namespace {
+
+const std::string kPortable(64, 'c');
+const std::string kNamespace = "ns";
+
+// Two checkouts of one project on two machines: "a" builds and publishes,
+// "b" asks the facade. Each has its own cache root and base directory.
+struct World {
+  util::TempDir tmp;
+  std::string base_a = util::join_path(tmp.path(), "a");
+  std::string base_b = util::join_path(tmp.path(), "b");
+  Store store_a{open_root(util::join_path(tmp.path(), "cache-a"), true)};
+  Store store_b{open_root(util::join_path(tmp.path(), "cache-b"), true)};
+  StatsCounters stats;
+
+  World() {
+    util::make_directories(base_a, 0755);
+    util::make_directories(base_b, 0755);
+  }
+
+  // Module "m" built in checkout a (its artifact `content`), published in
+  // store a; the headers it read are given relative to the base.
+  std::string publish_a(const std::string& content, const std::vector<std::string>& headers = {}) {
+    std::vector<std::string> paths;
+    for (const auto& h : headers) paths.push_back(util::join_path(base_a, h));
+    Staging s = store_a.stage();
+    std::string built = util::join_path(s.build_dir(), "m.so");
+    util::write_file(built, content);
+    EntryRecord rec;
+    rec.kind = "module";
+    rec.name = "m";
+    rec.key = local_key_hex(kPortable, base_a);
+    rec.portable_key = kPortable;
+    rec.base_dir = base_a;
+    rec.headers = hash_headers(paths, base_a, {}, {});
+    std::string dir = store_a.module_entry_dir("m", rec.key);
+    store_a.remove_entry(dir);  // a rebuild with other content (else the first entry stays)
+    return store_a.publish(s, dir, rec, {{built, "m.so"}}).entry_dir;
+  }
+
+  // The blob a's upload would send.
+  std::string blob_a(const std::string& content, const SecretKey* sign_key = nullptr) {
+    return pack_portable_entry(publish_a(content), sign_key);
+  }
+
+  // What checkout b asks for.
+  EntryRequest request_b() const {
+    EntryRequest r;
+    r.name = "m";
+    r.key.hex = local_key_hex(kPortable, base_b);
+    r.key.portable_hex = kPortable;
+    r.entry_dir = store_b.module_entry_dir("m", r.key.hex);
+    r.base_dir = base_b;
+    r.artifact = "m.so";
+    r.lookup.required_artifacts = {"m.so"};
+    return r;
+  }
+
+  RemoteOptions options(bool read_only = false) const {
+    RemoteOptions o;
+    o.key_namespace = kNamespace;
+    o.read_only = read_only;
+    return o;
+  }
+};
+
+std::string object() { return kNamespace + "/" + kPortable; }
+
+std::shared_ptr<MemoryServer> server_with(const std::string& blob) {
+  auto s = std::make_shared<MemoryServer>();
+  if (!blob.empty()) s->objects[object()] = blob;
+  return s;
+}
+
+std::shared_ptr<MemoryServer> failing_server(RemoteFailureKind kind) {
+  auto s = std::make_shared<MemoryServer>();
+  s->failing = RemoteFailure{kind, "injected"};
+  return s;
+}
+
+std::vector<std::unique_ptr<RemoteBackend>> backends(const std::vector<std::shared_ptr<MemoryServer>>& servers) {
+  std::vector<std::unique_ptr<RemoteBackend>> out;
+  for (size_t i = 0; i < servers.size(); ++i)
+    out.push_back(make_memory_backend(servers[i], "memory://" + std::to_string(i)));
+  return out;
+}
+
+std::string artifact_of(const Found& f) { return util::read_file(f.entry.artifact_path(std::string("m.so"))); }
+
+}  // namespace
+
+TEST_CASE("the cache statuses keep the names build --json and the Python package show", "[cache][storage]") {
+  CHECK(std::string(cache_status_name(CacheStatus::kHit)) == "hit");
+  CHECK(std::string(cache_status_name(CacheStatus::kRemoteHit)) == "remote-hit");
+  CHECK(std::string(cache_status_name(CacheStatus::kMiss)) == "miss");
+}
+
+TEST_CASE("a local hit is answered by the local store without asking a remote", "[cache][storage]") {
+  World w;
+  auto remote = server_with(w.blob_a("remote bytes"));
+  // b has its own local entry (built there).
+  Storage b_local(w.store_b, w.options(), &w.stats, backends({remote}));
+  Found miss = b_local.get(w.request_b(), Tier::kLocal);
+  CHECK(miss.status == CacheStatus::kMiss);
+  CHECK(miss.entry.miss_reason == "absent");
+  CHECK(remote->gets == 0);
+  CHECK(w.stats.hits == 0);
+
+  Found shared = b_local.get(w.request_b(), Tier::kShared);
+  REQUIRE(shared.status == CacheStatus::kRemoteHit);
+  // Published locally: the next lookup is a local hit, served from b's root.
+  Found local = b_local.get(w.request_b(), Tier::kLocal);
+  CHECK(local.status == CacheStatus::kHit);
+  CHECK(local.entry.entry_dir == w.request_b().entry_dir);
+  CHECK(artifact_of(local) == "remote bytes");
+  CHECK(remote->gets == 1);
+  CHECK((w.stats.hits == 1 && w.stats.remote_hits == 1 && w.stats.remote_misses == 0));
+}
+
+TEST_CASE("an imported entry answers before any remote is asked", "[cache][storage]") {
+  World w;
+  std::string exported = util::join_path(w.tmp.path(), "export.tvmffi");
+  export_entries({w.publish_a("imported bytes")}, exported);
+  import_entries(w.store_b, exported);
+  auto remote = server_with(w.blob_a("remote bytes"));
+  Storage storage(w.store_b, w.options(), &w.stats, backends({remote}));
+  Found f = storage.get(w.request_b(), Tier::kShared);
+  REQUIRE(f.status == CacheStatus::kRemoteHit);
+  CHECK(f.source == "imported");
+  CHECK(artifact_of(f) == "imported bytes");
+  CHECK(remote->gets == 0);
+  CHECK((w.stats.imported_hits == 1 && w.stats.remote_hits == 0));
+}
+
+TEST_CASE("the first remote that has the entry wins; the others are not asked", "[cache][storage]") {
+  World w;
+  const std::string blob = w.blob_a("from the second");
+  auto empty = server_with("");
+  auto second = server_with(blob);
+  auto third = server_with(w.blob_a("from the third"));
+  Storage storage(w.store_b, w.options(), &w.stats, backends({empty, second, third}));
+  Found f = storage.get(w.request_b(), Tier::kShared);
+  REQUIRE(f.status == CacheStatus::kRemoteHit);
+  CHECK(f.source == "memory://1");
+  CHECK(artifact_of(f) == "from the second");
+  CHECK(third->objects[object()] != blob);
+  CHECK((empty->gets == 1 && second->gets == 1 && third->gets == 0));
+  CHECK((w.stats.remote_hits == 1 && w.stats.remote_bytes_received == blob.size()));
+}
+
+TEST_CASE("nothing anywhere is one remote miss, and the upload reaches every writable remote", "[cache][storage]") {
+  World w;
+  auto one = server_with("");
+  auto two = server_with("");
+  Storage storage(w.store_b, w.options(), &w.stats, backends({one, two}));
+  CHECK(storage.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
+  CHECK(w.stats.remote_misses == 1);
+  // b builds and publishes (here: a's entry stands in for it), then uploads.
+  std::string built = w.publish_a("built by b");
+  storage.upload(w.request_b(), built);
+  CHECK((one->puts == 1 && two->puts == 1));
+  REQUIRE(one->objects.count(object()) == 1);
+  CHECK(w.stats.remote_stores == 2);
+  CHECK(w.stats.remote_bytes_sent == 2 * one->objects[object()].size());
+}
+
+TEST_CASE("read-only remotes are never sent a put", "[cache][storage]") {
+  World w;
+  auto remote = server_with("");
+  Storage storage(w.store_b, w.options(true), &w.stats, backends({remote}));
+  storage.upload(w.request_b(), w.publish_a("x"));
+  CHECK(remote->puts == 0);
+  CHECK(remote->objects.empty());
+  CHECK(w.stats.remote_stores == 0);
+  // The wrapper itself refuses without reaching its server.
+  auto wrapped = read_only(make_memory_backend(remote, "memory://ro"));
+  RemotePut put = wrapped->put(object(), "blob");
+  REQUIRE(!put);
+  CHECK(put.error().kind == RemoteFailureKind::kError);
+  CHECK(remote->puts == 0);
+  CHECK(wrapped->name() == "memory://ro");
+}
+
+TEST_CASE("timeouts, errors and corrupt blobs are counted apart; a failed server is given up", "[cache][storage]") {
+  World w;
+  auto slow = failing_server(RemoteFailureKind::kTimeout);
+  auto down = failing_server(RemoteFailureKind::kError);
+  auto garbage = server_with("not a blob at all");
+  Storage storage(w.store_b, w.options(), &w.stats, backends({slow, down, garbage}));
+  Found f = storage.get(w.request_b(), Tier::kShared);
+  CHECK(f.status == CacheStatus::kMiss);
+  CHECK(w.stats.remote_errors == 2);  // both servers given up
+  CHECK(w.stats.remote_timeouts == 1);  // one of them for a deadline
+  CHECK(w.stats.remote_corrupt == 1);
+  CHECK(w.stats.remote_misses == 1);   // the one that answered had nothing usable
+  // Given up for the rest of the facade's life: neither asked again, nor sent the upload.
+  storage.get(w.request_b(), Tier::kShared);
+  storage.upload(w.request_b(), w.publish_a("x"));
+  CHECK((slow->gets == 1 && down->gets == 1 && garbage->gets == 2));
+  CHECK((slow->puts == 0 && down->puts == 0 && garbage->puts == 1));
+  CHECK(w.stats.remote_errors == 2);
+  CHECK(w.stats.remote_corrupt == 2);
+  CHECK(!util::path_exists(w.request_b().entry_dir));
+}
+
+TEST_CASE("an entry built against other headers is a miss, not a corrupt blob", "[cache][storage]") {
+  World w;
+  util::write_file(util::join_path(w.base_a, "h.h"), "int a;\n");
+  util::write_file(util::join_path(w.base_b, "h.h"), "int b;\n");  // this checkout's header differs
+  auto remote = server_with(pack_portable_entry(w.publish_a("x", {"h.h"})));
+  Storage storage(w.store_b, w.options(), &w.stats, backends({remote}));
+  CHECK(storage.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
+  CHECK(w.stats.remote_corrupt == 0);
+  CHECK(w.stats.remote_misses == 1);
+  // The same header here: the entry is used.
+  util::write_file(util::join_path(w.base_b, "h.h"), "int a;\n");
+  CHECK(storage.get(w.request_b(), Tier::kShared).status == CacheStatus::kRemoteHit);
+}
+
+TEST_CASE("under trusted keys an unsigned or foreign-signed entry is refused and counted", "[cache][storage]") {
+  World w;
+  KeyPairFiles ci = generate_key_pair("ci", w.tmp.path());
+  KeyPairFiles other = generate_key_pair("other", w.tmp.path());
+  RemoteOptions o = w.options();
+  o.trusted_keys = {read_public_key(ci.public_file)};
+  const SecretKey foreign = read_secret_key(other.secret_file);
+  auto unsigned_server = server_with(w.blob_a("unsigned"));
+  auto foreign_server = server_with(w.blob_a("foreign", &foreign));
+  Storage storage(w.store_b, o, &w.stats, backends({unsigned_server, foreign_server}));
+  CHECK(storage.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
+  CHECK(w.stats.remote_untrusted == 2);
+  CHECK(w.stats.remote_corrupt == 0);
+  CHECK(!util::path_exists(w.request_b().entry_dir));
+
+  const SecretKey ci_key = read_secret_key(ci.secret_file);
+  auto signed_server = server_with(w.blob_a("signed", &ci_key));
+  Storage trusted(w.store_b, o, &w.stats, backends({signed_server}));
+  Found f = trusted.get(w.request_b(), Tier::kShared);
+  REQUIRE(f.status == CacheStatus::kRemoteHit);
+  CHECK(artifact_of(f) == "signed");
+}
+
+TEST_CASE("a remote URL is parsed once into its parts", "[cache][storage][url]") {
+  RemoteUrl r = parse_remote_url("redis://user:secret@[::1]:7000/3");
+  CHECK(r.scheme == RemoteScheme::kRedis);
+  CHECK((r.host == "::1" && r.port == 7000 && r.db == 3));
+  CHECK((r.user == "user" && r.password == "secret"));
+  CHECK(r.shown == "redis://***@[::1]:7000/3");
+  CHECK(parse_remote_url("redis://h").port == 6379);
+
+  RemoteUrl s3 = parse_remote_url("s3://my-bucket/team/ci/");
+  CHECK((s3.scheme == RemoteScheme::kS3 && s3.bucket == "my-bucket" && s3.prefix == "team/ci"));
+  RemoteUrl http = parse_remote_url("https://cache.example:8443/ac");
+  CHECK((http.scheme == RemoteScheme::kHttps && http.host == "cache.example" && http.port == 8443));
+
+  auto usage = [](const std::string& url) {
+    try {
+      parse_remote_url(url);
+    } catch (const Error& e) {
+      CHECK(e.code() == ExitCode::kUsage);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK_THAT(usage("ftp://h/x"), Catch::Contains("must start with http://, https://, redis:// or s3://"));
+  CHECK_THAT(usage("redis://:pw@/0"), Catch::Contains("names no host"));
+  CHECK_THAT(usage("redis://h/x"), Catch::Contains("database number"));
+  CHECK_THAT(usage("s3://A"), Catch::Contains("bucket name"));
+  CHECK(usage("redis://:pw@/0").find("pw") == std::string::npos);
+}
+
+TEST_CASE("a namespace is joined to a key in one place: '/' for paths, ':' for Redis", "[cache][storage][url]") {
+  CHECK(remote_object_name(RemoteScheme::kRedis, "ns", "k") == "ns:k");
+  CHECK(remote_object_name(RemoteScheme::kHttp, "ns", "k") == "ns/k");
+  CHECK(remote_object_name(RemoteScheme::kS3, "ns", "k") == "ns/k");
+  CHECK(remote_object_name(RemoteScheme::kRedis, "", "k") == "k");
+}
+
+TEST_CASE("find: local first, then under the lock the shared tiers; a remote hit is not a miss", "[cache][storage]") {
+  World w;
+  auto remote = server_with(w.blob_a("remote bytes"));
+  Storage storage(w.store_b, w.options(), &w.stats, backends({remote}));
+  FindOptions local_only{false, true, 5, "building m"};
+  Found f = storage.find(w.request_b(), local_only);
+  CHECK(f.status == CacheStatus::kMiss);
+  CHECK(f.miss_reason == "absent");
+  CHECK(remote->gets == 0);      // local only: no remote asked
+  CHECK(w.stats.misses == 0);    // and no miss counted (another process builds)
+
+  Found shared = storage.find(w.request_b(), FindOptions{false, false, 5, "building m"});
+  REQUIRE(shared.status == CacheStatus::kRemoteHit);
+  CHECK(shared.source == "memory://0");
+  CHECK((w.stats.misses == 0 && w.stats.remote_hits == 1));
+  CHECK(storage.find(w.request_b(), FindOptions{false, false, 5, "building m"}).status == CacheStatus::kHit);
+  CHECK(remote->gets == 1);
+}
+
+TEST_CASE("find: --force asks no tier and holds the lock for the rebuild; publish and upload follow", "[cache][storage]") {
+  World w;
+  auto remote = server_with(w.blob_a("remote bytes"));
+  Storage storage(w.store_b, w.options(), &w.stats, backends({remote}));
+  Found f = storage.find(w.request_b(), FindOptions{true, false, 5, "building m"});
+  CHECK(f.status == CacheStatus::kMiss);
+  CHECK(f.miss_reason == "--force");
+  CHECK(!f.cannot_store);
+  CHECK(f.lock.locked());
+  CHECK(remote->gets == 0);
+  CHECK(w.stats.misses == 1);
+
+  Staging s = w.store_b.stage();
+  std::string built = util::join_path(s.build_dir(), "m.so");
+  util::write_file(built, "rebuilt");
+  EntryRecord rec;
+  rec.kind = "module";
+  rec.name = "m";
+  rec.key = w.request_b().key.hex;
+  rec.portable_key = kPortable;
+  rec.base_dir = w.base_b;
+  PublishResult p = storage.publish(s, w.request_b(), rec, {{built, "m.so"}});
+  CHECK(p.ours);
+  CHECK(w.stats.stores == 1);
+  storage.upload(w.request_b(), p.entry_dir);
+  CHECK(remote->puts == 1);
+}
+
+TEST_CASE("a URL's backend comes from the scheme table, opened on first use; one that cannot connect is given up",
+          "[cache][storage]") {
+  World w;
+  RemoteOptions o = w.options();
+  o.connect_timeout_ms = 2000;
+  // Port 1 on the loopback: nobody listens, the connection is refused at once.
+  o.servers = parse_remote_urls({"redis://127.0.0.1:1"});
+  Storage storage(w.store_b, o, &w.stats);
+  CHECK(storage.get(w.request_b(), Tier::kLocal).status == CacheStatus::kMiss);
+  CHECK(w.stats.remote_errors == 0);  // a local lookup opens no backend
+  CHECK(storage.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
+  CHECK((w.stats.remote_errors == 1 && w.stats.remote_timeouts == 0));
+  CHECK(w.stats.remote_misses == 0);  // no server answered
+  storage.get(w.request_b(), Tier::kShared);
+  CHECK(w.stats.remote_errors == 1);  // given up: not tried again
+}
