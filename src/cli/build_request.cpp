@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "tvmffi_jit/cache/root.h"
+#include "tvmffi_jit/cache/remote/url.h"
 #include "tvmffi_jit/cli/commands.h"
 #include "tvmffi_jit/cli/environment.h"
 #include "tvmffi_jit/compile/executor.h"
@@ -43,7 +44,7 @@ cache::RemoteOptions remote_options(const BuildArgs& args, const toolchain::EnvL
   if (!args.remote_namespace.empty()) cl.key_namespace = args.remote_namespace;
   cl.sign_key_file = args.remote_sign_key;
   cl.trusted_key_files = args.remote_trusted_keys;
-  cache::RemoteOptions o = cache::remote_options_from_environment(cl, args.remote_read_only, env);
+  cache::RemoteOptions o = remote_options_from_environment(cl, args.remote_read_only, env);
   o.servers = cache::parse_remote_urls(o.urls);
   if (!o.key_namespace.empty() && !cache::is_valid_entry_name(o.key_namespace))
     throw usage_error("remote namespace '" + o.key_namespace +
@@ -68,6 +69,46 @@ void refuse_single_module_options(const BuildArgs& args) {
 }
 
 }  // namespace
+
+cache::RemoteOptions remote_options_from_environment(cache::RemoteOptions o, bool command_line_read_only,
+                                                     const toolchain::EnvLookup& env) {
+  if (o.urls.empty()) {
+    if (auto v = env("TVMFFI_JIT_REMOTE")) {
+      for (const auto& part : util::split_any(*v, " \t\n"))
+        if (!part.empty()) o.urls.push_back(part);
+    }
+  }
+  o.read_only = command_line_read_only || toolchain::env_flag(env, "TVMFFI_JIT_REMOTE_READ_ONLY");
+  if (auto ns = env("TVMFFI_JIT_REMOTE_NAMESPACE"); ns && o.key_namespace == "tvmffi-jit") o.key_namespace = *ns;
+  o.first_byte_timeout_ms = static_cast<int>(
+      toolchain::env_duration_ms(env, "TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT", o.first_byte_timeout_ms));
+  o.transfer_timeout_ms =
+      static_cast<int>(toolchain::env_duration_ms(env, "TVMFFI_JIT_REMOTE_TIMEOUT", o.transfer_timeout_ms));
+  o.max_blob_bytes = toolchain::env_size(env, "TVMFFI_JIT_REMOTE_MAX_BLOB", o.max_blob_bytes);
+  if (auto lib = env("TVMFFI_JIT_LIBCURL"); lib && !lib->empty()) o.libcurl = *lib;
+  // AWS's variables, read only when an S3 remote will use them (and checked
+  // by cache::finish_remote_options).
+  if (std::any_of(o.urls.begin(), o.urls.end(), cache::is_s3_url)) {
+    auto var = [&env](const char* name) -> std::string { return env(name).value_or(""); };
+    o.s3.endpoint_url = var("AWS_ENDPOINT_URL");
+    if (std::string r = var("AWS_REGION"); !r.empty()) o.s3.region = r;
+    else if (std::string d = var("AWS_DEFAULT_REGION"); !d.empty()) o.s3.region = d;
+    o.s3.access_key_id = var("AWS_ACCESS_KEY_ID");
+    o.s3.secret_access_key = var("AWS_SECRET_ACCESS_KEY");
+    o.s3.session_token = var("AWS_SESSION_TOKEN");
+  }
+  if (o.sign_key_file.empty()) {
+    if (auto v = env("TVMFFI_JIT_REMOTE_SIGN_KEY")) o.sign_key_file = *v;
+  }
+  if (o.trusted_key_files.empty()) {
+    if (auto v = env("TVMFFI_JIT_REMOTE_TRUSTED_KEYS")) {
+      for (const auto& part : util::split_any(*v, ":"))
+        if (!part.empty()) o.trusted_key_files.push_back(part);
+    }
+  }
+  cache::finish_remote_options(o);
+  return o;
+}
 
 MachineResources read_machine_resources(const std::string& cgroup_root) {
   MachineResources m;

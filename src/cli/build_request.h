@@ -118,6 +118,22 @@ struct BuildRequest {
   std::string job_trace;       // --job-trace FILE
 };
 
+// $TVMFFI_JIT_REMOTE (URLs separated by spaces), $TVMFFI_JIT_REMOTE_READ_ONLY
+// (a boolean: toolchain::env_flag), $TVMFFI_JIT_REMOTE_NAMESPACE,
+// $TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT and $TVMFFI_JIT_REMOTE_TIMEOUT
+// (durations), $TVMFFI_JIT_REMOTE_MAX_BLOB (a size),
+// $TVMFFI_JIT_REMOTE_SIGN_KEY and $TVMFFI_JIT_REMOTE_TRUSTED_KEYS (files
+// separated by ':', as PATH) under the command line's values: urls, a sign
+// key or trusted keys given on the command line replace the variable's. A
+// malformed value is usage_error (exit 2) naming the variable.
+// $TVMFFI_JIT_LIBCURL names the libcurl to load for http(s) and s3 remotes;
+// the AWS variables fill S3Settings. Then cache::finish_remote_options()
+// checks the S3 settings when an s3:// URL is among the urls (a malformed
+// $AWS_ENDPOINT_URL or $AWS_REGION is usage_error, exit 2) and loads the key
+// files. `env` is the CLI's one reader of the environment (ARCHITECTURE.md).
+cache::RemoteOptions remote_options_from_environment(cache::RemoteOptions command_line, bool command_line_read_only,
+                                                     const toolchain::EnvLookup& env);
+
 // Resolves everything but the toolchain and the plans. Throws Error(kUsage)
 // (exit 2) for a bad or unreadable manifest (unless keep_going keeps it as a
 // failed module), an option a batch cannot honour, a size without a unit, a

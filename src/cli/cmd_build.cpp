@@ -72,7 +72,8 @@ toolchain::Toolchain find_toolchain(const compile::Manifest& m, const BuildReque
     tc.rocm = toolchain::find_rocm_toolkit(r.env);
   // Kernel-only builds use tvm-ffi's include directories when it is there;
   // make_plan() says when a build needs it and it is missing.
-  tc.tvm_ffi = r.use_cache ? compile::find_tvm_ffi_memoized(r.tvm_ffi, r.cache_dir, r.user_toolchain_memo_dir)
+  tc.tvm_ffi = r.use_cache ? toolchain::find_tvm_ffi_memoized(
+                                 r.tvm_ffi, compile::tvm_ffi_memo_dirs(r.cache_dir, r.user_toolchain_memo_dir))
                            : toolchain::find_tvm_ffi(r.tvm_ffi);
   return tc;
 }
@@ -262,9 +263,14 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   // 1. The request: command line, environment (the lookup cli::run() made),
   //    manifest(s) and defaults, fully checked (exit 2) before anything runs.
   const toolchain::EnvLookup& env = ctx.environment.env;
+  // --only-if-cached runs nothing, so it reads none of what the job limits
+  // come from (the cgroup files, mountinfo, /proc/meminfo): the engine library
+  // answers every in-process hit this way (docs/python.md).
   const MachineResources machine =
-      read_machine_resources(toolchain::non_empty(env, "TVMFFI_JIT_CGROUP_ROOT").value_or("/"));
+      args.only_if_cached ? MachineResources{}
+                          : read_machine_resources(toolchain::non_empty(env, "TVMFFI_JIT_CGROUP_ROOT").value_or("/"));
   BuildRequest request = resolve_build_request(args, env, machine);
+  if (args.only_if_cached) request.limits.why = "not resolved (--only-if-cached runs no job)";
   const BuildRequest& r = request;
   std::optional<compile::JobTrace> trace;  // from here, so that planning shows in the timeline
   if (!r.job_trace.empty()) trace.emplace();

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "build_request.h"
 #include "output.h"
 #include "tvmffi_jit/cache/maintenance.h"
 #include "tvmffi_jit/cache/remote/options.h"
@@ -314,7 +315,7 @@ void run_export(const CacheArgs& a) {
   // when --sign-key is not given): read before anything is written.
   cache::RemoteOptions keys;
   keys.sign_key_file = a.sign_key;
-  keys = cache::remote_options_from_environment(keys, false, a.environment->env);
+  keys = remote_options_from_environment(keys, false, a.environment->env);
   cache::ExportReport r =
       cache::export_entries(dirs, a.transfer_file, keys.sign_key ? &*keys.sign_key : nullptr);
   for (const auto& s : r.skipped) spdlog::warn("not exported: {}", s);

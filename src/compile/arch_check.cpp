@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tvmffi_jit/cache/compiler_identity.h"
 #include "tvmffi_jit/cache/root.h"
+#include "tvmffi_jit/toolchain/compiler_identity.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
@@ -65,10 +65,10 @@ std::vector<int> nvcc_supported_archs(const std::string& nvcc, const std::string
   if (use_cache && !cache_dir.empty()) {
     try {
       const std::string& root = cache_dir;
-      cache::IdentifyOptions io;
+      toolchain::IdentifyOptions io;
       io.memo_dir = util::join_path(root, "compilers");
       io.memo_writable = false;  // the build itself writes identities; only read them here
-      identity = cache::identify_compiler("nvcc", nvcc, io).identity;
+      identity = toolchain::identify_compiler("nvcc", nvcc, io).identity;
       memo = util::join_path(util::join_path(root, "toolchain"), "nvcc-archs-" + util::sha256_hex(nvcc).substr(0, 16) + ".json");
       if (auto text = util::read_small_file(memo, kMaxMemoBytes)) {
         auto j = nlohmann::json::parse(*text, nullptr, false);

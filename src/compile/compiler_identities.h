@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "tvmffi_jit/cache/compiler_identity.h"
+#include "tvmffi_jit/cache/key.h"
+#include "tvmffi_jit/toolchain/compiler_identity.h"
 
 namespace tvmffi_jit::compile {
 
@@ -19,17 +20,13 @@ class CompilerIdentities {
     options_.memo_dir = std::move(memo_dir);
     options_.memo_writable = writable;
   }
-  const cache::CompilerInput& get(const std::string& role, const std::string& program) {
-    auto it = by_program_.find(program);
-    if (it == by_program_.end()) it = by_program_.emplace(program, cache::identify_compiler(role, program, options_)).first;
-    return it->second;
-  }
+  const cache::CompilerInput& get(const std::string& role, const std::string& program);
   // The host compiler nvcc will run: -ccbin/--compiler-bindir (a program or
   // a directory holding gcc), else gcc on PATH.
   std::optional<cache::CompilerInput> nvcc_host(const std::vector<std::string>& flags);
 
  private:
-  cache::IdentifyOptions options_;
+  toolchain::IdentifyOptions options_;
   std::map<std::string, cache::CompilerInput> by_program_;
 };
 

@@ -1,109 +1,16 @@
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <optional>
-
-#include <nlohmann/json.hpp>
-
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/compile/cached_build.h"
-#include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
-#include "tvmffi_jit/util/json.h"
-#include "tvmffi_jit/util/log.h"
-#include "tvmffi_jit/util/process.h"
 
 namespace tvmffi_jit::compile {
 
-namespace {
-
-// The tvm-ffi location memo is a few hundred bytes; a bigger one is not ours.
-constexpr uint64_t kMaxMemoBytes = 1ull << 20;
-
-}  // namespace
-
-Expected<toolchain::TvmFfiLocation> find_tvm_ffi_memoized(const toolchain::TvmFfiSearch& search, const std::string& cache_dir,
-                                                          const std::string& user_dir) {
-  if (search.root || toolchain::non_empty(search.env, "TVM_FFI_ROOT")) return toolchain::find_tvm_ffi(search);
-  // What decides the answer of the programs find_tvm_ffi would ask.
-  auto program_state = [](const std::string& program) -> nlohmann::json {
-    auto path = util::find_program(program);
-    if (!path) return nullptr;
-    std::string resolved;
-    try {
-      resolved = util::canonical_path(*path);
-    } catch (const Error&) {
-      return nullptr;
-    }
-    auto st = util::file_stamp(resolved);
-    if (!st) return nullptr;
-    return {{"path", *path}, {"resolved", resolved}, {"size", st->size}, {"mtime_ns", st->mtime_ns},
-            {"inode", st->inode}, {"device", st->device}};
-  };
-  nlohmann::json state = {{"version", 1},
-                          {"PATH", search.env("PATH").value_or("")},
-                          {"PYTHONPATH", search.env("PYTHONPATH").value_or("")},
-                          {"config", program_state(search.config_program)},
-                          {"python", program_state(search.python_program)}};
-  const std::string& root = cache_dir;
-  std::string memo = util::join_path(util::join_path(root, "toolchain"), "tvm-ffi.json");
-  // The same memo in the per-user directory every root shares: a new root
-  // (a CI job's fresh cache) skips tvm-ffi-config's ~80 ms of Python too.
-  // Only a directory of this user's that no one else may write is believed.
-  const std::string user_memo = util::join_path(user_dir, "tvm-ffi.json");
-  auto user_dir_is_private = [&] {
-    struct stat st;
-    return !user_dir.empty() && ::lstat(user_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
-           (st.st_mode & 0022) == 0;
-  };
-  auto memoised = [&](const std::string& path) -> std::optional<toolchain::TvmFfiLocation> {
-    auto text = util::read_small_file(path, kMaxMemoBytes);
-    if (!text) return std::nullopt;
-    auto j = nlohmann::json::parse(*text, nullptr, false);
-    if (!j.is_object() || j.value("state", nlohmann::json()) != state || !j.contains("location") ||
-        !j["location"].is_object())
-      return std::nullopt;
-    const auto& l = j["location"];
-    toolchain::TvmFfiLocation loc{l.value("include_dir", ""), l.value("dlpack_include_dir", ""), l.value("lib_dir", ""),
-                                  l.value("found_by", "")};
-    if (!util::is_regular_file(util::join_path(loc.include_dir, "tvm/ffi/function.h")) ||
-        !util::is_regular_file(util::join_path(loc.dlpack_include_dir, "dlpack/dlpack.h")) ||
-        !util::is_regular_file(util::join_path(loc.lib_dir, "libtvm_ffi.so")))
-      return std::nullopt;
-    return loc;
-  };
-  if (auto loc = memoised(memo)) return *loc;
-  std::optional<toolchain::TvmFfiLocation> shared;
-  if (user_dir_is_private()) shared = memoised(user_memo);
-  Expected<toolchain::TvmFfiLocation> found = shared ? Expected<toolchain::TvmFfiLocation>(*shared)
-                                                     : toolchain::find_tvm_ffi(search);
-  if (!found) return found;
-  const toolchain::TvmFfiLocation& loc = *found;
-  const std::string memo_text = util::dump_json({{"state", state},
-                                                 {"location",
-                                                  {{"include_dir", loc.include_dir},
-                                                   {"dlpack_include_dir", loc.dlpack_include_dir},
-                                                   {"lib_dir", loc.lib_dir},
-                                                   {"found_by", loc.found_by}}}},
-                                                2) + "\n";
-  if (!shared && !user_dir.empty()) {
-    try {
-      util::make_directories(user_dir, 0700);
-      if (user_dir_is_private()) util::write_file_atomic(user_memo, memo_text, 0600);
-    } catch (const Error& e) {
-      spdlog::debug("not memoising the tvm-ffi location for this user: {}", e.what());
-    }
-  }
-  try {
-    cache::CacheRoot r = cache::open_root(root, true);
-    if (r.writable) {
-      util::make_directories(util::join_path(root, "toolchain"), 0700);
-      util::write_file_atomic(memo, memo_text, 0600);
-    }
-  } catch (const Error& e) {
-    spdlog::debug("not memoising the tvm-ffi location: {}", e.what());  // the build reports an unsafe root itself
-  }
-  return loc;
+toolchain::TvmFfiMemoDirs tvm_ffi_memo_dirs(const std::string& cache_root, const std::string& user_dir) {
+  toolchain::TvmFfiMemoDirs dirs;
+  if (cache_root.empty()) return dirs;
+  dirs.root_dir = util::join_path(cache_root, "toolchain");
+  dirs.root_writable = [cache_root] { return cache::open_root(cache_root, true).writable; };
+  dirs.user_dir = user_dir;
+  return dirs;
 }
 
 }  // namespace tvmffi_jit::compile

@@ -7,6 +7,7 @@
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/process.h"
+#include "tvmffi_jit/util/stamp_memo.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::toolchain {
@@ -152,15 +153,16 @@ Expected<TvmFfiLocation> find_tvm_ffi(const TvmFfiSearch& search) {
   return Unexpected{"tvm-ffi not found (" + util::join(tried, "; ") + "): " + kInstallHint};
 }
 
-Expected<std::string> tvm_ffi_header_version(const std::string& include_dir) {
-  const std::string header = util::join_path(include_dir, "tvm/ffi/c_api.h");
+namespace {
+
+Expected<std::string> header_version_of(const std::string& header) {
   auto text = util::try_read_file(header);
   if (!text) return Unexpected{"cannot read " + header};
   std::string parts[3];
   const char* names[3] = {"TVM_FFI_VERSION_MAJOR", "TVM_FFI_VERSION_MINOR", "TVM_FFI_VERSION_PATCH"};
   // Only the lines naming a version macro are split: the header is read on
-  // every cache hit, and splitting each of its lines into words was half of
-  // a hit's CPU time.
+  // every tvmffi-jit process's hit, and splitting each of its lines into
+  // words was half of a hit's CPU time.
   const std::string& t = *text;
   for (size_t pos = t.find("TVM_FFI_VERSION_"); pos != std::string::npos; pos = t.find("TVM_FFI_VERSION_", pos)) {
     const size_t begin = t.rfind('\n', pos) == std::string::npos ? 0 : t.rfind('\n', pos) + 1;
@@ -173,6 +175,16 @@ Expected<std::string> tvm_ffi_header_version(const std::string& include_dir) {
   }
   if (parts[0].empty() || parts[1].empty()) return Unexpected{header + " has no TVM_FFI_VERSION_MAJOR/MINOR macros"};
   return parts[0] + "." + parts[1] + (parts[2].empty() ? "" : "." + parts[2]);
+}
+
+}  // namespace
+
+Expected<std::string> tvm_ffi_header_version(const std::string& include_dir) {
+  const std::string header = util::join_path(include_dir, "tvm/ffi/c_api.h");
+  // Every hit keys on the version; a long-lived process (the engine library)
+  // reads the header once while its stamp holds.
+  static util::StampMemo<std::string> memo(8, util::StampMemo<std::string>::kSettleNs, true);
+  return memo.get_or(header, [&] { return header_version_of(header); });
 }
 
 Expected<std::string> tvm_ffi_package_version(const TvmFfiLocation& location) {

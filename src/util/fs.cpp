@@ -450,9 +450,9 @@ void MappedFile::release(const uint8_t* begin, const uint8_t* end) const {
   if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
-std::optional<FileStamp> file_stamp(const std::string& path) {
+std::optional<FileStamp> file_stamp(const std::string& path, bool follow_symlinks) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  if ((follow_symlinks ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) != 0) return std::nullopt;
   FileStamp s;
   s.size = static_cast<uint64_t>(st.st_size);
   s.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;

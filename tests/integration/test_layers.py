@@ -22,7 +22,7 @@ ALLOWED = {
     "util": {"util"},
     "toolchain": {"util", "toolchain"},
     "devcode": {"util", "devcode"},
-    "cache": {"util", "toolchain", "cache"},
+    "cache": {"util", "cache"},
     "compile": {"util", "toolchain", "cache", "devcode", "compile"},
     "driver": {"util", "toolchain", "devcode", "driver"},
     "cli": {"util", "toolchain", "cache", "devcode", "compile", "driver", "cli"},

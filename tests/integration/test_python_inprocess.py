@@ -87,6 +87,52 @@ def test_cache_hit_is_answered_in_process_without_starting_any_process(tool_dir,
 
 
 @needs_engine
+def test_header_changed_between_in_process_hits_is_rebuilt_not_served_from_the_memo(tool_dir, tmp_path):
+    """The engine memoises each entry's record per process (docs/python.md):
+    every recorded header must still be checked on each hit. The header keeps
+    its size, so only its content tells."""
+    d, log = tool_dir
+    include = tmp_path / "include"
+    include.mkdir()
+    header = include / "answer.h"
+    header.write_text("#define ANSWER 41\n")
+    out, _ = run_python(
+        f"""
+        import hashlib, json, pathlib, tvmffi_jit
+        src = '#include "answer.h"\\nint64_t answer() {{ return ANSWER; }}'
+        def build():
+            p = tvmffi_jit.build_inline("hdr", cpp_sources=src, functions="answer",
+                                        extra_include_paths=[{str(include)!r}])
+            return hashlib.sha256(pathlib.Path(p).read_bytes()).hexdigest()
+        built = build()                      # a miss: the binary builds
+        hits = [build() for _ in range(3)]   # in-process hits, the record memoised
+        pathlib.Path({str(header)!r}).write_text("#define ANSWER 42\\n")
+        rebuilt = build()                    # the header changed: a miss again
+        after = build()                      # and the new build is a hit
+        print(json.dumps({{"hits_same": hits == [built] * 3, "rebuilt_differs": rebuilt != built,
+                          "after_same": after == rebuilt}}))
+        """,
+        tmp_path, d / "tvmffi-jit",
+    )
+    assert json.loads(out[-1]) == {"hits_same": True, "rebuilt_differs": True, "after_same": True}
+    assert len(log.read_text().splitlines()) == 2, log.read_text()  # the first build and the rebuild only
+
+
+def test_only_if_cached_leaves_the_job_limits_unread(tmp_path):
+    """The engine's hit path runs no job, so it reads none of the cgroup files,
+    mountinfo or /proc/meminfo the job gate is sized from (the debug log says
+    what the gate got)."""
+    (tmp_path / "two.cc").write_text("int64_t two() { return 2; }\n")
+    env = {**os.environ, "TVMFFI_JIT_CACHE_DIR": str(tmp_path / "cache")}
+    p = subprocess.run([str(TOOL), "-vv", "build", "--json", "--only-if-cached", "--name", "two", "two.cc"],
+                       env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["cache"] == "miss"
+    gate = [line for line in p.stderr.splitlines() if "job gate:" in line]
+    assert gate == ["tvmffi-jit: debug: job gate: not resolved (--only-if-cached runs no job)"], p.stderr
+
+
+@needs_engine
 def test_in_process_miss_builds_through_the_binary_and_in_process_can_be_switched_off(tool_dir, tmp_path):
     d, log = tool_dir
     code = """

@@ -133,3 +133,25 @@ TEST_CASE("with --keep-going a bad manifest is a failed module of the batch", "[
   CHECK(r.modules[1].error.find("sourcez") != std::string::npos);
   CHECK(r.modules[2].error.empty());
 }
+
+TEST_CASE("the AWS variables are read with the remote ones and checked only when an s3 remote uses them",
+          "[cli][build_request][remote]") {
+  const std::map<std::string, std::string> bad_endpoint = {{"AWS_ENDPOINT_URL", "ftp://127.0.0.1:1"},
+                                                           {"TVMFFI_JIT_REMOTE", "redis://127.0.0.1:1/0"}};
+  cache::RemoteOptions redis = remote_options_from_environment({}, false, toolchain::fixed_environment(bad_endpoint));
+  CHECK(redis.urls == std::vector<std::string>{"redis://127.0.0.1:1/0"});
+
+  std::map<std::string, std::string> s3_env = bad_endpoint;
+  s3_env["TVMFFI_JIT_REMOTE"] = "s3://bucket";
+  std::string message;
+  CHECK(usage_error_of([&] { remote_options_from_environment({}, false, toolchain::fixed_environment(s3_env)); },
+                       &message) == 2);
+  CHECK(message.find("AWS_ENDPOINT_URL") != std::string::npos);
+
+  s3_env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9000";
+  s3_env["AWS_DEFAULT_REGION"] = "eu-west-3";
+  cache::RemoteOptions s3 = remote_options_from_environment({}, true, toolchain::fixed_environment(s3_env));
+  CHECK(s3.s3.endpoint_url == "http://127.0.0.1:9000");
+  CHECK(s3.s3.region == "eu-west-3");
+  CHECK(s3.read_only);
+}

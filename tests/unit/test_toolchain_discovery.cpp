@@ -5,6 +5,7 @@
 
 #include "tvmffi_jit/toolchain/compilers.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
+#include "tvmffi_jit/toolchain/tvm_ffi_memo.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 
@@ -183,4 +184,47 @@ TEST_CASE("CXX=\"launcher compiler\" splits into a launcher and the compiler", "
   auto missing = find_host_compilers(fixed_environment({{"CXX", "no-such-cache-xyz " + compiler}}), false);
   REQUIRE_FALSE(missing);
   CHECK(missing.error().find("no-such-cache-xyz") != std::string::npos);
+}
+
+TEST_CASE("the tvm-ffi memo lives in the directories the caller names; a hit runs nothing and writes nothing",
+          "[toolchain][tvm_ffi][memo]") {
+  util::TempDir t;
+  std::string p = make_prefix(t.path() + "/p");
+  std::string log = t.path() + "/config.log";
+  TvmFfiSearch s;
+  s.env = fixed_environment({{"PATH", "/usr/bin:/bin"}});
+  s.config_program = make_script(t.path() + "/tvm-ffi-config", "echo run >> '" + log + "'\necho " + p +
+                                                                    "/include; echo " + p + "/include; echo " + p +
+                                                                    "/lib\n");
+  s.python_program = t.path() + "/no-python";
+  TvmFfiMemoDirs dirs;
+  dirs.root_dir = t.path() + "/root/toolchain";
+  dirs.user_dir = t.path() + "/user";
+  int asked = 0;
+  dirs.root_writable = [&] {
+    ++asked;
+    return true;
+  };
+  REQUIRE(find_tvm_ffi_memoized(s, dirs)->lib_dir == p + "/lib");
+  CHECK(util::read_file(log) == "run\n");
+  CHECK(asked == 1);
+  CHECK(util::is_regular_file(dirs.root_dir + "/tvm-ffi.json"));
+  CHECK(util::is_regular_file(dirs.user_dir + "/tvm-ffi.json"));
+
+  // The root's memo answers: nothing runs, and the root is not asked whether it may be written.
+  REQUIRE(find_tvm_ffi_memoized(s, dirs)->lib_dir == p + "/lib");
+  CHECK(util::read_file(log) == "run\n");
+  CHECK(asked == 1);
+
+  // A new root that may not be written reads the user's memo and gets none of its own.
+  TvmFfiMemoDirs fresh = dirs;
+  fresh.root_dir = t.path() + "/read-only-root/toolchain";
+  fresh.root_writable = [] { return false; };
+  REQUIRE(find_tvm_ffi_memoized(s, fresh)->found_by == "tvm-ffi-config");
+  CHECK(util::read_file(log) == "run\n");
+  CHECK_FALSE(util::is_directory(fresh.root_dir));
+
+  // No directories: no memo, tvm-ffi-config is asked.
+  REQUIRE(find_tvm_ffi_memoized(s, TvmFfiMemoDirs{}));
+  CHECK(util::read_file(log) == "run\nrun\n");
 }

@@ -4,7 +4,7 @@
 // can be known before compiling; the headers the compilers read are only known
 // afterwards and are checked on lookup against the entry's recorded list
 // (cache/headers.h). Nothing here reads a file's mtime: sources enter by
-// content, compilers by their version output (cache/compiler_identity.h).
+// content, compilers by their version output (toolchain/compiler_identity.h).
 //
 // Include resolution depends on where a source lives (`#include "h.h"` is
 // searched first in the including file's directory), so a file source enters
@@ -30,11 +30,11 @@
 //      (relevant_environment_names()).
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "tvmffi_jit/toolchain/environment.h"
 
 namespace tvmffi_jit::cache {
 
@@ -115,8 +115,10 @@ Key compute_object_key(const ObjectKeyInputs& in, bool keep_trace = false);
 // and GNU ld read that changes their output (NVCC_APPEND_FLAGS, CPATH,
 // LIBRARY_PATH, SOURCE_DATE_EPOCH, ...; docs/cache.md lists each with why).
 const std::vector<std::string>& relevant_environment_names();
-// Their values through `env` (the CLI's one reader of the environment), in
-// the order of relevant_environment_names(), unset ones marked as such.
-std::vector<ModuleKeyInputs::EnvVar> relevant_environment(const toolchain::EnvLookup& env);
+// Their values through `env` (the CLI's one reader of the environment,
+// toolchain::EnvLookup: a value, or nullopt when unset), in the order of
+// relevant_environment_names(), unset ones marked as such.
+std::vector<ModuleKeyInputs::EnvVar> relevant_environment(
+    const std::function<std::optional<std::string>(const std::string& name)>& env);
 
 }  // namespace tvmffi_jit::cache

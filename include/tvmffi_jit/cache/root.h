@@ -3,7 +3,7 @@
 // Layout under the root:
 //   <name>_<key16>/            module entries (artifact files + entry.json)
 //   objects/<kk>/<key>/        per-translation-unit objects (object file + entry.json)
-//   compilers/<hash>.json      compiler identity memo (cache/compiler_identity.h)
+//   compilers/<hash>.json      compiler identity memo (toolchain/compiler_identity.h)
 //   locks/<entry>.lock         per-key flock files (duplicate-work avoidance only)
 //   tmp/                       private staging dirs, published by one rename
 //   stats.json, stats.log      counters: folded totals and journal (cache/stats.h)

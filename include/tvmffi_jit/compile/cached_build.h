@@ -31,6 +31,7 @@
 #include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/toolchain/toolchain.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
+#include "tvmffi_jit/toolchain/tvm_ffi_memo.h"
 
 namespace tvmffi_jit::compile {
 
@@ -82,16 +83,12 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
 // names it and it is kept so that the failed command can be re-run there.
 BuildResult build_without_cache(const BuildPlan& plan, const ExecuteOptions& exec);
 
-// toolchain::find_tvm_ffi(), with the answer of `tvm-ffi-config` / python3
-// (≈100 ms of Python start-up) memoised in <cache root>/toolchain/, so a
-// cache hit spawns nothing. The memo is used only while PATH, TVM_FFI_ROOT
-// and the identity (path, size, mtime, inode) of the program that answered
-// are unchanged and the directories it named still hold tvm-ffi; a root
-// given by flag or variable is resolved directly, as before. A new root
-// reads the same memo from `user_dir` (cache::user_toolchain_memo_dir(),
-// shared by all of this user's roots; "" when there is none) before asking
-// tvm-ffi-config. `cache_dir` is the resolved cache root.
-Expected<toolchain::TvmFfiLocation> find_tvm_ffi_memoized(const toolchain::TvmFfiSearch& search,
-                                                          const std::string& cache_dir, const std::string& user_dir);
+// Where toolchain::find_tvm_ffi_memoized() keeps its memo for a build with
+// the resolved cache root `cache_root`: <root>/toolchain, written only while
+// the root is writable (opening it creates it, as the build would), and
+// `user_dir` (cache::user_toolchain_memo_dir(), shared by all of this user's
+// roots; "" when there is none). No directories (a search without memo)
+// when `cache_root` is empty.
+toolchain::TvmFfiMemoDirs tvm_ffi_memo_dirs(const std::string& cache_root, const std::string& user_dir);
 
 }  // namespace tvmffi_jit::compile

@@ -212,6 +212,7 @@ struct FileStamp {
     return size == o.size && mtime_ns == o.mtime_ns && inode == o.inode && device == o.device;
   }
 };
-std::optional<FileStamp> file_stamp(const std::string& path);
+// follow_symlinks=false: a symlink's own stamp (lstat), for files read never through one.
+std::optional<FileStamp> file_stamp(const std::string& path, bool follow_symlinks = true);
 
 }  // namespace tvmffi_jit::util

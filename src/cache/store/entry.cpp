@@ -10,6 +10,7 @@
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/json.h"
+#include "tvmffi_jit/util/stamp_memo.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cache {
@@ -185,9 +186,17 @@ nlohmann::json read_entry_json(const std::string& dir, std::string* why) {
 }
 
 std::optional<EntryRecord> read_entry(const std::string& dir, std::string* why) {
-  auto j = read_entry_json(dir, why);
-  if (j.is_discarded()) return std::nullopt;
-  return entry_from_json(j, why);
+  // The engine library serves many hits per process, and parsing entry.json
+  // (hundreds of recorded headers) was most of a hit's CPU time. No settle
+  // time: entry.json is only ever replaced by rename, and a record memoised
+  // under a reused stamp would still be checked on every lookup (its key, its
+  // artifacts' sizes, each recorded header), so at worst it misses.
+  static util::StampMemo<EntryRecord> memo(64, 0, false);
+  return memo.get_or(util::join_path(dir, kEntryFileName), [&]() -> std::optional<EntryRecord> {
+    auto j = read_entry_json(dir, why);
+    if (j.is_discarded()) return std::nullopt;
+    return entry_from_json(j, why);
+  });
 }
 
 std::string entry_file_text(const EntryRecord& e) {

@@ -144,7 +144,8 @@ const std::vector<std::string>& relevant_environment_names() {
   return names;
 }
 
-std::vector<ModuleKeyInputs::EnvVar> relevant_environment(const toolchain::EnvLookup& env) {
+std::vector<ModuleKeyInputs::EnvVar> relevant_environment(
+    const std::function<std::optional<std::string>(const std::string& name)>& env) {
   std::vector<ModuleKeyInputs::EnvVar> out;
   for (const auto& n : relevant_environment_names()) {
     std::optional<std::string> v = env(n);

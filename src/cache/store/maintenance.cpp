@@ -152,7 +152,7 @@ size_t remove_temporaries(const Store& store, int64_t max_age) {
   return removed;
 }
 
-// Removes compiler identity memos (compiler_identity.cpp names them
+// Removes compiler identity memos (toolchain/compiler_identity.cpp names them
 // "<32 hex>.json") and file digest memos (headers.cpp: "digests/<32 hex>");
 // nothing else in compilers/ or digests/.
 void remove_compiler_memos(const Store& store) {

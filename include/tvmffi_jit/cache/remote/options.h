@@ -12,7 +12,6 @@
 #include "tvmffi_jit/cache/transfer/blob.h"
 #include "tvmffi_jit/cache/remote/url.h"
 #include "tvmffi_jit/cache/transfer/signing.h"
-#include "tvmffi_jit/toolchain/environment.h"
 
 namespace tvmffi_jit::cache {
 
@@ -58,21 +57,11 @@ struct RemoteOptions {
   bool requires_signature() const { return !trusted_keys.empty(); }
 };
 
-// $TVMFFI_JIT_REMOTE (URLs separated by spaces), $TVMFFI_JIT_REMOTE_READ_ONLY
-// (a boolean: toolchain::env_flag), $TVMFFI_JIT_REMOTE_NAMESPACE,
-// $TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT and $TVMFFI_JIT_REMOTE_TIMEOUT
-// (durations), $TVMFFI_JIT_REMOTE_MAX_BLOB (a size),
-// $TVMFFI_JIT_REMOTE_SIGN_KEY and $TVMFFI_JIT_REMOTE_TRUSTED_KEYS (files
-// separated by ':', as PATH) under the command line's values: urls, a sign
-// key or trusted keys given on the command line replace the variable's. A
-// malformed value is usage_error (exit 2) naming the variable. Then loads the
-// key files (load_remote_keys). The environment is the caller's, read once by
-// the CLI (ARCHITECTURE.md); $TVMFFI_JIT_LIBCURL names the libcurl to load for
-// http(s) and s3 remotes. With an s3:// URL among them, also the AWS variables
-// (S3Settings), checked here: a malformed $AWS_ENDPOINT_URL or $AWS_REGION is
-// usage_error (exit 2).
-RemoteOptions remote_options_from_environment(RemoteOptions command_line, bool command_line_read_only,
-                                              const toolchain::EnvLookup& env);
+// Checks what the caller read from the environment (cli/build_request.h,
+// remote_options_from_environment): with an s3:// URL among the urls, the
+// AWS settings (S3Settings; a malformed $AWS_ENDPOINT_URL or $AWS_REGION is
+// usage_error, exit 2); then loads the key files (load_remote_keys).
+void finish_remote_options(RemoteOptions& options);
 
 // Reads sign_key_file and trusted_key_files into sign_key and trusted_keys;
 // usage_error (exit 2) naming a file that is not a key of its kind.

@@ -1,4 +1,4 @@
-#include "tvmffi_jit/cache/compiler_identity.h"
+#include "tvmffi_jit/toolchain/compiler_identity.h"
 
 #include <nlohmann/json.hpp>
 
@@ -9,7 +9,7 @@
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/process.h"
 
-namespace tvmffi_jit::cache {
+namespace tvmffi_jit::toolchain {
 
 namespace {
 
@@ -40,10 +40,10 @@ std::string query_identity(const std::string& invoked, const std::string& resolv
 
 }  // namespace
 
-CompilerInput identify_compiler(const std::string& role, const std::string& program, const IdentifyOptions& options) {
+CompilerIdentity identify_compiler(const std::string& role, const std::string& program, const IdentifyOptions& options) {
   auto found = util::find_program(program);
   if (!found) throw missing_tool_error("cannot find the compiler '" + program + "' (looked on PATH)");
-  CompilerInput c;
+  CompilerIdentity c;
   c.role = role;
   c.path = util::absolute_path(*found);
   c.resolved = util::canonical_path(c.path);
@@ -77,4 +77,4 @@ CompilerInput identify_compiler(const std::string& role, const std::string& prog
   return c;
 }
 
-}  // namespace tvmffi_jit::cache
+}  // namespace tvmffi_jit::toolchain

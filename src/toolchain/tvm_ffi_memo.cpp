@@ -1,0 +1,106 @@
+#include "tvmffi_jit/toolchain/tvm_ffi_memo.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/json.h"
+#include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/process.h"
+
+namespace tvmffi_jit::toolchain {
+
+namespace {
+
+// The tvm-ffi location memo is a few hundred bytes; a bigger one is not ours.
+constexpr uint64_t kMaxMemoBytes = 1ull << 20;
+
+}  // namespace
+
+Expected<TvmFfiLocation> find_tvm_ffi_memoized(const TvmFfiSearch& search, const TvmFfiMemoDirs& dirs) {
+  if (search.root || non_empty(search.env, "TVM_FFI_ROOT") || dirs.root_dir.empty()) return find_tvm_ffi(search);
+  // What decides the answer of the programs find_tvm_ffi would ask.
+  auto program_state = [](const std::string& program) -> nlohmann::json {
+    auto path = util::find_program(program);
+    if (!path) return nullptr;
+    std::string resolved;
+    try {
+      resolved = util::canonical_path(*path);
+    } catch (const Error&) {
+      return nullptr;
+    }
+    auto st = util::file_stamp(resolved);
+    if (!st) return nullptr;
+    return {{"path", *path}, {"resolved", resolved}, {"size", st->size}, {"mtime_ns", st->mtime_ns},
+            {"inode", st->inode}, {"device", st->device}};
+  };
+  nlohmann::json state = {{"version", 1},
+                          {"PATH", search.env("PATH").value_or("")},
+                          {"PYTHONPATH", search.env("PYTHONPATH").value_or("")},
+                          {"config", program_state(search.config_program)},
+                          {"python", program_state(search.python_program)}};
+  std::string memo = util::join_path(dirs.root_dir, "tvm-ffi.json");
+  // The same memo in the per-user directory every root shares: a new root
+  // (a CI job's fresh cache) skips tvm-ffi-config's ~80 ms of Python too.
+  // Only a directory of this user's that no one else may write is believed.
+  const std::string& user_dir = dirs.user_dir;
+  const std::string user_memo = util::join_path(user_dir, "tvm-ffi.json");
+  auto user_dir_is_private = [&] {
+    struct stat st;
+    return ::lstat(user_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
+           (st.st_mode & 0022) == 0;
+  };
+  auto memoised = [&](const std::string& path) -> std::optional<TvmFfiLocation> {
+    auto text = util::read_small_file(path, kMaxMemoBytes);
+    if (!text) return std::nullopt;
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (!j.is_object() || j.value("state", nlohmann::json()) != state || !j.contains("location") ||
+        !j["location"].is_object())
+      return std::nullopt;
+    const auto& l = j["location"];
+    TvmFfiLocation loc{l.value("include_dir", ""), l.value("dlpack_include_dir", ""), l.value("lib_dir", ""),
+                       l.value("found_by", "")};
+    if (!util::is_regular_file(util::join_path(loc.include_dir, "tvm/ffi/function.h")) ||
+        !util::is_regular_file(util::join_path(loc.dlpack_include_dir, "dlpack/dlpack.h")) ||
+        !util::is_regular_file(util::join_path(loc.lib_dir, "libtvm_ffi.so")))
+      return std::nullopt;
+    return loc;
+  };
+  if (auto loc = memoised(memo)) return *loc;
+  std::optional<TvmFfiLocation> shared;
+  if (user_dir_is_private()) shared = memoised(user_memo);
+  Expected<TvmFfiLocation> found = shared ? Expected<TvmFfiLocation>(*shared) : find_tvm_ffi(search);
+  if (!found) return found;
+  const TvmFfiLocation& loc = *found;
+  const std::string memo_text = util::dump_json({{"state", state},
+                                                 {"location",
+                                                  {{"include_dir", loc.include_dir},
+                                                   {"dlpack_include_dir", loc.dlpack_include_dir},
+                                                   {"lib_dir", loc.lib_dir},
+                                                   {"found_by", loc.found_by}}}},
+                                                2) + "\n";
+  if (!shared && !user_dir.empty()) {
+    try {
+      util::make_directories(user_dir, 0700);
+      if (user_dir_is_private()) util::write_file_atomic(user_memo, memo_text, 0600);
+    } catch (const Error& e) {
+      spdlog::debug("not memoising the tvm-ffi location for this user: {}", e.what());
+    }
+  }
+  try {
+    if (dirs.root_writable && dirs.root_writable()) {
+      util::make_directories(dirs.root_dir, 0700);
+      util::write_file_atomic(memo, memo_text, 0600);
+    }
+  } catch (const Error& e) {
+    spdlog::debug("not memoising the tvm-ffi location: {}", e.what());  // the build reports an unsafe root itself
+  }
+  return loc;
+}
+
+}  // namespace tvmffi_jit::toolchain

@@ -1,0 +1,54 @@
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <sys/time.h>
+
+#include <string>
+
+#include "tvmffi_jit/toolchain/compiler_identity.h"
+#include "tvmffi_jit/util/fs.h"
+
+using namespace tvmffi_jit;
+using namespace tvmffi_jit::toolchain;
+
+TEST_CASE("compiler identity is memoised by stamp and follows the version output, not the mtime", "[toolchain][identity]") {
+  util::TempDir dir;
+  std::string log = util::join_path(dir.path(), "calls.log");
+  std::string cc = util::join_path(dir.path(), "fakecc");
+  auto write_compiler = [&](const std::string& version) {
+    util::write_file(cc, "#!/bin/sh\necho called >> '" + log + "'\necho '" + version + "'\n");
+    REQUIRE(::chmod(cc.c_str(), 0755) == 0);
+  };
+  write_compiler("fakecc 1.0");
+  IdentifyOptions opts;
+  opts.memo_dir = util::join_path(dir.path(), "compilers");
+
+  CompilerIdentity first = identify_compiler("cxx", cc, opts);
+  CHECK(first.identity == "fakecc 1.0\n");
+  CHECK(first.path == cc);
+  CompilerIdentity second = identify_compiler("cxx", cc, opts);
+  CHECK(second.identity == first.identity);
+  CHECK(util::read_file(log) == "called\n");  // the memo answered: nothing was spawned
+
+  // Touching the compiler invalidates the memo but not the identity.
+  struct timeval old[2] = {{1000000000, 0}, {1000000000, 0}};
+  REQUIRE(::utimes(cc.c_str(), old) == 0);
+  CompilerIdentity touched = identify_compiler("cxx", cc, opts);
+  CHECK(util::read_file(log) == "called\ncalled\n");
+  CHECK(touched.identity == first.identity);
+
+  // Another version under the same path is another identity.
+  write_compiler("fakecc 2.0");
+  CHECK(identify_compiler("cxx", cc, opts).identity == "fakecc 2.0\n");
+}
+
+TEST_CASE("a compiler whose --version fails is identified by its content", "[toolchain][identity]") {
+  util::TempDir dir;
+  std::string cc = util::join_path(dir.path(), "nover");
+  util::write_file(cc, "#!/bin/sh\nexit 1\n");
+  REQUIRE(::chmod(cc.c_str(), 0755) == 0);
+  CompilerIdentity id = identify_compiler("cxx", cc, {});
+  CHECK(id.identity.rfind("sha256:", 0) == 0);
+  util::write_file(cc, "#!/bin/sh\nexit 2\n");
+  CHECK(identify_compiler("cxx", cc, {}).identity != id.identity);
+}
