@@ -156,9 +156,9 @@ struct Planned {
   const ModuleRequest* module = nullptr;
   std::string name;  // for reports: the plan's, else the manifest's
   toolchain::Toolchain tc;
-  std::optional<compile::BuildPlan> plan;  // none: planning failed (error set)
-  std::string error;
-  int exit_code = 0;
+  // The plan, or why planning failed with the exit code it ends with
+  // (--keep-going reports it and builds the other modules).
+  Expected<compile::BuildPlan, Failure<ExitCode>> plan = fail(ExitCode::kUsage, "not planned");
 };
 
 // The work of a module for ordering a batch: nvcc steps weigh most (each
@@ -292,8 +292,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     p.module = &m;
     p.name = m.manifest.name;
     if (!m.error.empty()) {
-      p.error = m.error;
-      p.exit_code = static_cast<int>(ExitCode::kUsage);
+      p.plan = fail(ExitCode::kUsage, m.error);
       planned.push_back(std::move(p));
       continue;
     }
@@ -309,9 +308,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
         if (dynamic_cast<const compile::ManifestError*>(&e)) throw;  // already names its manifest
         throw Error(e.code(), m.origin + ": " + e.what());
       }
-      p.plan.reset();
-      p.error = m.origin + ": " + e.what();
-      p.exit_code = e.exit_code();
+      p.plan = fail(e.code(), m.origin + ": " + e.what());
     }
     planned.push_back(std::move(p));
   }
@@ -341,7 +338,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
   auto build_one = [&](size_t i) -> compile::BatchItem {
     util::JobGate::Party party(&gate);  // checks in at the module's first job, or here when it ends
     const Planned& p = planned[i];
-    if (!p.plan) throw Error(static_cast<ExitCode>(p.exit_code), p.error);
+    if (!p.plan) throw Error(p.plan.error().kind, p.plan.why());
     outcomes[i] = build_module(shared, p, &party);
     return outcomes[i].item;
   };

@@ -58,27 +58,25 @@ std::string BuildLog::fingerprint(const std::vector<std::string>& argv,
 
 BuildLog::BuildLog(std::string dir) : dir_(std::move(dir)) {
   const std::string path = util::join_path(dir_, kFileName);
-  std::string why;
-  std::optional<std::string> text = util::read_small_file(path, kMaxBytes, &why);
+  auto text = util::read_small_file(path, kMaxBytes);
   if (!text) {
-    why_empty_ = "no build log (" + why + ")";
+    why_empty_ = "no build log (" + text.why() + ")";
     return;
   }
-  std::string problem = load(*text);
-  if (!problem.empty()) {
+  if (auto loaded = load(*text); !loaded) {
     steps_.clear();
-    why_empty_ = "the build log " + path + " is " + problem + "; every step runs";
+    why_empty_ = "the build log " + path + " is " + loaded.why() + "; every step runs";
     spdlog::debug("{}", why_empty_);
   }
 }
 
-std::string BuildLog::load(const std::string& text) {
+Expected<void> BuildLog::load(const std::string& text) {
   json root = json::parse(text, nullptr, false);
   int64_t version = 0;
-  if (!root.is_object() || !get(root, "format_version", &version)) return "not a build log";
-  if (version != kFormatVersion) return "of format " + std::to_string(version);
+  if (!root.is_object() || !get(root, "format_version", &version)) return Unexpected{"not a build log"};
+  if (version != kFormatVersion) return Unexpected{"of format " + std::to_string(version)};
   auto steps = root.find("steps");
-  if (steps == root.end() || !steps->is_object()) return "not a build log";
+  if (steps == root.end() || !steps->is_object()) return Unexpected{"not a build log"};
   auto read_files = [&](const json& s, const char* key, std::vector<File>* out) {
     auto it = s.find(key);
     if (it == s.end() || !it->is_array()) return false;
@@ -102,10 +100,10 @@ std::string BuildLog::load(const std::string& text) {
     Step step;
     if (!s.is_object() || !get(s, "command", &step.command) || !get(s, "dirty", &step.dirty) ||
         !read_files(s, "inputs", &step.inputs) || !read_files(s, "outputs", &step.outputs))
-      return "damaged (step " + quote_for_message(it.key()) + ")";
+      return Unexpected{"damaged (step " + quote_for_message(it.key()) + ")"};
     steps_.emplace(it.key(), std::move(step));
   }
-  return "";
+  return {};
 }
 
 std::string BuildLog::resolve(const std::string& path) const {

@@ -78,16 +78,17 @@ struct Reader {
   }
 };
 
-// Checks `resolved` names a file whose content can be read (util::readable_file_problem:
-// missing, unreadable, a directory, a FIFO, a /proc pseudo-file); returns the
-// problem text naming the path as given, or "" when it is fine.
-std::string check_readable_file(const std::string& given, const std::string& resolved) {
+// Checks `resolved` names a file whose content can be read (util::can_read_content:
+// missing, unreadable, a directory, a FIFO, a /proc pseudo-file); the problem
+// names the path as given.
+Expected<void> check_readable_file(const std::string& given, const std::string& resolved) {
+  auto readable = util::can_read_content(resolved);
+  if (readable) return {};
+  const std::string& problem = readable.why();
   std::string shown = given == resolved ? in_quotes(given) : in_quotes(given) + " (" + resolved + ")";
-  std::string problem = util::readable_file_problem(resolved);
-  if (problem.empty()) return "";
-  if (problem == "no such file") return "no such file " + shown;
-  if (util::starts_with(problem, "is ")) return shown + " " + problem;
-  return "cannot read " + shown + ": " + problem;
+  if (problem == "no such file") return Unexpected{"no such file " + shown};
+  if (util::starts_with(problem, "is ")) return Unexpected{shown + " " + problem};
+  return Unexpected{"cannot read " + shown + ": " + problem};
 }
 
 std::string resolve(const std::string& base_dir, const std::string& path) {
@@ -95,48 +96,50 @@ std::string resolve(const std::string& base_dir, const std::string& path) {
   return util::absolute_path(util::join_path(base_dir, path));
 }
 
-std::string source_problem(const std::string& given, const std::string& resolved) {
-  if (given.empty()) return "empty path";
+// A source of the manifest or the command line: a known type, readable, and
+// not listed before (the same file twice would be compiled twice and fail to
+// link with duplicate symbols; say so where the mistake is).
+Expected<void> check_source(const Manifest& m, const std::string& given, const std::string& resolved) {
+  if (given.empty()) return Unexpected{"empty path"};
   std::string ext = util::extension(given);
   if (std::find(kSourceExtensions.begin(), kSourceExtensions.end(), ext) == kSourceExtensions.end())
-    return "unsupported source type " + in_quotes(ext.empty() ? given : ext) + " (expected .c .cc .cpp .cxx .cu .hip or .o)";
-  return check_readable_file(given, resolved);
-}
-
-// The same file twice would be compiled twice and fail to link with
-// duplicate symbols; say so where the mistake is.
-std::string duplicate_source_problem(const Manifest& m, const std::string& given, const std::string& resolved) {
+    return Unexpected{"unsupported source type " + in_quotes(ext.empty() ? given : ext) +
+                      " (expected .c .cc .cpp .cxx .cu .hip or .o)"};
+  if (auto readable = check_readable_file(given, resolved); !readable) return readable;
   for (const auto& s : m.sources)
-    if (s == resolved) return "source " + in_quotes(given) + " is listed twice";
-  return "";
+    if (s == resolved) return Unexpected{"source " + in_quotes(given) + " is listed twice"};
+  return {};
 }
 
-std::string include_dir_problem(const std::string& given, const std::string& resolved) {
-  if (given.empty()) return "empty path";
+Expected<void> check_include_dir(const std::string& given, const std::string& resolved) {
+  if (given.empty()) return Unexpected{"empty path"};
   if (!util::is_directory(resolved))
-    return "no such directory " + in_quotes(given) + (given == resolved ? "" : " (" + resolved + ")");
-  return "";
+    return Unexpected{"no such directory " + in_quotes(given) + (given == resolved ? "" : " (" + resolved + ")")};
+  return {};
 }
 
 // The module name becomes file and directory names (the cache entry
 // <name>_<key>, <name>.so, the --no-cache temp dir), so it must fit the
 // cache's entry-name rule; checked here, before anything is written.
-std::string module_name_problem(std::string_view name) {
-  if (!is_identifier(name)) return "module name " + in_quotes(name) + " is not an identifier ([A-Za-z_][A-Za-z0-9_]*)";
+Expected<void> check_module_name(std::string_view name) {
+  if (!is_identifier(name))
+    return Unexpected{"module name " + in_quotes(name) + " is not an identifier ([A-Za-z_][A-Za-z0-9_]*)"};
   if (!cache::is_valid_entry_name(name))
-    return "module name " + in_quotes(std::string(name.substr(0, 24)) + "...") + " is " + std::to_string(name.size()) +
-           " characters long; file names made from it allow at most " + std::to_string(cache::kMaxEntryNameLength);
-  return "";
+    return Unexpected{"module name " + in_quotes(std::string(name.substr(0, 24)) + "...") + " is " +
+                      std::to_string(name.size()) + " characters long; file names made from it allow at most " +
+                      std::to_string(cache::kMaxEntryNameLength)};
+  return {};
 }
 
-std::string function_problem(std::string_view name) {
-  if (!is_identifier(name)) return "function name " + in_quotes(name) + " is not a C identifier ([A-Za-z_][A-Za-z0-9_]*)";
-  return "";
+Expected<void> check_function_name(std::string_view name) {
+  if (!is_identifier(name))
+    return Unexpected{"function name " + in_quotes(name) + " is not a C identifier ([A-Za-z_][A-Za-z0-9_]*)"};
+  return {};
 }
 
 void add_function(const Reader& r, Manifest& m, const std::string& pointer, const std::string& name,
                   const std::string& doc) {
-  if (auto p = function_problem(name); !p.empty()) r.fail(pointer, p);
+  if (auto ok = check_function_name(name); !ok) r.fail(pointer, ok.why());
   if (r.function_names.size() != m.functions.size()) {
     r.function_names.clear();
     for (const auto& f : m.functions) r.function_names.insert(f.first);
@@ -155,7 +158,7 @@ void add_embed(const Reader& r, Manifest& m, const std::string& pointer, const s
   if (r.embed_names.count(name)) r.fail(pointer, "duplicate embed name " + in_quotes(name));
   if (given_path.empty()) r.fail(pointer, "empty path");
   std::string path = resolve(r.base_dir, given_path);
-  if (auto p = check_readable_file(given_path, path); !p.empty()) r.fail(pointer, p);
+  if (auto ok = check_readable_file(given_path, path); !ok) r.fail(pointer, ok.why());
   r.embed_names.insert(name);
   m.embed_cubin.push_back({name, path});
 }
@@ -166,14 +169,13 @@ void parse_key(const Reader& r, Manifest& m, const std::string& key, const json&
     r.string_value(v, ptr);
   } else if (key == "name") {
     m.name = r.string_value(v, ptr);
-    if (auto p = module_name_problem(m.name); !p.empty()) r.fail(ptr, p);
+    if (auto ok = check_module_name(m.name); !ok) r.fail(ptr, ok.why());
   } else if (key == "sources") {
     std::vector<std::string> given = r.string_or_list(v, ptr);
     for (size_t i = 0; i < given.size(); ++i) {
       std::string resolved = given[i].empty() ? "" : resolve(r.base_dir, given[i]);
-      std::string p = source_problem(given[i], resolved);
-      if (p.empty()) p = duplicate_source_problem(m, given[i], resolved);
-      if (!p.empty()) r.fail(v.is_array() ? ptr + "/" + std::to_string(i) : ptr, p);
+      if (auto ok = check_source(m, given[i], resolved); !ok)
+        r.fail(v.is_array() ? ptr + "/" + std::to_string(i) : ptr, ok.why());
       m.sources.push_back(resolved);
     }
   } else if (key == "cpp_sources") {
@@ -206,24 +208,24 @@ void parse_key(const Reader& r, Manifest& m, const std::string& key, const json&
     std::vector<std::string> given = r.string_list(v, ptr);
     for (size_t i = 0; i < given.size(); ++i) {
       std::string resolved = given[i].empty() ? "" : resolve(r.base_dir, given[i]);
-      if (auto p = include_dir_problem(given[i], resolved); !p.empty()) r.fail(ptr + "/" + std::to_string(i), p);
+      if (auto ok = check_include_dir(given[i], resolved); !ok) r.fail(ptr + "/" + std::to_string(i), ok.why());
       m.extra_include_paths.push_back(resolved);
     }
   } else if (key == "cuda_arch") {
     std::vector<std::string> entries = r.string_or_list(v, ptr);
     if (entries.empty()) r.fail(ptr, "empty CUDA architecture list (leave the key out to use TVM_FFI_CUDA_ARCH_LIST or the GPUs)");
     for (size_t i = 0; i < entries.size(); ++i) {
-      std::string problem;
-      if (!toolchain::try_parse_arch_list(entries[i], &m.cuda_arch, &problem))
-        r.fail(v.is_array() ? ptr + "/" + std::to_string(i) : ptr, problem);
+      auto archs = toolchain::try_parse_arch_list(entries[i]);
+      if (!archs) r.fail(v.is_array() ? ptr + "/" + std::to_string(i) : ptr, archs.why());
+      toolchain::merge_arch_lists(m.cuda_arch, *archs);
     }
   } else if (key == "rocm_arch") {
     std::vector<std::string> entries = r.string_or_list(v, ptr);
     if (entries.empty()) r.fail(ptr, "empty ROCm architecture list (leave the key out to use TVM_FFI_ROCM_ARCH_LIST)");
     for (size_t i = 0; i < entries.size(); ++i) {
-      std::string problem;
-      if (!toolchain::try_parse_rocm_arch_list(entries[i], &m.rocm_arch, &problem))
-        r.fail(v.is_array() ? ptr + "/" + std::to_string(i) : ptr, problem);
+      auto archs = toolchain::try_parse_rocm_arch_list(entries[i]);
+      if (!archs) r.fail(v.is_array() ? ptr + "/" + std::to_string(i) : ptr, archs.why());
+      toolchain::merge_rocm_arch_lists(m.rocm_arch, *archs);
     }
   } else if (key == "backend") {
     std::string s = r.string_value(v, ptr);
@@ -424,8 +426,7 @@ Manifest parse_manifest_text(std::string_view text, const std::string& display_p
 
 Manifest load_manifest(const std::string& path) {
   std::string resolved = util::absolute_path(path);
-  std::string problem = check_readable_file(path, resolved);
-  if (!problem.empty()) throw usage_error("manifest: " + problem);
+  if (auto ok = check_readable_file(path, resolved); !ok) throw usage_error("manifest: " + ok.why());
   std::string text;
   try {
     text = util::read_file(resolved);
@@ -593,25 +594,17 @@ void check_manifest(const Manifest& m) { check_combination(m, nullptr); }
 // The directory relative command-line paths start from; "" when the current
 // directory is gone (deleted under a running shell): absolute paths still work,
 // and a relative one fails in util::absolute_path() saying why.
-static std::string command_line_base_dir() {
-  try {
-    return util::current_directory();
-  } catch (const Error&) {
-    return "";
-  }
-}
+static std::string command_line_base_dir() { return util::find_current_directory().value_or(""); }
 
 void apply_command_line(Manifest& m, const CommandLineInputs& cli) {
   Reader r{kCommandLine, command_line_base_dir()};
   for (const auto& given : cli.sources) {
     std::string resolved = given.empty() ? "" : resolve(r.base_dir, given);
-    std::string p = source_problem(given, resolved);
-    if (p.empty()) p = duplicate_source_problem(m, given, resolved);
-    if (!p.empty()) r.fail("source " + in_quotes(given), p);
+    if (auto ok = check_source(m, given, resolved); !ok) r.fail("source " + in_quotes(given), ok.why());
     m.sources.push_back(resolved);
   }
   if (cli.name) {
-    if (auto p = module_name_problem(*cli.name); !p.empty()) r.fail("--name", p);
+    if (auto ok = check_module_name(*cli.name); !ok) r.fail("--name", ok.why());
     m.name = *cli.name;
   }
   for (const auto& spec : cli.functions) {
@@ -625,7 +618,7 @@ void apply_command_line(Manifest& m, const CommandLineInputs& cli) {
   m.extra_ldflags.insert(m.extra_ldflags.end(), cli.ldflags.begin(), cli.ldflags.end());
   for (const auto& given : cli.include_paths) {
     std::string resolved = given.empty() ? "" : resolve(r.base_dir, given);
-    if (auto p = include_dir_problem(given, resolved); !p.empty()) r.fail("-I " + given, p);
+    if (auto ok = check_include_dir(given, resolved); !ok) r.fail("-I " + given, ok.why());
     m.extra_include_paths.push_back(resolved);
   }
   if (cli.backend) {
@@ -635,11 +628,15 @@ void apply_command_line(Manifest& m, const CommandLineInputs& cli) {
   }
   for (const auto& text : cli.arch) {
     // gfx... names a ROCm target (backend hip), anything else a CUDA arch.
-    std::string problem;
-    const bool rocm = util::starts_with(util::trim(text), "gfx");
-    if (rocm ? !toolchain::try_parse_rocm_arch_list(text, &m.command_line_rocm_arch, &problem)
-             : !toolchain::try_parse_arch_list(text, &m.command_line_arch, &problem))
-      r.fail("--arch " + text, problem);
+    if (util::starts_with(util::trim(text), "gfx")) {
+      auto archs = toolchain::try_parse_rocm_arch_list(text);
+      if (!archs) r.fail("--arch " + text, archs.why());
+      toolchain::merge_rocm_arch_lists(m.command_line_rocm_arch, *archs);
+    } else {
+      auto archs = toolchain::try_parse_arch_list(text);
+      if (!archs) r.fail("--arch " + text, archs.why());
+      toolchain::merge_arch_lists(m.command_line_arch, *archs);
+    }
   }
   if (cli.emit) {
     auto kind = parse_emit_kind(*cli.emit);
@@ -671,8 +668,8 @@ void apply_command_line(Manifest& m, const CommandLineInputs& cli) {
   if (m.name.empty() && !m.sources.empty()) {
     std::string stem = util::file_name(m.sources.front());
     stem = stem.substr(0, stem.rfind('.'));
-    if (auto p = module_name_problem(stem); !p.empty())
-      r.fail("--name", "the module is named after the first source, but its " + p + ": pass --name NAME");
+    if (auto ok = check_module_name(stem); !ok)
+      r.fail("--name", "the module is named after the first source, but its " + ok.why() + ": pass --name NAME");
     m.name = stem;
   }
   check_combination(m, &cli);

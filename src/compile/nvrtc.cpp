@@ -92,23 +92,18 @@ std::string loaded_path(void* handle, const std::string& fallback) {
   link_map* map = nullptr;
   if (::dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && map->l_name[0]) {
     std::string name = map->l_name;
-    try {
-      return util::canonical_path(name);
-    } catch (const Error&) {
-      return name;
-    }
+    return util::real_path(name).value_or(name);
   }
   return fallback;
 }
 
-// Opens one candidate; on failure returns nullptr and says why in `why`.
-std::unique_ptr<NvrtcApi> open_candidate(const std::string& library, std::string& why) {
+// Opens one candidate, or says why it cannot be used.
+Expected<std::unique_ptr<NvrtcApi>> open_candidate(const std::string& library) {
   ::dlerror();
   void* handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* e = ::dlerror();
-    why = e ? e : "dlopen failed";
-    return nullptr;
+    return Unexpected{e ? e : "dlopen failed"};
   }
   auto api = std::make_unique<NvrtcApi>();
   std::vector<std::string> missing;
@@ -131,14 +126,13 @@ std::unique_ptr<NvrtcApi> open_candidate(const std::string& library, std::string
   bind(api->version, "nvrtcVersion");
   bind(api->get_error_string, "nvrtcGetErrorString");
   if (!missing.empty()) {
-    why = "not a usable libnvrtc (no " + util::join(missing, ", ") + "; NVRTC from CUDA 11.1 or newer is needed)";
     ::dlclose(handle);
-    return nullptr;
+    return Unexpected{"not a usable libnvrtc (no " + util::join(missing, ", ") +
+                      "; NVRTC from CUDA 11.1 or newer is needed)"};
   }
   if (api->version(&api->major, &api->minor) != NVRTC_SUCCESS) {
-    why = "nvrtcVersion failed";
     ::dlclose(handle);
-    return nullptr;
+    return Unexpected{"nvrtcVersion failed"};
   }
   api->path = loaded_path(handle, library);
   api->toolkit_include_dirs = toolchain::cuda_include_dirs_for_library(api->path);
@@ -166,16 +160,16 @@ Expected<const NvrtcApi*> find_nvrtc_api() {
   for (const auto& candidate : search.candidates) {
     auto it = loaded.find(candidate.library);
     if (it != loaded.end()) return it->second.get();
-    std::string why;
-    if (auto api = open_candidate(candidate.library, why)) {
-      const NvrtcApi* ref = api.get();
-      loaded.emplace(candidate.library, std::move(api));
+    auto api = open_candidate(candidate.library);
+    if (api) {
+      const NvrtcApi* ref = api->get();
+      loaded.emplace(candidate.library, std::move(api).value());
       return ref;
     }
     // A soname the loader does not know is the expected miss; report only
     // files that exist but would not load, and a forced path whatever happened.
     if (candidate.library.find('/') != std::string::npos || search.forced) {
-      failures.push_back(candidate.library + ": " + why);
+      failures.push_back(candidate.library + ": " + api.why());
     }
   }
   std::string message = "cannot load NVRTC (libnvrtc) for --compiler nvrtc.\n  looked in:";

@@ -112,16 +112,16 @@ std::string arch_from_ptxas_options(std::string_view cmd) {
   return std::string(arch);
 }
 
-bool bank_of(std::string_view name, uint32_t& bank) {
+std::optional<uint32_t> bank_of(std::string_view name) {
   constexpr std::string_view prefix = ".nv.constant";
   if (name.substr(0, prefix.size()) != prefix || name.size() == prefix.size() || name.size() > prefix.size() + 2)
-    return false;
-  bank = 0;
+    return std::nullopt;
+  uint32_t bank = 0;
   for (char c : name.substr(prefix.size())) {
-    if (c < '0' || c > '9') return false;
+    if (c < '0' || c > '9') return std::nullopt;
     bank = bank * 10 + (c - '0');
   }
-  return true;
+  return bank;
 }
 
 }  // namespace
@@ -178,8 +178,7 @@ void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry, Listi
       });
     }
     if (s.name == ".nv.global" || s.name == ".nv.global.init") entry.global_bytes += s.size;
-    uint32_t bank;
-    if (bank_of(s.name, bank) && bank > 0) entry.constant_banks.emplace_back(bank, s.size);
+    if (auto bank = bank_of(s.name); bank && *bank > 0) entry.constant_banks.emplace_back(*bank, s.size);
   }
   if (entry.arch.empty()) {
     std::string from_cmd = arch_from_ptxas_options(entry.ptxas_options);
@@ -280,11 +279,10 @@ void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry, Listi
     } else if ((sym.type() == kSttObject || sym.type() == kSttCudaObject) && defined && !sym.name.empty() && sym.name[0] != '$' &&
                sym.name[0] != '.') {
       std::string_view sec = sections[sym.shndx].name;
-      uint32_t bank;
       const char* space = nullptr;
       if (sec == ".nv.global" || sec == ".nv.global.init")
         space = (sym.other & kStoCudaManaged) ? "managed" : "global";
-      else if (bank_of(sec, bank) && bank > 0)
+      else if (bank_of(sec).value_or(0) > 0)
         space = "constant";
       if (space) {
         listing.take(ListingBudget::global_cost(sym.name));

@@ -17,7 +17,6 @@
 // also demangle (each distinct name once), so little is left on one thread.
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -73,14 +72,12 @@ void read_from_file(const util::MappedFile& file, Bytes view, uint8_t* dst) {
   uint64_t offset = uint64_t(view.data() - file.data());
   uint64_t done = 0;
   while (done < view.size()) {
-    ssize_t n = ::pread(file.fd(), dst + done, view.size() - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      fail("cannot read {} bytes at 0x{:x}: {}", view.size(), offset, std::strerror(errno));
-    if (n == 0)
+    auto n = util::pread_some(file.fd(), dst + done, view.size() - done, offset + done);
+    if (!n) fail("cannot read {} bytes at 0x{:x}: {}", view.size(), offset, n.why());
+    if (*n == 0)
       fail("file ends at 0x{:x}, before the {} bytes at 0x{:x} (was it truncated while being read?)",
            offset + done, view.size(), offset);
-    done += uint64_t(n);
+    done += *n;
   }
 }
 

@@ -128,15 +128,15 @@ class Lexer {
 };
 
 
-bool parse_uint(std::string_view t, uint64_t& out) {
-  if (t.empty() || t.size() > 19) return false;
+// A decimal number of at most 19 digits (no sign, no overflow), or nothing.
+std::optional<uint64_t> parse_uint(std::string_view t) {
+  if (t.empty() || t.size() > 19) return std::nullopt;
   uint64_t v = 0;
   for (char c : t) {
-    if (c < '0' || c > '9') return false;
+    if (c < '0' || c > '9') return std::nullopt;
     v = v * 10 + uint64_t(c - '0');
   }
-  out = v;
-  return true;
+  return v;
 }
 
 // Bytes of a PTX fundamental type (.u32, .b8, .f64, ...); 0 if not one.
@@ -147,14 +147,14 @@ uint32_t type_size(std::string_view t) {
     if (t == ".pred") return 1;
     return 0;
   }
-  uint64_t bits;
-  if (!parse_uint(t.substr(2), bits)) {
+  std::optional<uint64_t> bits = parse_uint(t.substr(2));
+  if (!bits) {
     if (t == ".f16x2" || t == ".bf16x2") return 4;
     if (t == ".bf16") return 2;
     return 0;
   }
-  if (bits % 8 != 0 || bits == 0 || bits > 128) return 0;
-  return static_cast<uint32_t>(bits / 8);
+  if (*bits % 8 != 0 || *bits == 0 || *bits > 128) return 0;
+  return static_cast<uint32_t>(*bits / 8);
 }
 
 // Reads "[N]" suffixes after a name and multiplies them into `count`.
@@ -164,12 +164,12 @@ bool read_dims(Lexer& lx, uint64_t& count) {
   while (lx.peek() == "[") {
     lx.next();
     std::string_view t = lx.next();
-    uint64_t n;
     if (t == "]") { known = false; continue; }
-    if (!parse_uint(t, n)) fail("PTX line {}: bad array size '{}'", lx.line(), t);
+    std::optional<uint64_t> n = parse_uint(t);
+    if (!n) fail("PTX line {}: bad array size '{}'", lx.line(), t);
     if (lx.next() != "]") fail("PTX line {}: expected ']'", lx.line());
-    if (n != 0 && count > (uint64_t(1) << 40) / n) fail("PTX line {}: array size overflows", lx.line());
-    count *= n;
+    if (*n != 0 && count > (uint64_t(1) << 40) / *n) fail("PTX line {}: array size overflows", lx.line());
+    count *= *n;
   }
   return known;
 }
@@ -192,9 +192,9 @@ std::optional<Dim3> read_dims_directive(Lexer& lx) {
   Dim3 d{1, 1, 1};
   uint32_t* slots[3] = {&d.x, &d.y, &d.z};
   for (int i = 0; i < 3; ++i) {
-    uint64_t v;
-    if (!parse_uint(lx.next(), v) || v > 0xffffffffu) fail("PTX line {}: bad dimension", lx.line());
-    *slots[i] = static_cast<uint32_t>(v);
+    std::optional<uint64_t> v = parse_uint(lx.next());
+    if (!v || *v > 0xffffffffu) fail("PTX line {}: bad dimension", lx.line());
+    *slots[i] = static_cast<uint32_t>(*v);
     if (lx.peek() != ",") break;
     lx.next();
   }
@@ -202,10 +202,10 @@ std::optional<Dim3> read_dims_directive(Lexer& lx) {
 }
 
 uint32_t read_number(Lexer& lx, const char* what) {
-  uint64_t v;
   std::string_view t = lx.next();
-  if (!parse_uint(t, v) || v > 0xffffffffu) fail("PTX line {}: bad {} '{}'", lx.line(), what, t);
-  return static_cast<uint32_t>(v);
+  std::optional<uint64_t> v = parse_uint(t);
+  if (!v || *v > 0xffffffffu) fail("PTX line {}: bad {} '{}'", lx.line(), what, t);
+  return static_cast<uint32_t>(*v);
 }
 
 // Parameter list after "(" : ".param .u64 .ptr .global .align 8 name", ".param .align 4 .b8 name[160]".

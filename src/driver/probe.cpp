@@ -19,6 +19,7 @@
 #include "probe_protocol.h"
 #include "tvmffi_jit/driver/devices.h"
 #include "tvmffi_jit/driver/validate.h"
+#include "tvmffi_jit/util/fs.h"
 
 namespace tvmffi_jit::driver {
 
@@ -29,15 +30,9 @@ using nlohmann::json;
 void mark(int item, const std::string& step) {
   std::string line = std::string(kProbeMarker) + " item=" + std::to_string(item) + " step=" + step + "\n";
   // write(2) directly: stdio buffering would lose the marker when the next
-  // call crashes the process.
-  const char* p = line.data();
-  size_t left = line.size();
-  while (left > 0) {
-    ssize_t n = ::write(STDERR_FILENO, p, left);
-    if (n <= 0) break;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
+  // call crashes the process. A failed write loses only this marker (the
+  // parent then names the step before it), so it is not reported.
+  (void)util::write_all(STDERR_FILENO, line);
 }
 
 void emit(const json& j) {

@@ -123,11 +123,7 @@ Expected<RocmToolkit> find_rocm_toolkit(const EnvLookup& env) {
     }
   }
   if (auto hipcc = util::find_program("hipcc")) {
-    std::string resolved = *hipcc;
-    try {
-      resolved = util::canonical_path(*hipcc);
-    } catch (const Error&) {
-    }
+    std::string resolved = util::real_path(*hipcc).value_or(*hipcc);
     std::string home = util::parent_path(util::parent_path(resolved));
     if (util::file_name(home) == "hip") home = util::parent_path(home);
     if (has_hipcc(home)) return RocmToolkit{home, util::join_path(home, "bin/hipcc"), "PATH"};

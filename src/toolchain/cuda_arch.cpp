@@ -19,7 +19,7 @@ bool all_digits(std::string_view s) {
   return true;
 }
 
-bool parse_entry(std::string_view entry, CudaArch* out) {
+std::optional<CudaArch> parse_entry(std::string_view entry) {
   CudaArch a;
   std::string lower = util::to_lower(entry);
   std::string_view s = lower;
@@ -28,7 +28,7 @@ bool parse_entry(std::string_view entry, CudaArch* out) {
     s.remove_suffix(4);
   }
   size_t dot = s.find('.');
-  if (dot == std::string_view::npos) return false;
+  if (dot == std::string_view::npos) return std::nullopt;
   std::string_view major = s.substr(0, dot);
   std::string_view rest = s.substr(dot + 1);
   if (!rest.empty() && (rest.back() == 'a' || rest.back() == 'f')) {
@@ -37,12 +37,11 @@ bool parse_entry(std::string_view entry, CudaArch* out) {
   }
   // Compute capabilities have a one- or two-digit major and a one-digit minor
   // (sm_90, sm_100, sm_121); anything else is a typo such as "90" or "9.00".
-  if (!all_digits(major) || major.size() > 2 || !all_digits(rest) || rest.size() != 1) return false;
+  if (!all_digits(major) || major.size() > 2 || !all_digits(rest) || rest.size() != 1) return std::nullopt;
   a.major = std::stoi(std::string(major));
   a.minor = rest[0] - '0';
-  if (a.major == 0) return false;
-  *out = a;
-  return true;
+  if (a.major == 0) return std::nullopt;
+  return a;
 }
 
 void add_unique(std::vector<CudaArch>& list, const CudaArch& a) {
@@ -76,29 +75,20 @@ std::string CudaArch::compute() const {
   return t;
 }
 
-bool try_parse_arch_list(std::string_view text, std::vector<CudaArch>* out, std::string* problem) {
+Expected<std::vector<CudaArch>> try_parse_arch_list(std::string_view text) {
   std::vector<CudaArch> list;
   for (const auto& entry : util::split_any(text, " \t\n,;")) {
-    CudaArch a;
-    if (!parse_entry(entry, &a)) {
-      *problem = "bad CUDA architecture \"" + entry + "\": " + kArchForms;
-      return false;
-    }
-    add_unique(list, a);
+    std::optional<CudaArch> a = parse_entry(entry);
+    if (!a) return Unexpected{"bad CUDA architecture \"" + entry + "\": " + kArchForms};
+    add_unique(list, *a);
   }
-  if (list.empty()) {
-    *problem = std::string("empty CUDA architecture list: ") + kArchForms;
-    return false;
-  }
-  merge_arch_lists(*out, list);
-  return true;
+  if (list.empty()) return Unexpected{std::string("empty CUDA architecture list: ") + kArchForms};
+  return list;
 }
 
 std::vector<CudaArch> parse_arch_list(std::string_view text, const std::string& origin) {
-  std::vector<CudaArch> out;
-  std::string problem;
-  if (!try_parse_arch_list(text, &out, &problem)) throw usage_error(origin + ": " + problem);
-  return out;
+  return try_parse_arch_list(text).value_or_throw(
+      [&](const std::string& problem) { return usage_error(origin + ": " + problem); });
 }
 
 void merge_arch_lists(std::vector<CudaArch>& a, const std::vector<CudaArch>& b) {
@@ -147,7 +137,8 @@ ArchResolution resolve_archs(const std::vector<CudaArch>& command_line,
       "TVM_FFI_CUDA_ARCH_LIST (e.g. TVM_FFI_CUDA_ARCH_LIST=\"8.0 9.0\")");
 }
 
-bool try_parse_rocm_arch_list(std::string_view text, std::vector<std::string>* out, std::string* problem) {
+Expected<std::vector<std::string>> try_parse_rocm_arch_list(std::string_view text) {
+  std::vector<std::string> out;
   for (const auto& word : util::split_any(std::string(text), " \t\n,;")) {
     if (word.empty()) continue;
     // gfx<hex digits>, then :feature+ / :feature- items (xnack, sramecc, ...).
@@ -163,14 +154,17 @@ bool try_parse_rocm_arch_list(std::string_view text, std::vector<std::string>* o
       for (size_t k = 0; ok && k + 1 < feature.size(); ++k) ok = std::islower(static_cast<unsigned char>(feature[k]));
       i = end == std::string::npos ? word.size() : end;
     }
-    if (!ok) {
-      *problem = "invalid ROCm architecture " + quote_for_message(word) +
-                 " (expected gfx<id> with optional :feature+/- items, e.g. gfx90a, gfx942, gfx90a:xnack-)";
-      return false;
-    }
-    if (std::find(out->begin(), out->end(), word) == out->end()) out->push_back(word);
+    if (!ok)
+      return Unexpected{"invalid ROCm architecture " + quote_for_message(word) +
+                        " (expected gfx<id> with optional :feature+/- items, e.g. gfx90a, gfx942, gfx90a:xnack-)"};
+    merge_rocm_arch_lists(out, {word});
   }
-  return true;
+  return out;
+}
+
+void merge_rocm_arch_lists(std::vector<std::string>& a, const std::vector<std::string>& b) {
+  for (const auto& x : b)
+    if (std::find(a.begin(), a.end(), x) == a.end()) a.push_back(x);
 }
 
 RocmArchResolution resolve_rocm_archs(const std::vector<std::string>& command_line,
@@ -180,11 +174,9 @@ RocmArchResolution resolve_rocm_archs(const std::vector<std::string>& command_li
   if (!command_line.empty()) return {command_line, "--arch"};
   if (!manifest.empty()) return {manifest, "manifest"};
   if (env_arch_list && !util::trim(*env_arch_list).empty()) {
-    RocmArchResolution r{{}, "TVM_FFI_ROCM_ARCH_LIST"};
-    std::string problem;
-    if (!try_parse_rocm_arch_list(*env_arch_list, &r.archs, &problem))
-      throw usage_error("TVM_FFI_ROCM_ARCH_LIST: " + problem);
-    if (!r.archs.empty()) return r;
+    auto archs = try_parse_rocm_arch_list(*env_arch_list).value_or_throw(
+        [](const std::string& problem) { return usage_error("TVM_FFI_ROCM_ARCH_LIST: " + problem); });
+    if (!archs.empty()) return {archs, "TVM_FFI_ROCM_ARCH_LIST"};
   }
   for (const auto& f : extra_cuda_cflags)
     if (util::starts_with(f, "--offload-arch")) return {{}, "extra_cuda_cflags"};

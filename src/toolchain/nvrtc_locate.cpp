@@ -85,13 +85,8 @@ NvrtcSearch nvrtc_search(const EnvLookup& env) {
 
 std::vector<std::string> cuda_include_dirs_for_library(const std::string& library_path) {
   std::vector<std::string> lib_dirs = {util::parent_path(util::absolute_path(library_path))};
-  if (util::path_exists(library_path)) {
-    try {
-      lib_dirs.push_back(util::parent_path(util::canonical_path(library_path)));
-    } catch (...) {
-      // A dangling link: the lexical directory is all there is.
-    }
-  }
+  // A dangling link does not resolve: the lexical directory is all there is.
+  if (auto real = util::real_path(library_path)) lib_dirs.push_back(util::parent_path(*real));
   std::vector<std::string> dirs;
   std::vector<std::string> canonical_seen;
   auto add = [&](const std::string& dir) {

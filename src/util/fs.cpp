@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <utility>
 
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/strings.h"
@@ -45,23 +46,71 @@ const char* file_type_name(mode_t mode) {
   return "not a file";
 }
 
-void write_all(int fd, std::string_view content, const std::string& path) {
-  const char* p = content.data();
-  size_t left = content.size();
-  while (left) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      throw io_error(errno_message("cannot write " + path, e));
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
+IoFailure errno_failure(int err) { return IoFailure{std::errc(err), std::strerror(err)}; }
+
+}  // namespace
+
+Expected<size_t, IoFailure> read_some(int fd, void* buf, size_t size) {
+  for (;;) {
+    ssize_t n = ::read(fd, buf, size);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno != EINTR) return Unexpected{errno_failure(errno)};
   }
 }
 
+Expected<size_t, IoFailure> pread_some(int fd, void* buf, size_t size, uint64_t offset) {
+  for (;;) {
+    ssize_t n = ::pread(fd, buf, size, static_cast<off_t>(offset));
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno != EINTR) return Unexpected{errno_failure(errno)};
+  }
+}
 
-}  // namespace
+Expected<void, IoFailure> write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Unexpected{errno_failure(errno)};
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return {};
+}
+
+FileWriter::~FileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+FileWriter::FileWriter(FileWriter&& other) noexcept : fd_(other.release()), path_(std::move(other.path_)) {}
+
+FileWriter& FileWriter::operator=(FileWriter&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.release();
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+void FileWriter::write(std::string_view data) {
+  if (auto written = write_all(fd_, data); !written) throw io_error("cannot write " + path_ + ": " + written.why());
+}
+
+void FileWriter::close() {
+  if (::close(release()) != 0) {
+    int e = errno;
+    throw io_error(errno_message("cannot write " + path_, e));
+  }
+}
+
+int FileWriter::release() { return std::exchange(fd_, -1); }
+
+Expected<FileWriter, IoFailure> create_new_file(const std::string& path, unsigned mode) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) return Unexpected{errno_failure(errno)};
+  return FileWriter(fd, path);
+}
 
 int open_for_reading(const std::string& path, uint64_t* size) {
   // O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer,
@@ -94,15 +143,13 @@ std::string read_all(int fd, const std::string& path) {
   std::string out;
   char buf[65536];
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
+    auto n = read_some(fd, buf, sizeof buf);
+    if (!n) {
       ::close(fd);
-      throw io_error(errno_message("cannot read " + path, e));
+      throw io_error("cannot read " + path + ": " + n.why());
     }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    if (*n == 0) break;
+    out.append(buf, *n);
   }
   ::close(fd);
   return out;
@@ -110,22 +157,18 @@ std::string read_all(int fd, const std::string& path) {
 
 }  // namespace
 
-std::optional<std::string> read_small_file(const std::string& path, uint64_t max_bytes, std::string* why) {
-  auto fail = [&](const std::string& w) -> std::optional<std::string> {
-    if (why) *why = w;
-    return std::nullopt;
-  };
+Expected<std::string> read_small_file(const std::string& path, uint64_t max_bytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return fail(std::strerror(errno));
+  if (fd < 0) return Unexpected{std::strerror(errno)};
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return fail("is not a regular file");
+    return Unexpected{"is not a regular file"};
   }
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     ::close(fd);
-    return fail("has " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max_bytes) +
-                " allowed");
+    return Unexpected{"has " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max_bytes) +
+                      " allowed"};
   }
   // The file may grow between fstat and read: read at most one byte past the
   // cap, and refuse if that byte exists.
@@ -134,18 +177,16 @@ std::optional<std::string> read_small_file(const std::string& path, uint64_t max
   char buf[65536];
   for (;;) {
     size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof buf, max_bytes + 1 - out.size()));
-    ssize_t n = ::read(fd, buf, want);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
+    auto n = read_some(fd, buf, want);
+    if (!n) {
       ::close(fd);
-      return fail(std::strerror(e));
+      return Unexpected{n.why()};
     }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    if (*n == 0) break;
+    out.append(buf, *n);
     if (out.size() > max_bytes) {
       ::close(fd);
-      return fail("grew past the " + std::to_string(max_bytes) + " bytes allowed while being read");
+      return Unexpected{"grew past the " + std::to_string(max_bytes) + " bytes allowed while being read"};
     }
   }
   ::close(fd);
@@ -177,11 +218,9 @@ void write_file(const std::string& path, std::string_view content) {
     int e = errno;
     throw io_error(errno_message("cannot create " + path, e));
   }
-  write_all(fd, content, path);
-  if (::close(fd) != 0) {
-    int e = errno;
-    throw io_error(errno_message("cannot write " + path, e));
-  }
+  FileWriter file(fd, path);
+  file.write(content);
+  file.close();
 }
 
 std::string unique_name_suffix() {
@@ -196,30 +235,28 @@ std::string unique_name_suffix() {
 
 AtomicFile::AtomicFile(std::string path, unsigned mode) : path_(std::move(path)) {
   tmp_ = path_ + ".tmp." + unique_name_suffix();
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-  if (fd_ < 0) {
-    int e = errno;
-    throw io_error(errno_message("cannot create " + tmp_, e));
-  }
+  auto created = create_new_file(tmp_, mode);
+  if (!created) throw io_error("cannot create " + tmp_ + ": " + created.why());
+  file_ = std::move(created).value();
 }
 
 AtomicFile::~AtomicFile() {
-  if (fd_ >= 0) ::close(fd_);
+  file_ = FileWriter();  // closed before the unlink
   if (!committed_) ::unlink(tmp_.c_str());
 }
 
-void AtomicFile::write(std::string_view data) { write_all(fd_, data, tmp_); }
+void AtomicFile::write(std::string_view data) { file_.write(data); }
 
 void AtomicFile::sync() {
-  if (::fsync(fd_) != 0) {
+  if (::fsync(file_.fd()) != 0) {
     int e = errno;
     throw io_error(errno_message("cannot write " + tmp_, e));
   }
 }
 
 void AtomicFile::commit() {
-  int rc = ::close(fd_);
-  fd_ = -1;
+  // Not file_.close(): a failed close is reported for `path`, as the rename is.
+  int rc = ::close(file_.release());
   if (rc != 0 || ::rename(tmp_.c_str(), path_.c_str()) != 0) {
     int e = errno;
     throw io_error(errno_message("cannot write " + path_, e));
@@ -271,15 +308,17 @@ std::string absolute_path(const std::string& path) {
   return (fs::path(current_directory()) / path).lexically_normal().string();
 }
 
-std::string canonical_path(const std::string& path) {
+Expected<std::string> real_path(const std::string& path) {
   char* r = ::realpath(path.c_str(), nullptr);
-  if (!r) {
-    int e = errno;
-    throw io_error(errno_message("cannot resolve " + path, e));
-  }
+  if (!r) return Unexpected{std::strerror(errno)};
   std::string s(r);
   std::free(r);
   return s;
+}
+
+std::string canonical_path(const std::string& path) {
+  return real_path(path).value_or_throw(
+      [&](const std::string& why) { return io_error("cannot resolve " + path + ": " + why); });
 }
 
 std::string parent_path(const std::string& path) {
@@ -293,36 +332,38 @@ std::string extension(const std::string& path) { return to_lower(fs::path(path).
 
 std::string join_path(const std::string& a, const std::string& b) { return (fs::path(a) / b).string(); }
 
-std::string readable_file_problem(const std::string& path) {
+Expected<void> can_read_content(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     const int e = errno;
-    if (e == ENOENT) return "no such file";
-    return to_lower(std::strerror(e));
+    if (e == ENOENT) return Unexpected{"no such file"};
+    return Unexpected{to_lower(std::strerror(e))};
   }
-  if (S_ISDIR(st.st_mode)) return "is a directory, not a file";
-  if (!S_ISREG(st.st_mode)) return std::string("is not a regular file (") + file_type_name(st.st_mode) + ")";
+  if (S_ISDIR(st.st_mode)) return Unexpected{"is a directory, not a file"};
+  if (!S_ISREG(st.st_mode)) return Unexpected{std::string("is not a regular file (") + file_type_name(st.st_mode) + ")"};
   // O_NONBLOCK: the file may have been replaced by a FIFO since stat().
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return to_lower(std::strerror(errno));
+  if (fd < 0) return Unexpected{to_lower(std::strerror(errno))};
   std::string problem;
   if (::fstat(fd, &st) != 0) problem = to_lower(std::strerror(errno));
   else if (S_ISDIR(st.st_mode)) problem = "is a directory, not a file";
   else if (!S_ISREG(st.st_mode)) problem = std::string("is not a regular file (") + file_type_name(st.st_mode) + ")";
   else if (is_pseudo_file(fd, st)) problem = kPseudoFileProblem;
   ::close(fd);
-  return problem;
+  if (!problem.empty()) return Unexpected{std::move(problem)};
+  return {};
 }
 
-std::string current_directory() {
+Expected<std::string> find_current_directory() {
   std::error_code ec;
   fs::path p = fs::current_path(ec);
-  if (ec) {
-    throw io_error("cannot resolve a relative path: the current directory is unavailable (" + ec.message() +
-                   "; it may have been deleted): cd to an existing directory or give absolute paths");
-  }
+  if (ec)
+    return Unexpected{"cannot resolve a relative path: the current directory is unavailable (" + ec.message() +
+                      "; it may have been deleted): cd to an existing directory or give absolute paths"};
   return p.string();
 }
+
+std::string current_directory() { return find_current_directory().value_or_throw(io_error); }
 
 uint64_t random_seed() {
   uint64_t seed = 0;

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <thread>
 
 #include "tvmffi_jit/util/fs.h"
@@ -96,24 +97,13 @@ void FileLock::release() {
 }
 
 FileLock FileLock::try_acquire(const std::string& path, const std::string& note) {
-  FileLock lock;
-  lock.path_ = path;
-  int fd = open_lock_file(path);
-  if (fd < 0) {
-    lock.status_ = LockStatus::kUnavailable;
-    return lock;
-  }
-  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
-    write_holder(fd, note);
-    lock.fd_ = fd;
-    lock.status_ = LockStatus::kAcquired;
-    return lock;
-  }
-  int e = errno;
-  ::close(fd);
-  lock.status_ = (e == EWOULDBLOCK) ? LockStatus::kTimedOut : LockStatus::kUnavailable;
-  if (e == EWOULDBLOCK) lock.last_holder_ = read_lock_holder(path);
-  return lock;
+  // acquire() that gives up at its first look: a held lock is kTimedOut with
+  // its holder read, and nobody is told about a wait.
+  LockOptions once;
+  once.timeout_seconds = 0;
+  once.notice_after_seconds = std::numeric_limits<double>::infinity();
+  once.note = note;
+  return acquire(path, once);
 }
 
 FileLock FileLock::acquire(const std::string& path, const LockOptions& options) {

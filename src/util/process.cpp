@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/strings.h"
 
 extern char** environ;
@@ -377,13 +378,15 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     }
     auto drain = [&](int idx, Pipe& p, std::string& sink) {
       if (idx < 0 || !(fds[idx].revents & (POLLIN | POLLHUP | POLLERR))) return;
-      ssize_t r = ::read(p.fd[0], buf, sizeof buf);
-      if (r > 0) sink.append(buf, static_cast<size_t>(r));
-      else if (r == 0 || (errno != EINTR && errno != EAGAIN)) p.close_read();
+      auto r = read_some(p.fd[0], buf, sizeof buf);
+      if (r && *r > 0) sink.append(buf, *r);
+      else if (r || r.error().kind != std::errc::resource_unavailable_try_again) p.close_read();  // EOF or broken
     };
     drain(out_i, out_pipe, result.out);
     drain(err_i, err_pipe, result.err);
     if (in_i >= 0 && (fds[in_i].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      // Not write_all: the pipe is non-blocking, a short write is the normal
+      // case and the rest goes when poll says there is room.
       ssize_t w = ::write(in_pipe.fd[1], options.stdin_data.data() + stdin_written,
                           options.stdin_data.size() - stdin_written);
       if (w > 0) stdin_written += static_cast<size_t>(w);

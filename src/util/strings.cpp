@@ -129,18 +129,35 @@ std::string format_bytes(uint64_t bytes) {
   return buf;
 }
 
-std::optional<uint64_t> parse_size(std::string_view text) {
-  text = trim(text);
+namespace {
+
+// The decimal digits that start `text` as a number, and what follows them;
+// nothing when `text` does not start with a digit or the number exceeds `max`.
+struct LeadingNumber {
+  uint64_t value;
+  std::string_view rest;
+};
+std::optional<LeadingNumber> leading_number(std::string_view text, uint64_t max) {
   size_t i = 0;
   uint64_t n = 0;
   if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return std::nullopt;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
     uint64_t d = static_cast<uint64_t>(text[i] - '0');
-    if (n > (std::numeric_limits<uint64_t>::max() - d) / 10) return std::nullopt;
+    if (n > (max - d) / 10) return std::nullopt;
     n = n * 10 + d;
-    ++i;
   }
-  std::string unit = to_lower(trim(text.substr(i)));
+  return LeadingNumber{n, text.substr(i)};
+}
+
+constexpr uint64_t kMaxInt64 = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+
+}  // namespace
+
+std::optional<uint64_t> parse_size(std::string_view text) {
+  auto number = leading_number(trim(text), std::numeric_limits<uint64_t>::max());
+  if (!number) return std::nullopt;
+  uint64_t n = number->value;
+  std::string unit = to_lower(trim(number->rest));
   uint64_t mult = 1;
   if (unit.empty() || unit == "b") mult = 1;
   else if (unit == "k" || unit == "kb" || unit == "kib") mult = 1ull << 10;
@@ -153,16 +170,10 @@ std::optional<uint64_t> parse_size(std::string_view text) {
 }
 
 std::optional<int64_t> parse_duration_seconds(std::string_view text) {
-  text = trim(text);
-  size_t i = 0;
-  int64_t n = 0;
-  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return std::nullopt;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
-    if (n > (std::numeric_limits<int64_t>::max() - 9) / 10) return std::nullopt;
-    n = n * 10 + (text[i] - '0');
-    ++i;
-  }
-  std::string unit = to_lower(trim(text.substr(i)));
+  auto number = leading_number(trim(text), kMaxInt64);
+  if (!number) return std::nullopt;
+  int64_t n = static_cast<int64_t>(number->value);
+  std::string unit = to_lower(trim(number->rest));
   int64_t mult;
   if (unit.empty() || unit == "s") mult = 1;
   else if (unit == "m" || unit == "min") mult = 60;
@@ -178,15 +189,9 @@ std::optional<int64_t> parse_duration_ms(std::string_view text) {
   std::string_view t = trim(text);
   std::string lower = to_lower(t);
   if (ends_with(lower, "ms")) {
-    std::string_view digits = trim(t.substr(0, t.size() - 2));
-    if (digits.empty()) return std::nullopt;
-    int64_t n = 0;
-    for (char c : digits) {
-      if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
-      if (n > (std::numeric_limits<int64_t>::max() - 9) / 10) return std::nullopt;
-      n = n * 10 + (c - '0');
-    }
-    return n;
+    auto number = leading_number(trim(t.substr(0, t.size() - 2)), kMaxInt64);
+    if (!number || !number->rest.empty()) return std::nullopt;
+    return static_cast<int64_t>(number->value);
   }
   auto s = parse_duration_seconds(t);
   if (!s || *s > std::numeric_limits<int64_t>::max() / 1000) return std::nullopt;

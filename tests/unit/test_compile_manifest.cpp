@@ -28,12 +28,12 @@ struct ManifestDir {
   std::string path(const std::string& f) const { return util::join_path(dir.path(), f); }
 };
 
-struct Failure {
+struct ManifestFailure {
   std::string pointer, problem, what;
   ExitCode code = ExitCode::kOk;
 };
 
-Failure failure_of(const ManifestDir& d, const std::string& text, bool combination = false) {
+ManifestFailure failure_of(const ManifestDir& d, const std::string& text, bool combination = false) {
   try {
     Manifest m = d.parse(text);
     if (combination) check_manifest(m);
@@ -218,7 +218,7 @@ TEST_CASE("each kind of bad manifest names the key and the problem", "[build][ma
   };
   for (const auto& c : cases) {
     INFO(c.text);
-    Failure f = failure_of(d, c.text, c.combination);
+    ManifestFailure f = failure_of(d, c.text, c.combination);
     CHECK(f.code == ExitCode::kUsage);
     CHECK(f.pointer == c.pointer);
     std::string expected = c.problem;
@@ -234,7 +234,7 @@ TEST_CASE("each kind of bad manifest names the key and the problem", "[build][ma
 
 TEST_CASE("invalid JSON reports the line and column", "[build][manifest]") {
   ManifestDir d;
-  Failure f = failure_of(d, "{\n  \"name\": \"m\",\n  \"sources\": [\"a.cc\",]\n}");
+  ManifestFailure f = failure_of(d, "{\n  \"name\": \"m\",\n  \"sources\": [\"a.cc\",]\n}");
   CHECK(f.code == ExitCode::kUsage);
   CHECK(f.pointer.empty());
   CHECK(f.problem.rfind("invalid JSON at line 3, column ", 0) == 0);
@@ -243,7 +243,7 @@ TEST_CASE("invalid JSON reports the line and column", "[build][manifest]") {
 TEST_CASE("a directory given as a source is rejected as not a file", "[build][manifest]") {
   ManifestDir d;
   util::make_directories(d.path("dir.cc"));
-  Failure f = failure_of(d, R"({"name": "m", "sources": ["dir.cc"]})");
+  ManifestFailure f = failure_of(d, R"({"name": "m", "sources": ["dir.cc"]})");
   CHECK(f.pointer == "/sources/0");
   CHECK(f.problem.find("is a directory, not a file") != std::string::npos);
 }
@@ -382,7 +382,7 @@ TEST_CASE("a combination problem points at the manifest key or the flag, whichev
 
 TEST_CASE("a JSON number too large for a double is a manifest error (exit 2) with its line", "[build][manifest]") {
   ManifestDir d;
-  Failure f = failure_of(d, "{\"name\": \"m\",\n \"sources\": [\"a.cc\"], \"cuda_arch\": 1e999}");
+  ManifestFailure f = failure_of(d, "{\"name\": \"m\",\n \"sources\": [\"a.cc\"], \"cuda_arch\": 1e999}");
   CHECK(f.code == ExitCode::kUsage);
   CHECK(f.pointer.empty());
   CHECK(f.problem == "invalid JSON at line 2, column 36: number 1e999 is out of range (larger than a double can hold)");
@@ -393,7 +393,7 @@ TEST_CASE("a module name too long for a file name is refused by the parser, befo
   ManifestDir d;
   const std::string longest(128, 'a'), too_long(129, 'a');
   CHECK(d.parse(R"({"name": ")" + longest + R"(", "sources": ["a.cc"]})").name == longest);
-  Failure f = failure_of(d, R"({"name": ")" + std::string(300, 'a') + R"(", "sources": ["a.cc"]})");
+  ManifestFailure f = failure_of(d, R"({"name": ")" + std::string(300, 'a') + R"(", "sources": ["a.cc"]})");
   CHECK(f.code == ExitCode::kUsage);
   CHECK(f.pointer == "/name");
   CHECK(f.problem == "module name \"aaaaaaaaaaaaaaaaaaaaaaaa...\" is 300 characters long; file names made from it allow "
@@ -413,7 +413,7 @@ TEST_CASE("a module name too long for a file name is refused by the parser, befo
 
 TEST_CASE("a NUL in a name is shown escaped, so the message is not cut", "[build][manifest]") {
   ManifestDir d;
-  Failure f = failure_of(d, R"({"name": "ab\u0000cd", "sources": ["a.cc"]})");
+  ManifestFailure f = failure_of(d, R"({"name": "ab\u0000cd", "sources": ["a.cc"]})");
   CHECK(f.pointer == "/name");
   CHECK(f.problem == "module name \"ab\\x00cd\" is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
   CHECK(std::string(f.what).find('\0') == std::string::npos);
@@ -422,7 +422,7 @@ TEST_CASE("a NUL in a name is shown escaped, so the message is not cut", "[build
 TEST_CASE("a /proc pseudo-file is refused as a source or embedded file, not read as empty", "[build][manifest]") {
   ManifestDir d;
   ::symlink("/proc/self/environ", d.path("environ.cc").c_str());
-  Failure f = failure_of(d, R"({"name": "m", "sources": ["environ.cc"]})");
+  ManifestFailure f = failure_of(d, R"({"name": "m", "sources": ["environ.cc"]})");
   CHECK(f.pointer == "/sources/0");
   CHECK(f.problem.find("is a pseudo-file (its size reads 0 but it has content") != std::string::npos);
   f = failure_of(d, R"({"name": "m", "sources": ["a.cc"], "embed_cubin": {"k": "/proc/self/maps"}})");
@@ -436,7 +436,7 @@ TEST_CASE("a /proc pseudo-file is refused as a source or embedded file, not read
 TEST_CASE("a FIFO given as a source is refused without blocking on it", "[build][manifest]") {
   ManifestDir d;
   REQUIRE(::mkfifo(d.path("fifo.cc").c_str(), 0600) == 0);
-  Failure f = failure_of(d, R"({"name": "m", "sources": ["fifo.cc"]})");
+  ManifestFailure f = failure_of(d, R"({"name": "m", "sources": ["fifo.cc"]})");
   CHECK(f.problem.find("is not a regular file (a FIFO)") != std::string::npos);
 }
 
@@ -447,7 +447,7 @@ TEST_CASE("an unreadable source says permission denied, not no such file", "[bui
   util::write_file(d.path("locked/s.cc"), "int x;\n");
   ::chmod(d.path("locked").c_str(), 0);
   const bool can_enter = ::access(d.path("locked/s.cc").c_str(), R_OK) == 0;  // root can
-  Failure f = failure_of(d, R"({"name": "m", "sources": ["a.cc/s.cc"]})");
+  ManifestFailure f = failure_of(d, R"({"name": "m", "sources": ["a.cc/s.cc"]})");
   CHECK(f.problem == "cannot read \"a.cc/s.cc\" (" + d.path("a.cc/s.cc") + "): not a directory");
   if (!can_enter) {
     f = failure_of(d, R"({"name": "m", "sources": ["locked/s.cc"]})");
@@ -464,12 +464,12 @@ TEST_CASE("flags beyond the system's command-line limit are refused up front, na
   const size_t count = static_cast<size_t>(arg_max / 8);  // 14 bytes each in argv: 1.75 x ARG_MAX
   for (size_t i = 0; i < count; ++i) many += std::string(i ? "," : "") + "\"-DX=1\"";
   many += "]}";
-  Failure f = failure_of(d, many, true);
+  ManifestFailure f = failure_of(d, many, true);
   CHECK(f.code == ExitCode::kUsage);
   CHECK(f.pointer == "/extra_cflags");
   CHECK(f.problem.find("more than the system allows (ARG_MAX") != std::string::npos);
   // One argument longer than the kernel's per-argument limit.
-  Failure one = failure_of(d, R"({"name": "m", "sources": ["a.cc"], "extra_ldflags": ["-Wl,)" + std::string(200000, 'x') + R"("]})", true);
+  ManifestFailure one = failure_of(d, R"({"name": "m", "sources": ["a.cc"], "extra_ldflags": ["-Wl,)" + std::string(200000, 'x') + R"("]})", true);
   CHECK(one.pointer == "/extra_ldflags");
   CHECK(one.problem.find("per argument (E2BIG)") != std::string::npos);
 }
@@ -512,7 +512,7 @@ TEST_CASE("a duplicate among 100,000 functions is found at its index, and names 
   for (int i = 0; i < 100000; ++i) list += (i ? ",\"f" : "\"f") + std::to_string(i) + "\"";
   Manifest ok = d.parse(R"({"name": "m", "cpp_sources": "x", "functions": [)" + list + "]}");
   CHECK(ok.functions.size() == 100000);
-  Failure f = failure_of(d, R"({"name": "m", "cpp_sources": "x", "functions": [)" + list + R"(, "f99999"]})");
+  ManifestFailure f = failure_of(d, R"({"name": "m", "cpp_sources": "x", "functions": [)" + list + R"(, "f99999"]})");
   CHECK(f.pointer == "/functions/100000");
   CHECK(f.problem == "duplicate function \"f99999\"");
   // --function adds to the manifest's names and must see them.

@@ -45,6 +45,18 @@ TEST_CASE("malformed arch entries are usage errors naming the entry and origin",
   CHECK_THROWS_AS(parse_arch_list(" , ", "x"), Error);
 }
 
+TEST_CASE("try_parse_arch_list gives the list or the reason, for the caller to place", "[toolchain][cuda_arch]") {
+  auto parsed = try_parse_arch_list("9.0 8.0 9.0+PTX");
+  REQUIRE(parsed);
+  CHECK(parsed->size() == 2);
+  auto bad = try_parse_arch_list("8.0 90");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.why().rfind("bad CUDA architecture \"90\": ", 0) == 0);
+  auto empty = try_parse_arch_list(" ;, ");
+  REQUIRE_FALSE(empty);
+  CHECK(empty.why().rfind("empty CUDA architecture list: ", 0) == 0);
+}
+
 TEST_CASE("gencode flags: one per arch, plus compute PTX for +PTX", "[toolchain][cuda_arch]") {
   CHECK(gencode_flags(parse_arch_list("8.0 9.0a+PTX", "x")) ==
         std::vector<std::string>{"-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a",
@@ -99,14 +111,13 @@ TEST_CASE("no arch anywhere is exit 4 with how to set one", "[toolchain][cuda_ar
 }
 
 TEST_CASE("ROCm target lists take gfx ids with feature items and nothing else", "[toolchain][rocm]") {
-  std::vector<std::string> out;
-  std::string problem;
-  CHECK(try_parse_rocm_arch_list("gfx90a, gfx942;gfx90a:xnack- gfx90a:sramecc+:xnack-", &out, &problem));
-  CHECK(out == std::vector<std::string>{"gfx90a", "gfx942", "gfx90a:xnack-", "gfx90a:sramecc+:xnack-"});
+  auto parsed = try_parse_rocm_arch_list("gfx90a, gfx942;gfx90a:xnack- gfx90a:sramecc+:xnack- gfx942");
+  REQUIRE(parsed);
+  CHECK(*parsed == std::vector<std::string>{"gfx90a", "gfx942", "gfx90a:xnack-", "gfx90a:sramecc+:xnack-"});
   for (const char* bad : {"9.0", "gfx", "gfxzz", "gfx90a:xnack", "gfx90a:", "sm_90", "gfx90a;rm -rf"}) {
-    std::vector<std::string> o;
-    CHECK_FALSE(try_parse_rocm_arch_list(bad, &o, &problem));
-    CHECK(problem.find("invalid ROCm architecture") != std::string::npos);
+    auto refused = try_parse_rocm_arch_list(bad);
+    CHECK_FALSE(refused);
+    CHECK(refused.why().find("invalid ROCm architecture") != std::string::npos);
   }
 }
 

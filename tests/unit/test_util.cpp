@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 #include <vector>
@@ -131,6 +133,133 @@ TEST_CASE("readers refuse a FIFO, a directory and a device as not regular files,
   CHECK(read_file(plain) == "abc");
 }
 
+TEST_CASE("write_all writes past short writes into a pipe and read_some reads it back to the end", "[util][fs]") {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  // Four times a pipe's default capacity: write(2) returns short counts while
+  // the reader drains, and write_all must go on from where each one stopped.
+  std::string data(4 * 65536, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>('a' + i % 23);
+  std::string got;
+  std::thread reader([&] {
+    char buf[1000];
+    for (;;) {
+      auto n = read_some(fds[0], buf, sizeof buf);
+      if (!n || *n == 0) break;
+      got.append(buf, *n);
+    }
+  });
+  auto written = write_all(fds[1], data);
+  ::close(fds[1]);
+  reader.join();
+  ::close(fds[0]);
+  CHECK(written.has_value());
+  CHECK(got == data);
+}
+
+TEST_CASE("the descriptor helpers give the errno as the kind and its text as the message", "[util][fs]") {
+  TempDir dir;
+  std::string f = join_path(dir.path(), "f");
+  write_file(f, "0123456789");
+  uint64_t size = 0;
+  int fd = open_for_reading(f, &size);
+  char buf[4] = {};
+  auto at_six = pread_some(fd, buf, sizeof buf, 6);
+  REQUIRE(at_six);
+  CHECK(std::string(buf, *at_six) == "6789");
+  auto past_end = pread_some(fd, buf, sizeof buf, 10);
+  REQUIRE(past_end);
+  CHECK(*past_end == 0);
+  auto not_for_writing = write_all(fd, "x");
+  REQUIRE_FALSE(not_for_writing);
+  CHECK(not_for_writing.error().kind == std::errc::bad_file_descriptor);
+  CHECK(not_for_writing.why() == std::strerror(EBADF));
+  ::close(fd);
+  auto closed = read_some(fd, buf, sizeof buf);
+  REQUIRE_FALSE(closed);
+  CHECK(closed.error().kind == std::errc::bad_file_descriptor);
+}
+
+TEST_CASE("create_new_file refuses an existing file and a planted symlink; FileWriter writes, closes and names the path",
+          "[util][fs]") {
+  TempDir dir;
+  std::string victim = join_path(dir.path(), "victim");
+  write_file(victim, "keep");
+  std::string planted = join_path(dir.path(), "planted");
+  REQUIRE(::symlink(victim.c_str(), planted.c_str()) == 0);
+  auto over_file = create_new_file(victim, 0644);
+  REQUIRE_FALSE(over_file);
+  CHECK(over_file.error().kind == std::errc::file_exists);
+  auto through_link = create_new_file(planted, 0644);
+  REQUIRE_FALSE(through_link);
+  CHECK(read_file(victim) == "keep");
+
+  std::string fresh = join_path(dir.path(), "fresh");
+  auto created = create_new_file(fresh, 0600);
+  REQUIRE(created);
+  FileWriter w = std::move(created).value();
+  CHECK(w.is_open());
+  w.write("hello ");
+  w.write("world");
+  w.close();
+  CHECK_FALSE(w.is_open());
+  CHECK(read_file(fresh) == "hello world");
+  struct stat st;
+  REQUIRE(::stat(fresh.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+
+  // A write that fails says which file, as errno_message did.
+  int read_only = open_for_reading(fresh);
+  FileWriter wrong(read_only, fresh);
+  try {
+    wrong.write("x");
+    FAIL("a write to a read-only descriptor succeeded");
+  } catch (const Error& e) {
+    CHECK(e.code() == ExitCode::kIo);
+    CHECK(std::string(e.what()) == errno_message("cannot write " + fresh, EBADF));
+  }
+}
+
+TEST_CASE("can_read_content says why a path cannot be read for its content", "[util][fs]") {
+  TempDir dir;
+  std::string plain = join_path(dir.path(), "plain");
+  write_file(plain, "x");
+  CHECK(can_read_content(plain).has_value());
+  auto missing = can_read_content(join_path(dir.path(), "missing"));
+  REQUIRE_FALSE(missing);
+  CHECK(missing.why() == "no such file");
+  auto directory = can_read_content(dir.path());
+  REQUIRE_FALSE(directory);
+  CHECK(directory.why() == "is a directory, not a file");
+  std::string fifo = join_path(dir.path(), "pipe");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto pipe = can_read_content(fifo);
+  REQUIRE_FALSE(pipe);
+  CHECK(pipe.why() == "is not a regular file (a FIFO)");
+}
+
+TEST_CASE("real_path resolves links and says why a dangling one does not resolve; canonical_path throws that",
+          "[util][fs]") {
+  TempDir dir;
+  std::string target = join_path(dir.path(), "target");
+  write_file(target, "x");
+  std::string link = join_path(dir.path(), "link");
+  REQUIRE(::symlink(target.c_str(), link.c_str()) == 0);
+  CHECK(real_path(link).value_or("") == canonical_path(target));
+  std::string dangling = join_path(dir.path(), "dangling");
+  REQUIRE(::symlink(join_path(dir.path(), "gone").c_str(), dangling.c_str()) == 0);
+  auto unresolved = real_path(dangling);
+  REQUIRE_FALSE(unresolved);
+  CHECK(unresolved.why() == std::strerror(ENOENT));
+  try {
+    canonical_path(dangling);
+    FAIL("a dangling link resolved");
+  } catch (const Error& e) {
+    CHECK(e.code() == ExitCode::kIo);
+    CHECK(std::string(e.what()) == errno_message("cannot resolve " + dangling, ENOENT));
+  }
+}
+
 TEST_CASE("string helpers: split, quote, nearest, sizes, durations", "[util][strings]") {
   CHECK(split_any("8.0, 9.0a;9.0+PTX  10.0", " ,;") == std::vector<std::string>{"8.0", "9.0a", "9.0+PTX", "10.0"});
   CHECK(shell_quote("a b") == "'a b'");
@@ -216,6 +345,13 @@ TEST_CASE("durations in milliseconds accept ms and every seconds unit", "[util][
   CHECK(parse_duration_ms("5") == std::optional<int64_t>(5000));
   CHECK(parse_duration_ms("2m") == std::optional<int64_t>(120000));
   for (const char* bad : {"", "ms", "-5s", "5x", "1.5s"}) CHECK_FALSE(parse_duration_ms(bad));
+  CHECK_FALSE(parse_duration_ms("1 2ms"));  // the digits before "ms" are the whole number
+  // The number is refused where it would overflow, not wrapped.
+  CHECK(parse_size("18446744073709551615") == std::optional<uint64_t>(18446744073709551615ull));
+  CHECK(parse_size("18446744073709551616") == std::nullopt);
+  CHECK(parse_size("17179869184G") == std::nullopt);
+  CHECK(parse_duration_seconds("9223372036854775808") == std::nullopt);
+  CHECK(parse_duration_ms("9223372036854775808ms") == std::nullopt);
 }
 
 TEST_CASE("an atomic write never follows a symlink planted at a temp name, and names are unique per thread",

@@ -35,11 +35,12 @@ TEST_CASE("read_small_file caps the size and refuses what is not a regular file"
   util::TempDir tmp;
   std::string f = util::join_path(tmp.path(), "f");
   util::write_file(f, "12345");
-  CHECK(util::read_small_file(f, 5) == std::optional<std::string>("12345"));
-  std::string why;
-  CHECK_FALSE(util::read_small_file(f, 4, &why));
-  CHECK(why == "has 5 bytes, more than the 4 allowed");
-  CHECK_FALSE(util::read_small_file(tmp.path(), 100, &why));
-  CHECK(why == "is not a regular file");
-  CHECK_FALSE(util::read_small_file(util::join_path(tmp.path(), "missing"), 100, &why));
+  CHECK(util::read_small_file(f, 5).value_or("") == "12345");
+  auto too_large = util::read_small_file(f, 4);
+  CHECK_FALSE(too_large);
+  CHECK(too_large.why() == "has 5 bytes, more than the 4 allowed");
+  auto directory = util::read_small_file(tmp.path(), 100);
+  CHECK_FALSE(directory);
+  CHECK(directory.why() == "is not a regular file");
+  CHECK_FALSE(util::read_small_file(util::join_path(tmp.path(), "missing"), 100));
 }

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "tvmffi_jit/util/expected.h"
 #include "tvmffi_jit/util/fs.h"
 
 namespace tvmffi_jit::compile {
@@ -87,7 +88,7 @@ class BuildLog {
     std::vector<File> outputs;
     bool dirty = false;  // an input was modified while the step ran
   };
-  std::string load(const std::string& text);  // "" or what is wrong with it
+  Expected<void> load(const std::string& text);  // or what is wrong with it
   std::string resolve(const std::string& path) const;
   std::optional<std::string> changed(const File& f, const char* what) const;
 

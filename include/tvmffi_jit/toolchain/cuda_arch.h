@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "tvmffi_jit/util/expected.h"
+
 namespace tvmffi_jit::toolchain {
 
 struct CudaArch {
@@ -30,8 +32,10 @@ struct CudaArch {
 // list is an error too. Duplicates are dropped (first occurrence kept); the
 // same arch with and without +PTX merges into +PTX.
 std::vector<CudaArch> parse_arch_list(std::string_view text, const std::string& origin);
-// The same without throwing: false with `problem` set ("bad CUDA architecture \"9\": expected ...").
-bool try_parse_arch_list(std::string_view text, std::vector<CudaArch>* out, std::string* problem);
+// The same without throwing, for callers that place the problem themselves
+// (a manifest key, a flag): the list, or why not ("bad CUDA architecture
+// \"9\": expected ...").
+Expected<std::vector<CudaArch>> try_parse_arch_list(std::string_view text);
 
 // Appends b's entries to a with the same de-duplication rule.
 void merge_arch_lists(std::vector<CudaArch>& a, const std::vector<CudaArch>& b);
@@ -72,8 +76,10 @@ ArchResolution resolve_archs(const std::vector<CudaArch>& command_line,
 // ROCm (backend hip) targets: "gfx90a", "gfx942", with optional target
 // features ("gfx90a:xnack-", "gfx90a:sramecc+:xnack-"), as hipcc's
 // --offload-arch takes them. A list is separated by spaces, commas or
-// semicolons. Appends to `out`; false with `problem` for a bad entry.
-bool try_parse_rocm_arch_list(std::string_view text, std::vector<std::string>* out, std::string* problem);
+// semicolons. The list without duplicates, or why not (the bad entry).
+Expected<std::vector<std::string>> try_parse_rocm_arch_list(std::string_view text);
+// Appends b's targets that a does not hold yet.
+void merge_rocm_arch_lists(std::vector<std::string>& a, const std::vector<std::string>& b);
 
 struct RocmArchResolution {
   std::vector<std::string> archs;

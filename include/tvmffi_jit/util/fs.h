@@ -1,4 +1,5 @@
-// File-system helpers. Every failure throws Error(kIo) naming the path.
+// File-system helpers. Every failure throws Error(kIo) naming the path,
+// except the descriptor-level ones below, whose callers word the message.
 #pragma once
 
 #include <cstddef>
@@ -6,8 +7,60 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
+
+#include "tvmffi_jit/util/expected.h"
 
 namespace tvmffi_jit::util {
+
+// A failed read(2)/write(2): the errno as the kind (a caller branches on
+// std::errc::resource_unavailable_try_again for a non-blocking descriptor)
+// and strerror() as the message, so "cannot write " + path + ": " + why()
+// reads as errno_message() did.
+using IoFailure = Failure<std::errc>;
+
+// The one EINTR loop of each system call: read(2) once, retried on EINTR.
+// The count read, 0 at end of file.
+Expected<size_t, IoFailure> read_some(int fd, void* buf, size_t size);
+// pread(2) at `offset` once, retried on EINTR.
+Expected<size_t, IoFailure> pread_some(int fd, void* buf, size_t size, uint64_t offset);
+// write(2) until all of `data` is written: retried on EINTR and after a
+// short write. Not for a non-blocking descriptor (EAGAIN ends it, and how
+// much was written is lost).
+Expected<void, IoFailure> write_all(int fd, std::string_view data);
+
+// An open descriptor of a file being written, owned: write() writes all of
+// the data, close() checks close(2) (where a deferred write error surfaces);
+// both throw "cannot write PATH: <errno text>". The destructor closes a
+// descriptor still open (an exception unwinding) without a check.
+class FileWriter {
+ public:
+  FileWriter() = default;
+  FileWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~FileWriter();
+  FileWriter(FileWriter&& other) noexcept;
+  FileWriter& operator=(FileWriter&& other) noexcept;
+  FileWriter(const FileWriter&) = delete;
+  FileWriter& operator=(const FileWriter&) = delete;
+  void write(std::string_view data);
+  void close();
+  // The descriptor, no longer owned (for a caller that words its own close
+  // failure); -1 when none is open.
+  int release();
+  int fd() const { return fd_; }
+  bool is_open() const { return fd_ >= 0; }
+  const std::string& path() const { return path_; }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+// Creates `path` for writing with O_CREAT|O_EXCL|O_NOFOLLOW and `mode`:
+// whatever is planted at the name (a symlink to a victim's file, an older
+// file) makes it fail instead of being written through or over. The failure
+// is the errno, for the caller to word ("cannot create ...", "already exists").
+Expected<FileWriter, IoFailure> create_new_file(const std::string& path, unsigned mode);
 
 // Opens `path` read-only for reading its bytes: the one place files are opened
 // for reading (read_file, try_read_file, MappedFile and the hashers use it).
@@ -21,10 +74,10 @@ std::optional<std::string> try_read_file(const std::string& path);  // nullopt o
 // A small file the tool wrote itself (cache metadata, memos, journals), read
 // as hostile input: opened without following a final symlink and without
 // blocking (a FIFO planted in its place), accepted only as a regular file of
-// at most `max_bytes`. nullopt with `why` ("is not a regular file", "has
+// at most `max_bytes`. Otherwise why not: "is not a regular file", "has
 // 3221225472 bytes, more than the 16777216 allowed", "No such file or
-// directory") otherwise; `why` may be null.
-std::optional<std::string> read_small_file(const std::string& path, uint64_t max_bytes, std::string* why = nullptr);
+// directory". Most callers treat any failure as "no memo" and ignore why.
+Expected<std::string> read_small_file(const std::string& path, uint64_t max_bytes);
 void write_file(const std::string& path, std::string_view content);
 // Writes to a unique temp file in the same directory (AtomicFile), fsyncs
 // nothing (the cache's correctness rests on rename atomicity, not
@@ -57,20 +110,20 @@ class AtomicFile {
 
  private:
   std::string path_, tmp_;
-  int fd_ = -1;
+  FileWriter file_;
   bool committed_ = false;
 };
 
 bool path_exists(const std::string& path);   // lstat: a dangling symlink exists
 bool is_directory(const std::string& path);  // stat (follows links)
 bool is_regular_file(const std::string& path);
-// Why the file at `path` cannot be read for its content, or "" when it can:
+// Whether the file at `path` can be read for its content, or why not:
 // "no such file", "permission denied" (the errno text of what failed),
 // "is a directory, not a file", "is not a regular file (a FIFO)" (opened
 // without blocking, never read), or "is a pseudo-file ..." for a /proc or /sys
 // file whose size reads 0 although it has content (a compiler would read
 // whatever it holds at that moment). Follows symlinks.
-std::string readable_file_problem(const std::string& path);
+Expected<void> can_read_content(const std::string& path);
 // mkdir -p. Safe against other threads and processes creating the same tree
 // at once: EEXIST is success when what exists is a directory (followed
 // through a symlink, as mkdir -p does), and an error naming the path when it
@@ -81,12 +134,18 @@ void remove_all(const std::string& path);
 
 // Lexically normalised, not resolved; only a relative path needs the current directory.
 std::string absolute_path(const std::string& path);
-std::string canonical_path(const std::string& path); // realpath; throws if missing
+// realpath(3), or why not (the errno text): for callers to whom a path that
+// does not resolve is an answer (a dangling link, a vanished file).
+Expected<std::string> real_path(const std::string& path);
+std::string canonical_path(const std::string& path);  // real_path; throws "cannot resolve PATH: ..."
 std::string parent_path(const std::string& path);
 std::string file_name(const std::string& path);
 std::string extension(const std::string& path);  // ".cu", lower-cased
 std::string join_path(const std::string& a, const std::string& b);
-// Throws Error(kIo) saying the directory is gone when it was deleted.
+// The current directory, or why not: it was deleted under a running shell
+// (the reason says so and what to do). current_directory() throws that as
+// Error(kIo); find_current_directory() is for callers that go on without it.
+Expected<std::string> find_current_directory();
 std::string current_directory();
 // Where temporary directories go: the directory set_temp_root() was given,
 // else /tmp. The CLI sets it once, from TMPDIR in the environment it

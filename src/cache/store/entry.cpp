@@ -175,10 +175,9 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
 }
 
 nlohmann::json read_entry_json(const std::string& dir, std::string* why) {
-  std::string read_why;
-  auto text = util::read_small_file(util::join_path(dir, kEntryFileName), kMaxEntryFileBytes, &read_why);
+  auto text = util::read_small_file(util::join_path(dir, kEntryFileName), kMaxEntryFileBytes);
   if (!text) {
-    if (why) *why = "entry.json: " + read_why;
+    if (why) *why = "entry.json: " + text.why();
     return nlohmann::json(nlohmann::json::value_t::discarded);
   }
   auto j = nlohmann::json::parse(*text, nullptr, false);

@@ -60,15 +60,14 @@ bool hash_one(const std::string& path, uint64_t* size, std::string* hex, std::st
   char buf[1 << 16];
   uint64_t total = 0;
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
+    auto n = util::read_some(fd, buf, sizeof buf);
+    if (!n) {
       ::close(fd);
       return false;
     }
-    if (n == 0) break;
-    sha.update(buf, static_cast<size_t>(n));
-    total += static_cast<uint64_t>(n);
+    if (*n == 0) break;
+    sha.update(buf, *n);
+    total += *n;
   }
   ::close(fd);
   *size = total;

@@ -16,6 +16,7 @@
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
 
 namespace tvmffi_jit::cache {
@@ -230,16 +231,14 @@ uint64_t stream_file(const std::string& path, const std::function<void(const cha
   std::vector<char> buf(kChunk);
   uint64_t total = 0;
   for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
+    auto n = util::read_some(fd, buf.data(), buf.size());
+    if (!n) {
       ::close(fd);
-      throw io_error(errno_message("cannot read " + path, e));
+      throw io_error("cannot read " + path + ": " + n.why());
     }
-    if (n == 0) break;
-    each(buf.data(), static_cast<size_t>(n));
-    total += static_cast<uint64_t>(n);
+    if (*n == 0) break;
+    each(buf.data(), *n);
+    total += *n;
   }
   ::close(fd);
   return total;

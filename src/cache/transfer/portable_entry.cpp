@@ -84,43 +84,24 @@ std::string pack_portable_entry(const std::string& entry_dir, const SecretKey* s
   return write_blob_to_string({portable_pack_entry(entry_dir)}, 3, signer);
 }
 
-BlobFileWriter::~BlobFileWriter() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 void BlobFileWriter::open(const BlobEntry& entry, const BlobFile& file) {
-  path_ = path_for(entry, file);
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-               file.name == kEntryFileName ? 0644 : 0755);
-  if (fd_ < 0) throw io_error(errno_message("cannot write " + path_, errno));
+  const std::string path = path_for(entry, file);
+  auto created = util::create_new_file(path, file.name == kEntryFileName ? 0644 : 0755);
+  if (!created) throw io_error("cannot write " + path + ": " + created.why());
+  file_ = std::move(created).value();
 }
 
-void BlobFileWriter::write(const char* data, size_t size) {
-  while (size > 0) {
-    ssize_t n = ::write(fd_, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw io_error(errno_message("cannot write " + path_, errno));
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-}
+void BlobFileWriter::write(const char* data, size_t size) { file_.write({data, size}); }
 
-void BlobFileWriter::close() {
-  int rc = ::close(fd_);
-  fd_ = -1;
-  if (rc != 0) throw io_error(errno_message("cannot write " + path_, errno));
-}
+void BlobFileWriter::close() { file_.close(); }
 
 Expected<LookupResult, AdoptFailure> adopt_portable_entry(const Store& store, Staging& staging,
                                                           const AdoptRequest& request,
                                                           const BlobEntry* manifest_record) {
   using K = AdoptFailureKind;
   const std::string json_path = util::join_path(staging.entry_dir(), kEntryFileName);
-  std::string read_why;
-  auto text = util::read_small_file(json_path, kMaxEntryFileBytes, &read_why);
-  if (!text) return fail(K::kCorrupt, "entry.json: " + read_why);
+  auto text = util::read_small_file(json_path, kMaxEntryFileBytes);
+  if (!text) return fail(K::kCorrupt, "entry.json: " + text.why());
   auto recorded = [&](const std::string& file) -> const BlobFile* {
     if (!manifest_record) return nullptr;
     for (const auto& f : manifest_record->files)

@@ -82,10 +82,9 @@ std::pair<std::string, std::string> read_key_line(const std::string& file, const
     text.resize(static_cast<size_t>(kMaxKeyFileBytes) + 1);
     size_t got = 0;
     while (got < text.size()) {
-      ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
+      auto n = util::read_some(fd, text.data() + got, text.size() - got);
+      if (!n || *n == 0) break;
+      got += *n;
     }
     text.resize(got);
   }
@@ -118,17 +117,10 @@ void create_key_file(const std::string& path, const std::string& content, unsign
                    "; give --out a directory you can write");
   }
   ::fchmod(fd, mode);  // whatever the umask
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(path.c_str());
-      throw io_error(errno_message("cannot write the key file " + quote_for_message(path), e));
-    }
-    done += static_cast<size_t>(n);
+  if (auto written = util::write_all(fd, content); !written) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    throw io_error("cannot write the key file " + quote_for_message(path) + ": " + written.why());
   }
   if (::close(fd) != 0) {
     int e = errno;

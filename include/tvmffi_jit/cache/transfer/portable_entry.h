@@ -13,6 +13,7 @@
 #include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/cache/store.h"
 #include "tvmffi_jit/util/expected.h"
+#include "tvmffi_jit/util/fs.h"
 
 namespace tvmffi_jit::cache {
 
@@ -41,7 +42,6 @@ std::string pack_portable_entry(const std::string& entry_dir, const SecretKey* s
 // exclusively, never through a symlink, entry.json 0644 and artifacts 0755.
 class BlobFileWriter : public BlobReceiver {
  public:
-  ~BlobFileWriter() override;
   void open(const BlobEntry& entry, const BlobFile& file) final;
   void write(const char* data, size_t size) final;
   void close() final;
@@ -50,8 +50,7 @@ class BlobFileWriter : public BlobReceiver {
   virtual std::string path_for(const BlobEntry& entry, const BlobFile& file) = 0;
 
  private:
-  std::string path_;
-  int fd_ = -1;
+  util::FileWriter file_;
 };
 
 // Why an entry could not be adopted: its files or entry.json are not what
