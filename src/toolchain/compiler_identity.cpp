@@ -7,6 +7,7 @@
 #include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/toolchain/version.h"
 #include "tvmffi_jit/util/process.h"
 
 namespace tvmffi_jit::toolchain {
@@ -25,16 +26,14 @@ std::string memo_path(const std::string& dir, const std::string& invoked) {
 }
 
 std::string query_identity(const std::string& invoked, const std::string& resolved, double timeout) {
-  util::ProcessOptions po;
-  po.merge_stderr = true;
-  po.timeout_seconds = timeout;
-  // LC_ALL=C: a localised --version text would give one compiler two keys.
-  po.env = {{"LC_ALL", "C"}};
-  util::ProcessResult r = util::run_process({invoked, "--version"}, po);
+  QueryOptions query;
+  query.timeout_seconds = timeout;
+  Expected<std::string> version = version_of(invoked, query);  // LC_ALL=C: one compiler, one key
   // As it reads back from the memo: a --version text that is not UTF-8 gives
   // the same key whether it was just queried or memoised.
-  if (r.ok() && !r.out.empty()) return util::json_text(r.out);
-  spdlog::debug("'{} --version' failed ({}); identifying it by content", invoked, r.status_text());
+  if (version && !version->empty()) return util::json_text(*version);
+  spdlog::debug("'{} --version' gave nothing to identify it by ({}); identifying it by content", invoked,
+                version ? "no output" : version.why());
   return "sha256:" + util::sha256_file_hex(resolved);
 }
 

@@ -28,15 +28,11 @@ Expected<TvmFfiLocation> find_tvm_ffi_memoized(const TvmFfiSearch& search, const
   auto program_state = [](const std::string& program) -> nlohmann::json {
     auto path = util::find_program(program);
     if (!path) return nullptr;
-    std::string resolved;
-    try {
-      resolved = util::canonical_path(*path);
-    } catch (const Error&) {
-      return nullptr;
-    }
-    auto st = util::file_stamp(resolved);
+    Expected<std::string> resolved = util::real_path(*path);
+    if (!resolved) return nullptr;
+    auto st = util::file_stamp(*resolved);
     if (!st) return nullptr;
-    return {{"path", *path}, {"resolved", resolved}, {"size", st->size}, {"mtime_ns", st->mtime_ns},
+    return {{"path", *path}, {"resolved", *resolved}, {"size", st->size}, {"mtime_ns", st->mtime_ns},
             {"inode", st->inode}, {"device", st->device}};
   };
   nlohmann::json state = {{"version", 1},
