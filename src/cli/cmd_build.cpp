@@ -24,7 +24,7 @@
 #include "tvmffi_jit/compile/arch_check.h"
 #include "tvmffi_jit/compile/batch.h"
 #include "output.h"
-#include "tvmffi_jit/cache/key.h"
+#include "tvmffi_jit/compile/key.h"
 #include "tvmffi_jit/cache/remote/options.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/storage.h"
@@ -204,7 +204,7 @@ ModuleOutcome build_module(Shared& sh, const Planned& p, util::JobGate::Party* p
     co.exec = exec;
     co.base_dir = p.module->base_dir;
     co.remote = r.remote;
-    co.environment = cache::relevant_environment(r.env);
+    co.environment = compile::relevant_environment(r.env);
     co.in_flight = &sh.in_flight;
     co.only_if_cached = r.only_if_cached;
     compile::CachedBuildResult cr = compile::cached_build(plan, p.module->manifest, p.tc, co);

@@ -36,9 +36,9 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   CompilerIdentities ids(store.compilers_dir(), true);
   const int64_t key_start = now_ns();  // sources are read for the key from here on
 
-  cache::ModuleKeyInputs key_inputs = key_inputs_with(plan, manifest, tc, ids, *options.environment);
+  ModuleKeyInputs key_inputs = key_inputs_with(plan, manifest, tc, ids, *options.environment);
   key_inputs.base_dir = options.base_dir;
-  cache::Key key = cache::compute_module_key(key_inputs, options.keep_key_trace);
+  cache::Key key = compute_module_key(key_inputs, options.keep_key_trace);
   if (options.keep_key_trace) spdlog::debug("cache: module key of {}: {}, hashed from:\n{}", plan.name, key.hex, key.trace);
 
   CachedBuildResult result;

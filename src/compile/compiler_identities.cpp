@@ -6,16 +6,16 @@
 
 namespace tvmffi_jit::compile {
 
-const cache::CompilerInput& CompilerIdentities::get(const std::string& role, const std::string& program) {
+const CompilerInput& CompilerIdentities::get(const std::string& role, const std::string& program) {
   auto it = by_program_.find(program);
   if (it == by_program_.end()) {
     toolchain::CompilerIdentity id = toolchain::identify_compiler(role, program, options_);
-    it = by_program_.emplace(program, cache::CompilerInput{id.role, id.path, id.resolved, id.identity}).first;
+    it = by_program_.emplace(program, CompilerInput{id.role, id.path, id.resolved, id.identity}).first;
   }
   return it->second;
 }
 
-std::optional<cache::CompilerInput> CompilerIdentities::nvcc_host(const std::vector<std::string>& flags) {
+std::optional<CompilerInput> CompilerIdentities::nvcc_host(const std::vector<std::string>& flags) {
   std::string ccbin;
   for (size_t i = 0; i < flags.size(); ++i) {
     const std::string& f = flags[i];

@@ -1,5 +1,5 @@
 // The compilers of one build, identified once each (cache keys hold their
-// identity: cache/key.h).
+// identity: compile/key.h).
 #pragma once
 
 #include <map>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tvmffi_jit/cache/key.h"
+#include "tvmffi_jit/compile/key.h"
 #include "tvmffi_jit/toolchain/compiler_identity.h"
 
 namespace tvmffi_jit::compile {
@@ -20,14 +20,14 @@ class CompilerIdentities {
     options_.memo_dir = std::move(memo_dir);
     options_.memo_writable = writable;
   }
-  const cache::CompilerInput& get(const std::string& role, const std::string& program);
+  const CompilerInput& get(const std::string& role, const std::string& program);
   // The host compiler nvcc will run: -ccbin/--compiler-bindir (a program or
   // a directory holding gcc), else gcc on PATH.
-  std::optional<cache::CompilerInput> nvcc_host(const std::vector<std::string>& flags);
+  std::optional<CompilerInput> nvcc_host(const std::vector<std::string>& flags);
 
  private:
   toolchain::IdentifyOptions options_;
-  std::map<std::string, cache::CompilerInput> by_program_;
+  std::map<std::string, CompilerInput> by_program_;
 };
 
 }  // namespace tvmffi_jit::compile

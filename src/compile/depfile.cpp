@@ -104,4 +104,51 @@ std::vector<std::string> build_inputs(const Manifest& manifest, const BuildResul
   return inputs;
 }
 
+std::vector<std::string> parse_depfile(std::string_view text) {
+  std::vector<std::string> out;
+  std::unordered_set<std::string> seen;
+  std::string word;
+  bool in_prereqs = false;  // after the first unescaped ':' of a rule
+  auto flush = [&] {
+    if (word.empty()) return;
+    if (in_prereqs) {
+      if (seen.insert(word).second) out.push_back(word);
+    } else if (word.back() == ':') {
+      in_prereqs = true;  // "target:" glued to its colon
+    }
+    word.clear();
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\\' && i + 1 < text.size()) {
+      char n = text[i + 1];
+      if (n == '\n') { flush(); ++i; continue; }
+      if (n == '\r' && i + 2 < text.size() && text[i + 2] == '\n') { flush(); i += 2; continue; }
+      if (n == ' ' || n == '#' || n == '\\') { word += n; ++i; continue; }
+      word += c;
+      continue;
+    }
+    if (c == '$' && i + 1 < text.size() && text[i + 1] == '$') { word += '$'; ++i; continue; }
+    if (c == '\n' || c == '\r') {
+      flush();
+      in_prereqs = false;  // a new rule starts on the next line
+      continue;
+    }
+    if (c == ' ' || c == '\t') { flush(); continue; }
+    if (c == ':' && !in_prereqs) {
+      // "target: dep" — the colon ends the target list. A colon followed by a
+      // non-space is part of a path (none on Linux is common, but keep it).
+      if (i + 1 >= text.size() || text[i + 1] == ' ' || text[i + 1] == '\t' || text[i + 1] == '\n' ||
+          text[i + 1] == '\r' || text[i + 1] == '\\') {
+        word.clear();
+        in_prereqs = true;
+        continue;
+      }
+    }
+    word += c;
+  }
+  flush();
+  return out;
+}
+
 }  // namespace tvmffi_jit::compile

@@ -12,7 +12,7 @@
 #include "compile/backends.h"
 #include "tvmffi_jit/compile/build_log.h"
 #include "tvmffi_jit/compile/launch.h"
-#include "tvmffi_jit/cache/headers.h"
+#include "tvmffi_jit/compile/depfile.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
@@ -58,7 +58,7 @@ CompiledUnit read_unit(const CompileStep& step, const std::string& dir) {
   unit.depfile_path = util::join_path(dir, step.depfile_name);
   std::string input = resolve_in(dir, step.compiler_input());
   if (auto text = util::try_read_file(unit.depfile_path)) {
-    for (const auto& dep : cache::parse_depfile(*text)) {
+    for (const auto& dep : parse_depfile(*text)) {
       std::string abs = resolve_in(dir, dep);
       if (abs != input) unit.dependencies.push_back(abs);
     }
@@ -451,7 +451,7 @@ std::optional<CommandFailure> run_link(const LinkStep& link, const std::string& 
     if (!link.depfile_name.empty())
       if (auto text = util::try_read_file(util::join_path(dir, link.depfile_name))) {
         result.link_dependencies.emplace();
-        for (const auto& dep : cache::parse_depfile(*text)) result.link_dependencies->push_back(resolve_in(dir, dep));
+        for (const auto& dep : parse_depfile(*text)) result.link_dependencies->push_back(resolve_in(dir, dep));
       }
     rec.queued_at = queued_at;
     rec.started_at = started_at;

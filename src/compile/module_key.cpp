@@ -29,7 +29,7 @@ const char* link_kind_name(LinkStep::Kind k) {
   return "?";
 }
 
-cache::SourceInput step_source(const CompileStep& step) {
+SourceInput step_source(const CompileStep& step) {
   if (step.generated_text) return {step.generated_name, "", *step.generated_text};
   std::string abs = util::absolute_path(step.input_path);
   return {util::file_name(abs), util::parent_path(abs), util::read_file(abs)};
@@ -52,10 +52,10 @@ std::vector<std::string> include_paths(const Manifest& m, const toolchain::Toolc
 
 }  // namespace
 
-cache::ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest& m, const toolchain::Toolchain& tc,
+ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest& m, const toolchain::Toolchain& tc,
                                          CompilerIdentities& ids,
-                                         const std::vector<cache::ModuleKeyInputs::EnvVar>& environment) {
-  cache::ObjectKeyInputs in;
+                                         const std::vector<ModuleKeyInputs::EnvVar>& environment) {
+  ObjectKeyInputs in;
   in.language = language_name(step.language);
   in.compiler = ids.get(in.language, step.compiler);
   in.flags = step_flags(step);
@@ -69,7 +69,7 @@ cache::ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest
   return in;
 }
 
-nlohmann::json inputs_summary(const cache::ModuleKeyInputs& in) {
+nlohmann::json inputs_summary(const ModuleKeyInputs& in) {
   nlohmann::json j;
   j["emit"] = in.emit_kind;
   j["sources"] = nlohmann::json::array();
@@ -93,10 +93,10 @@ nlohmann::json inputs_summary(const cache::ModuleKeyInputs& in) {
   return j;
 }
 
-cache::ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
+ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
                                        CompilerIdentities& ids,
-                                       const std::vector<cache::ModuleKeyInputs::EnvVar>& environment) {
-  cache::ModuleKeyInputs in;
+                                       const std::vector<ModuleKeyInputs::EnvVar>& environment) {
+  ModuleKeyInputs in;
   in.emit_kind = emit_kind_name(plan.emit);
   in.name = plan.name;
   auto add_step = [&](const CompileStep& step, const char* group) {
@@ -146,7 +146,7 @@ cache::ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& ma
     in.extra.push_back({"tvm_ffi.lib_dir", tc.tvm_ffi->lib_dir});
   }
   // Each distinct compiler once, in first-use order (steps name theirs by path in the flags).
-  std::vector<cache::CompilerInput> distinct;
+  std::vector<CompilerInput> distinct;
   for (auto& c : in.compilers) {
     bool seen = false;
     for (const auto& d : distinct) seen = seen || (d.role == c.role && d.path == c.path && d.identity == c.identity);

@@ -1,4 +1,4 @@
-// What goes into a module's and a unit's cache key (cache/key.h), read from
+// What goes into a module's and a unit's cache key (compile/key.h), read from
 // the plan, the manifest and the toolchain, and the summary of it a module
 // entry records.
 #pragma once
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compile/compiler_identities.h"
-#include "tvmffi_jit/cache/key.h"
+#include "tvmffi_jit/compile/key.h"
 #include "tvmffi_jit/compile/manifest.h"
 #include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/toolchain/toolchain.h"
@@ -19,16 +19,16 @@ namespace tvmffi_jit::compile {
 // Everything the plan says, with compiler and tvm-ffi identities and the
 // keyed environment (reads every source file; identifies every compiler
 // through `ids`).
-cache::ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
+ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
                                        CompilerIdentities& ids,
-                                       const std::vector<cache::ModuleKeyInputs::EnvVar>& environment);
+                                       const std::vector<ModuleKeyInputs::EnvVar>& environment);
 
 // One unit's key inputs (the per-TU object cache).
-cache::ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest& m, const toolchain::Toolchain& tc,
+ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest& m, const toolchain::Toolchain& tc,
                                          CompilerIdentities& ids,
-                                         const std::vector<cache::ModuleKeyInputs::EnvVar>& environment);
+                                         const std::vector<ModuleKeyInputs::EnvVar>& environment);
 
 // The readable summary of `in` a module entry keeps (entry.json "inputs").
-nlohmann::json inputs_summary(const cache::ModuleKeyInputs& in);
+nlohmann::json inputs_summary(const ModuleKeyInputs& in);
 
 }  // namespace tvmffi_jit::compile

@@ -36,7 +36,7 @@ ModuleReads record_module_reads(const BuildPlan& plan, const BuildResult& build,
       std::vector<cache::HeaderRecord> linked =
           cache::hash_headers(*build.link_dependencies, build.build_dir, {build.build_dir}, {},
                               store.digest_memo(true));
-      cache::record_library_shadows(linked,
+      record_library_shadows(linked,
                                     library_search_dirs(*plan.link, build.build_dir, *options.environment));
       if (!moved_header) moved_header = header_changed_during_build(linked, build_start_ns);
       cache::merge_headers(headers, linked);

@@ -35,7 +35,7 @@ UnitCache::UnitCache(const BuildPlan& plan, const Manifest& m, const toolchain::
       Unit u;
       if (reuse_objects_) {
         cache::Key key =
-            cache::compute_object_key(object_key_inputs(step, m, tc, ids, *options.environment), options.keep_key_trace);
+            compute_object_key(object_key_inputs(step, m, tc, ids, *options.environment), options.keep_key_trace);
         if (options.keep_key_trace)
           spdlog::debug("cache: object key of {}: {}, hashed from:\n{}", step.display, key.hex, key.trace);
         u.key = key.hex;
@@ -110,7 +110,7 @@ std::optional<CommandRecord> UnitCache::before_compile(const UnitRef& ref, const
 void UnitCache::after_compile(const UnitRef& ref, const std::string& dir, const CommandRecord& rec) {
   Unit& u = units_.at(ref.index);
   u.headers = cache::hash_headers(ref.unit.dependencies, dir, {dir}, {}, store_.digest_memo(true));
-  cache::record_shadows(u.headers, include_search_dirs(ref.step, dir, *options_.environment));
+  record_shadows(u.headers, include_search_dirs(ref.step, dir, *options_.environment));
   std::optional<std::string> moved = header_changed_during_build(u.headers, u.start_ns);
   if (moved) {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -1,7 +1,11 @@
 #include "compile/search_dirs.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <initializer_list>
 #include <optional>
+#include <unordered_set>
 
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/strings.h"
@@ -11,7 +15,7 @@ namespace tvmffi_jit::compile {
 namespace {
 
 // The value of a keyed variable, or "" when unset.
-std::string env_value(const std::vector<cache::ModuleKeyInputs::EnvVar>& env, const std::string& name) {
+std::string env_value(const std::vector<ModuleKeyInputs::EnvVar>& env, const std::string& name) {
   for (const auto& v : env)
     if (v.name == name && v.set) return v.value;
   return "";
@@ -20,7 +24,7 @@ std::string env_value(const std::vector<cache::ModuleKeyInputs::EnvVar>& env, co
 }  // namespace
 
 std::vector<std::string> include_search_dirs(const CompileStep& step, const std::string& build_dir,
-                                             const std::vector<cache::ModuleKeyInputs::EnvVar>& env) {
+                                             const std::vector<ModuleKeyInputs::EnvVar>& env) {
   std::vector<std::string> quote, angle, cpath, system, env_system, after;
   const bool nvcc = step.language == Language::kCuda;
   // "-Ifoo", "-I foo", and nvcc's "--include-path=foo" / "--include-path foo".
@@ -59,7 +63,7 @@ std::vector<std::string> include_search_dirs(const CompileStep& step, const std:
 }
 
 std::vector<std::string> library_search_dirs(const LinkStep& link, const std::string& build_dir,
-                                             const std::vector<cache::ModuleKeyInputs::EnvVar>& env) {
+                                             const std::vector<ModuleKeyInputs::EnvVar>& env) {
   std::vector<std::string> dirs;
   for (size_t i = 0; i < link.flags.size(); ++i) {
     const std::string& f = link.flags[i];
@@ -70,6 +74,63 @@ std::vector<std::string> library_search_dirs(const LinkStep& link, const std::st
   for (auto& d : dirs)
     if (d[0] != '/') d = util::join_path(build_dir, d);
   return dirs;
+}
+
+namespace {
+
+bool is_under(const std::string& path, const std::string& dir) {
+  if (dir.empty()) return false;
+  std::string d = dir.back() == '/' ? dir : dir + "/";
+  return util::starts_with(path, d);
+}
+
+// Directories normalised as record_shadows compares them: absolute, no
+// trailing slash, first occurrence only (compilers and ld drop repeats too).
+std::vector<std::string> normal_dirs(const std::vector<std::string>& given) {
+  std::vector<std::string> dirs;
+  for (const auto& d : given) {
+    if (d.empty()) continue;
+    std::string n = util::absolute_path(d);
+    while (n.size() > 1 && n.back() == '/') n.pop_back();
+    if (std::find(dirs.begin(), dirs.end(), n) == dirs.end()) dirs.push_back(std::move(n));
+  }
+  return dirs;
+}
+
+void add_shadow_if_absent(cache::HeaderRecord& h, std::unordered_set<std::string>& have, std::string candidate) {
+  struct stat st;
+  if (candidate == h.path || ::lstat(candidate.c_str(), &st) == 0) return;
+  if (have.insert(candidate).second) h.shadows.push_back(std::move(candidate));
+}
+
+}  // namespace
+
+void record_shadows(std::vector<cache::HeaderRecord>& headers, const std::vector<std::string>& search_dirs) {
+  const std::vector<std::string> dirs = normal_dirs(search_dirs);
+  for (auto& h : headers) {
+    std::unordered_set<std::string> have(h.shadows.begin(), h.shadows.end());
+    for (size_t i = 1; i < dirs.size(); ++i) {
+      if (!is_under(h.path, dirs[i])) continue;
+      const std::string name = h.path.substr(dirs[i].size() + (dirs[i] == "/" ? 0 : 1));
+      for (size_t j = 0; j < i; ++j) add_shadow_if_absent(h, have, util::join_path(dirs[j], name));
+    }
+  }
+}
+
+void record_library_shadows(std::vector<cache::HeaderRecord>& libraries, const std::vector<std::string>& library_dirs) {
+  const std::vector<std::string> dirs = normal_dirs(library_dirs);
+  for (auto& h : libraries) {
+    const std::string name = util::file_name(h.path);
+    const bool archive = util::ends_with(name, ".a");
+    if (!util::starts_with(name, "lib") || (!archive && !util::ends_with(name, ".so"))) continue;
+    const std::string stem = name.substr(0, name.size() - (archive ? 2 : 3));
+    auto at = std::find(dirs.begin(), dirs.end(), util::parent_path(h.path));
+    if (at == dirs.end()) continue;  // not found through -L (a crt file, a path given whole)
+    std::unordered_set<std::string> have(h.shadows.begin(), h.shadows.end());
+    for (auto it = dirs.begin(); it != at; ++it)
+      for (const char* ext : {".so", ".a"}) add_shadow_if_absent(h, have, util::join_path(*it, stem + ext));
+    if (archive) add_shadow_if_absent(h, have, util::join_path(*at, stem + ".so"));
+  }
 }
 
 }  // namespace tvmffi_jit::compile

@@ -8,7 +8,7 @@
 
 #include "tvmffi_jit/cache/transfer/blob.h"
 #include "tvmffi_jit/cache/entry.h"
-#include "tvmffi_jit/cache/key.h"
+#include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/portable.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "compile/search_dirs.h"
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/cache/maintenance.h"
 #include "tvmffi_jit/cache/root.h"
@@ -23,6 +24,8 @@
 
 using namespace tvmffi_jit;
 using namespace tvmffi_jit::cache;
+using tvmffi_jit::compile::record_library_shadows;  // the include-search rules are compile's
+using tvmffi_jit::compile::record_shadows;
 
 namespace {
 
@@ -397,15 +400,6 @@ TEST_CASE("a big file's digest is remembered per machine, so a record without a 
   auto why = check_headers(stale, {memo.dir, false});
   REQUIRE(why);
   CHECK(why->find("changed") != std::string::npos);
-}
-
-TEST_CASE("parse_depfile reads gcc and nvcc depfiles", "[cache][headers]") {
-  std::string gcc = "cpp_0.o: /src/a.cc /src/h.h \\\n /inc/with\\ space.h \\\n /inc/d$$.h\n/src/h.h:\n";
-  CHECK(parse_depfile(gcc) == std::vector<std::string>{"/src/a.cc", "/src/h.h", "/inc/with space.h", "/inc/d$.h"});
-  std::string nvcc = "k.o : k.cu \\\r\n    /usr/local/cuda/include/cuda_runtime.h \\\r\n    k.h\r\n";
-  CHECK(parse_depfile(nvcc) == std::vector<std::string>{"k.cu", "/usr/local/cuda/include/cuda_runtime.h", "k.h"});
-  CHECK(parse_depfile("").empty());
-  CHECK(parse_depfile("a.o:\n").empty());
 }
 
 TEST_CASE("verify finds a flipped byte; --remove deletes only the bad entry", "[cache][maintenance]") {

@@ -7,7 +7,6 @@
 #include "tvmffi_jit/compile/compile_commands.h"
 #include "tvmffi_jit/compile/depfile.h"
 #include "tvmffi_jit/compile/wrapper.h"
-#include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 
@@ -15,6 +14,7 @@ using namespace tvmffi_jit;
 using compile::CompileCommand;
 using compile::escape_depfile_path;
 using compile::format_depfile;
+using compile::parse_depfile;
 
 TEST_CASE("a depfile names the artifact, one prerequisite per line and an empty rule for each",
           "[build][depfile]") {
@@ -38,12 +38,21 @@ TEST_CASE("spaces, hashes and dollars in paths are escaped the way make and ninj
 }
 
 TEST_CASE("what format_depfile writes, the depfile reader reads back as the same paths", "[build][depfile]") {
-  // cache::parse_depfile is the reader used for compiler depfiles; make and
+  // parse_depfile is the reader used for compiler depfiles; make and
   // ninja follow the same escaping rules.
   const std::vector<std::string> deps = {"/src/with space.cu", "/inc/hash#1.h", "/inc/$HOME.h",
                                          "/odd\\ name.h", "/plain\\dir/x.h", "/ends/in\\"};
   CHECK(escape_depfile_path("/ends/in\\") == "/ends/in\\\\");
-  CHECK(cache::parse_depfile(format_depfile({"/out/my module.so"}, deps)) == deps);
+  CHECK(parse_depfile(format_depfile({"/out/my module.so"}, deps)) == deps);
+}
+
+TEST_CASE("parse_depfile reads gcc and nvcc depfiles", "[build][depfile]") {
+  std::string gcc = "cpp_0.o: /src/a.cc /src/h.h \\\n /inc/with\\ space.h \\\n /inc/d$$.h\n/src/h.h:\n";
+  CHECK(parse_depfile(gcc) == std::vector<std::string>{"/src/a.cc", "/src/h.h", "/inc/with space.h", "/inc/d$.h"});
+  std::string nvcc = "k.o : k.cu \\\r\n    /usr/local/cuda/include/cuda_runtime.h \\\r\n    k.h\r\n";
+  CHECK(parse_depfile(nvcc) == std::vector<std::string>{"k.cu", "/usr/local/cuda/include/cuda_runtime.h", "k.h"});
+  CHECK(parse_depfile("").empty());
+  CHECK(parse_depfile("a.o:\n").empty());
 }
 
 TEST_CASE("write_depfile creates the directory and replaces the old file", "[build][depfile]") {

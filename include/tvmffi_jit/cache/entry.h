@@ -38,6 +38,19 @@
 
 namespace tvmffi_jit::cache {
 
+// The version of entry.json's grammar and of the key layout compile hashes
+// (compile/key.h has the version history; bump it on any change to either).
+inline constexpr int kCacheFormatVersion = 3;
+
+// An entry's key, as the store and the tiers see it: opaque digests. What is
+// hashed into it is the caller's (compile/key.h).
+struct Key {
+  std::string hex;           // 64 hex chars: the local key (entry directory, entry.json "key")
+  std::string portable_hex;  // module keys: the path-independent key (remote tier, export); else empty
+  std::string trace;  // readable copy of every hashed field (when asked for)
+  std::string short_hex() const { return hex.substr(0, 16); }
+};
+
 inline constexpr const char* kEntryFileName = "entry.json";
 // entry.json is read as hostile input: a bigger one is not read at all. The
 // writer keeps under it by truncating compiler output to

@@ -18,12 +18,6 @@
 
 namespace tvmffi_jit::cache {
 
-// The prerequisites of a Make-style depfile as gcc/clang (-MD -MF) and nvcc
-// (-MD -MF / --generate-dependencies-with-compile --dependency-output) write
-// it: every target's dependency list, with backslash-newline continuations,
-// `\ ` escaped spaces and `$$` unescaped, in order, without duplicates.
-std::vector<std::string> parse_depfile(std::string_view text);
-
 // Digests of big files (libraries the linker read, huge headers) remembered
 // per machine in <root>/digests/, by path and stat under the same rule as a
 // record's stat: a record without a stat of its own (an entry adopted from a
@@ -46,24 +40,6 @@ inline constexpr uint64_t kMemoMinBytes = 256 << 10;
 std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, const std::string& base_dir,
                                        const std::vector<std::string>& exclude_dirs,
                                        const std::vector<std::string>& exclude_files, const DigestMemo& memo = {});
-
-// Include-path shadowing: with `-Iinc1 -Iinc2` a header read as inc2/h.h
-// would be inc1/h.h had that existed, and a checkout (or a later edit) that
-// adds inc1/h.h must not hit. For each header under one of `search_dirs`
-// (absolute, in the order the compiler searches them), every earlier
-// directory joined with the header's name there is added to the record's
-// `shadows` when no such file exists now (one that exists now cannot have
-// been skipped by this compile, so it is not a shadow: it was not on this
-// header's search, and a later lookup must not miss for it). A header under
-// several of the directories gets the candidates of each reading.
-void record_shadows(std::vector<HeaderRecord>& headers, const std::vector<std::string>& search_dirs);
-
-// The same for libraries the linker found through `-l`: for a recorded
-// `D/libX.a` or `D/libX.so` with D one of `library_dirs` (absolute, in the
-// linker's search order: -L in order, then LIBRARY_PATH), candidates are
-// libX.so and libX.a in every earlier directory, and libX.so in D itself for
-// a libX.a (ld takes the shared one first), each when absent now.
-void record_library_shadows(std::vector<HeaderRecord>& libraries, const std::vector<std::string>& library_dirs);
 
 // Re-hashes recorded headers and looks for their shadows; nullopt when all
 // match and no shadow exists, else the first mismatch ("/abs/h.h changed",

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "tvmffi_jit/cache/key.h"
+#include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/remote/options.h"
 #include "tvmffi_jit/cache/remote/backend.h"
 #include "tvmffi_jit/cache/stats.h"

@@ -1,7 +1,7 @@
 // Cached execution of a BuildPlan: `tvmffi-jit build` without --build-dir.
 //
 //   module key   = compute_module_key(everything the plan says + compiler and
-//                  tvm-ffi identities + relevant environment)    (cache/key.h)
+//                  tvm-ffi identities + relevant environment)    (compile/key.h)
 //   lookup       = cache::Storage::find (cache/storage.h): the local entry,
 //                  else under the per-key flock the local entry again, an
 //                  imported or a remote one (published locally)
@@ -26,7 +26,7 @@
 #include "tvmffi_jit/compile/in_flight.h"
 #include "tvmffi_jit/compile/manifest.h"
 #include "tvmffi_jit/compile/plan.h"
-#include "tvmffi_jit/cache/key.h"
+#include "tvmffi_jit/compile/key.h"
 #include "tvmffi_jit/cache/remote/options.h"
 #include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/toolchain/toolchain.h"
@@ -46,11 +46,11 @@ struct CachedBuildOptions {
   std::string base_dir;
   cache::RemoteOptions remote;
   // The variables that change what the compilers and the linker produce
-  // (cache::relevant_environment() over the CLI's EnvLookup): they enter
+  // (relevant_environment() over the CLI's EnvLookup): they enter
   // every module and object key, and CPATH & co. the include search order
   // that header records are checked against. Required: a build without
   // them throws, since an unkeyed NVCC_APPEND_FLAGS would serve wrong hits.
-  std::optional<std::vector<cache::ModuleKeyInputs::EnvVar>> environment;
+  std::optional<std::vector<ModuleKeyInputs::EnvVar>> environment;
   ExecuteOptions exec;
   // A local hit or nothing: a miss returns cache "miss" with no lock taken, no
   // remote asked and nothing built (the engine library's in-process path).

@@ -4,8 +4,7 @@
 // artifact is the target, every input the build read (manifest, sources,
 // embedded binaries, headers the compilers reported) a prerequisite, so Make,
 // Ninja and CMake's add_custom_command(DEPFILE) rebuild exactly when one of
-// them changes. (Reading the depfiles compilers write is cache::parse_depfile,
-// which reads everything this writer produces.)
+// them changes. (Reading the depfiles compilers write is parse_depfile, below.)
 //
 // Format (the subset GNU make, ninja's depfile parser and CMake's
 // cmGccDepfileReader agree on):
@@ -17,6 +16,9 @@
 // Every prerequisite also gets an empty rule of its own ("header.h:"), as
 // `gcc -MP` writes, so deleting a header does not break Make
 // ("No rule to make target").
+//
+// Read: the depfiles compilers write (parse_depfile), which also reads
+// everything this writer produces.
 #pragma once
 
 #include <string>
@@ -51,5 +53,11 @@ void write_depfile(const std::string& path, const std::vector<std::string>& targ
 // make Make rebuild every time.
 std::vector<std::string> build_inputs(const Manifest& manifest, const BuildResult& result,
                                       const std::vector<std::string>& recorded_headers);
+
+// The prerequisites of a Make-style depfile as gcc/clang (-MD -MF) and nvcc
+// (-MD -MF / --generate-dependencies-with-compile --dependency-output) write
+// it: every target's dependency list, with backslash-newline continuations,
+// `\ ` escaped spaces and `$$` unescaped, in order, without duplicates.
+std::vector<std::string> parse_depfile(std::string_view text);
 
 }  // namespace tvmffi_jit::compile

@@ -115,7 +115,7 @@ struct CommandRecord {
 // Steps that fell back from their launcher.
 size_t count_launcher_fallbacks(const std::vector<CommandRecord>& commands);
 
-// What one translation unit read, from its depfile (parsed with cache::parse_depfile).
+// What one translation unit read, from its depfile (parsed with parse_depfile).
 struct CompiledUnit {
   std::string object_path;                // absolute
   std::string depfile_path;               // absolute

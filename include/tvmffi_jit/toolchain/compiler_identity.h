@@ -15,7 +15,7 @@
 namespace tvmffi_jit::toolchain {
 
 // What a cache key holds of a compiler (the compile layer copies it into
-// cache::CompilerInput).
+// compile::CompilerInput).
 struct CompilerIdentity {
   std::string role;      // "cxx", "cc", "nvcc", "nvcc-host", "link"...
   std::string path;      // absolute path as invoked

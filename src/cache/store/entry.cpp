@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <unordered_map>
 
-#include "tvmffi_jit/cache/key.h"
+#include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"

@@ -105,53 +105,6 @@ void remember_digest(const DigestMemo& memo, const std::string& path, const std:
 
 }  // namespace
 
-std::vector<std::string> parse_depfile(std::string_view text) {
-  std::vector<std::string> out;
-  std::unordered_set<std::string> seen;
-  std::string word;
-  bool in_prereqs = false;  // after the first unescaped ':' of a rule
-  auto flush = [&] {
-    if (word.empty()) return;
-    if (in_prereqs) {
-      if (seen.insert(word).second) out.push_back(word);
-    } else if (word.back() == ':') {
-      in_prereqs = true;  // "target:" glued to its colon
-    }
-    word.clear();
-  };
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (c == '\\' && i + 1 < text.size()) {
-      char n = text[i + 1];
-      if (n == '\n') { flush(); ++i; continue; }
-      if (n == '\r' && i + 2 < text.size() && text[i + 2] == '\n') { flush(); i += 2; continue; }
-      if (n == ' ' || n == '#' || n == '\\') { word += n; ++i; continue; }
-      word += c;
-      continue;
-    }
-    if (c == '$' && i + 1 < text.size() && text[i + 1] == '$') { word += '$'; ++i; continue; }
-    if (c == '\n' || c == '\r') {
-      flush();
-      in_prereqs = false;  // a new rule starts on the next line
-      continue;
-    }
-    if (c == ' ' || c == '\t') { flush(); continue; }
-    if (c == ':' && !in_prereqs) {
-      // "target: dep" — the colon ends the target list. A colon followed by a
-      // non-space is part of a path (none on Linux is common, but keep it).
-      if (i + 1 >= text.size() || text[i + 1] == ' ' || text[i + 1] == '\t' || text[i + 1] == '\n' ||
-          text[i + 1] == '\r' || text[i + 1] == '\\') {
-        word.clear();
-        in_prereqs = true;
-        continue;
-      }
-    }
-    word += c;
-  }
-  flush();
-  return out;
-}
-
 std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, const std::string& base_dir,
                                        const std::vector<std::string>& exclude_dirs,
                                        const std::vector<std::string>& exclude_files, const DigestMemo& memo) {
@@ -173,57 +126,6 @@ std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, co
     out.push_back(std::move(r));
   }
   return out;
-}
-
-namespace {
-
-// Directories normalised as record_shadows compares them: absolute, no
-// trailing slash, first occurrence only (compilers and ld drop repeats too).
-std::vector<std::string> normal_dirs(const std::vector<std::string>& given) {
-  std::vector<std::string> dirs;
-  for (const auto& d : given) {
-    if (d.empty()) continue;
-    std::string n = util::absolute_path(d);
-    while (n.size() > 1 && n.back() == '/') n.pop_back();
-    if (std::find(dirs.begin(), dirs.end(), n) == dirs.end()) dirs.push_back(std::move(n));
-  }
-  return dirs;
-}
-
-void add_shadow_if_absent(HeaderRecord& h, std::unordered_set<std::string>& have, std::string candidate) {
-  struct stat st;
-  if (candidate == h.path || ::lstat(candidate.c_str(), &st) == 0) return;
-  if (have.insert(candidate).second) h.shadows.push_back(std::move(candidate));
-}
-
-}  // namespace
-
-void record_shadows(std::vector<HeaderRecord>& headers, const std::vector<std::string>& search_dirs) {
-  const std::vector<std::string> dirs = normal_dirs(search_dirs);
-  for (auto& h : headers) {
-    std::unordered_set<std::string> have(h.shadows.begin(), h.shadows.end());
-    for (size_t i = 1; i < dirs.size(); ++i) {
-      if (!is_under(h.path, dirs[i])) continue;
-      const std::string name = h.path.substr(dirs[i].size() + (dirs[i] == "/" ? 0 : 1));
-      for (size_t j = 0; j < i; ++j) add_shadow_if_absent(h, have, util::join_path(dirs[j], name));
-    }
-  }
-}
-
-void record_library_shadows(std::vector<HeaderRecord>& libraries, const std::vector<std::string>& library_dirs) {
-  const std::vector<std::string> dirs = normal_dirs(library_dirs);
-  for (auto& h : libraries) {
-    const std::string name = util::file_name(h.path);
-    const bool archive = util::ends_with(name, ".a");
-    if (!util::starts_with(name, "lib") || (!archive && !util::ends_with(name, ".so"))) continue;
-    const std::string stem = name.substr(0, name.size() - (archive ? 2 : 3));
-    auto at = std::find(dirs.begin(), dirs.end(), util::parent_path(h.path));
-    if (at == dirs.end()) continue;  // not found through -L (a crt file, a path given whole)
-    std::unordered_set<std::string> have(h.shadows.begin(), h.shadows.end());
-    for (auto it = dirs.begin(); it != at; ++it)
-      for (const char* ext : {".so", ".a"}) add_shadow_if_absent(h, have, util::join_path(*it, stem + ext));
-    if (archive) add_shadow_if_absent(h, have, util::join_path(*at, stem + ".so"));
-  }
 }
 
 namespace {

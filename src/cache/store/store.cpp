@@ -9,7 +9,7 @@
 #include <random>
 
 #include "tvmffi_jit/cache/headers.h"
-#include "tvmffi_jit/cache/key.h"
+#include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"

@@ -3,7 +3,7 @@
 // A module key covers everything that decides the bytes of the artifact and
 // can be known before compiling; the headers the compilers read are only known
 // afterwards and are checked on lookup against the entry's recorded list
-// (cache/headers.h). Nothing here reads a file's mtime: sources enter by
+// (cache/headers.h, compile/search_dirs.h). Nothing here reads a file's mtime: sources enter by
 // content, compilers by their version output (toolchain/compiler_identity.h).
 //
 // Include resolution depends on where a source lives (`#include "h.h"` is
@@ -36,9 +36,13 @@
 #include <utility>
 #include <vector>
 
-namespace tvmffi_jit::cache {
+#include "tvmffi_jit/cache/entry.h"
 
-inline constexpr int kCacheFormatVersion = 3;
+namespace tvmffi_jit::compile {
+
+// The key's format version is the cache's (cache::kCacheFormatVersion, in
+// cache/entry.h: it covers this field layout and entry.json's grammar).
+using cache::Key;
 
 struct SourceInput {
   std::string name;       // file name for file sources, "<inline cpp>" style label for inline pieces
@@ -100,13 +104,6 @@ struct ObjectKeyInputs {
   std::vector<std::pair<std::string, std::string>> extra;
 };
 
-struct Key {
-  std::string hex;           // 64 hex chars: the local key (entry directory, entry.json "key")
-  std::string portable_hex;  // module keys: the path-independent key (remote tier, export); else empty
-  std::string trace;  // readable copy of every hashed field (when asked for)
-  std::string short_hex() const { return hex.substr(0, 16); }
-};
-
 Key compute_module_key(const ModuleKeyInputs& in, bool keep_trace = false);
 Key compute_object_key(const ObjectKeyInputs& in, bool keep_trace = false);
 
@@ -121,4 +118,4 @@ const std::vector<std::string>& relevant_environment_names();
 std::vector<ModuleKeyInputs::EnvVar> relevant_environment(
     const std::function<std::optional<std::string>(const std::string& name)>& env);
 
-}  // namespace tvmffi_jit::cache
+}  // namespace tvmffi_jit::compile

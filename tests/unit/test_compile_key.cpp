@@ -11,12 +11,12 @@
 #include <utility>
 #include <vector>
 
-#include "tvmffi_jit/cache/key.h"
+#include "tvmffi_jit/compile/key.h"
 #include "tvmffi_jit/toolchain/environment.h"
 #include "tvmffi_jit/util/fs.h"
 
 using namespace tvmffi_jit;
-using namespace tvmffi_jit::cache;
+using namespace tvmffi_jit::compile;
 
 namespace {
 

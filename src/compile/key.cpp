@@ -1,11 +1,15 @@
-#include "tvmffi_jit/cache/key.h"
+#include "tvmffi_jit/compile/key.h"
 
 #include <optional>
 
 #include "tvmffi_jit/cache/portable.h"
 #include "tvmffi_jit/util/hash.h"
 
-namespace tvmffi_jit::cache {
+namespace tvmffi_jit::compile {
+
+using cache::BaseDir;
+using cache::kCacheFormatVersion;
+using cache::local_key_hex;
 
 namespace {
 
@@ -154,4 +158,4 @@ std::vector<ModuleKeyInputs::EnvVar> relevant_environment(
   return out;
 }
 
-}  // namespace tvmffi_jit::cache
+}  // namespace tvmffi_jit::compile
