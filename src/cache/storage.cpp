@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <mutex>
 
 #include "tvmffi_jit/cache/transfer/portable_entry.h"
 #include "tvmffi_jit/util/error.h"
@@ -82,6 +83,10 @@ const char* cache_status_name(CacheStatus status) {
 }
 
 struct Storage::Server {
+  // Held while the server is opened, asked or given up: a backend is one
+  // connection, and the first module to find the server silent gives it up
+  // before the next one asks.
+  std::mutex mutex;
   std::optional<RemoteUrl> url;  // empty: `backend` was given
   // How it names objects: given backends (in-memory ones) as paths.
   RemoteScheme scheme = RemoteScheme::kHttp;
@@ -112,7 +117,54 @@ Storage::Storage(Store& store, RemoteOptions options, StatsCounters* stats,
   }
 }
 
-Storage::~Storage() = default;
+Storage::~Storage() { flush_counts(); }
+
+void Storage::tally(uint64_t StatsCounters::*counter, uint64_t n) {
+  std::lock_guard<std::mutex> lock(counts_mutex_);
+  unflushed_.*counter += n;
+  if (stats_) (*stats_).*counter += n;
+}
+
+void Storage::count_corrupt(const std::string& entry_dir) {
+  {
+    std::lock_guard<std::mutex> lock(counts_mutex_);
+    if (!counted_corrupt_.insert(entry_dir).second) return;
+  }
+  tally(&StatsCounters::corrupt_entries);
+}
+
+void Storage::count(const StatsCounters& delta) {
+  std::lock_guard<std::mutex> lock(counts_mutex_);
+  unflushed_.add(delta);
+  if (stats_) stats_->add(delta);
+}
+
+void Storage::flush_counts() {
+  StatsCounters delta;
+  {
+    std::lock_guard<std::mutex> lock(counts_mutex_);
+    std::swap(delta, unflushed_);
+  }
+  if (!delta.empty()) store_.count(delta);
+}
+
+LookupResult Storage::find_object(const std::string& key_hex) {
+  LookupOptions verify_object;
+  verify_object.verify_digest_up_to = kVerifyAll;
+  LookupResult r = store_.lookup(store_.object_entry_dir(key_hex), key_hex, verify_object);
+  if (r.corrupt) count_corrupt(r.entry_dir);
+  return r;
+}
+
+PublishResult Storage::publish_object(Staging& staging, const std::string& key_hex, EntryRecord record,
+                                      const std::vector<std::pair<std::string, std::string>>& files) {
+  PublishResult p = store_.publish(staging, store_.object_entry_dir(key_hex), std::move(record), files);
+  if (p.ours) {
+    tally(&StatsCounters::stores);
+    tally(&StatsCounters::bytes_stored, p.entry.artifacts.front().size);
+  }
+  return p;
+}
 
 RemoteBackend* Storage::open(Server& s) {
   if (s.backend) return s.backend.get();
@@ -129,14 +181,14 @@ RemoteBackend* Storage::open(Server& s) {
 void Storage::give_up(Server& s, const RemoteFailure& f, double elapsed_ms) {
   s.down = true;
   s.backend.reset();
-  stats_->remote_errors += 1;
-  if (f.kind == K::kTimeout) stats_->remote_timeouts += 1;
+  tally(&StatsCounters::remote_errors);
+  if (f.kind == K::kTimeout) tally(&StatsCounters::remote_timeouts);
   spdlog::warn("remote cache {}: {} (after {:.0f} ms); not using it again in this build", s.shown, f.message,
                elapsed_ms);
 }
 
 void Storage::count_untrusted(const std::string& source, const std::string& name, const std::string& why) {
-  stats_->remote_untrusted += 1;
+  tally(&StatsCounters::remote_untrusted);
   // Once per process: a batch of many modules against a server full of
   // unsigned entries says it once; `cache stats` has the count.
   static std::atomic<bool> warned{false};
@@ -162,14 +214,17 @@ void Storage::count_failure(Server& s, const RemoteFailure& f, const std::string
     case K::kCorrupt:
     case K::kError:
     case K::kTimeout:
-      stats_->remote_corrupt += 1;
+      tally(&StatsCounters::remote_corrupt);
       spdlog::warn("remote cache {}: the blob for {} is unusable ({}); building", s.shown, module, f.message);
       return;
   }
 }
 
 std::optional<std::string> Storage::cannot_take_entry() {
-  if (!store_.check_writable()) return store_.unwritable_why();
+  {
+    std::lock_guard<std::mutex> lock(root_mutex_);
+    if (!store_.check_writable()) return store_.unwritable_why();
+  }
   struct statvfs vfs;
   if (::statvfs(store_.root().c_str(), &vfs) == 0) {
     uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
@@ -204,7 +259,7 @@ Found Storage::find(const EntryRequest& request, const FindOptions& options) {
       if (shared.hit()) return shared;
     }
   }
-  stats_->misses += 1;  // the answer is a build
+  tally(&StatsCounters::misses);  // the answer is a build
   return miss;
 }
 
@@ -212,8 +267,8 @@ PublishResult Storage::publish(Staging& staging, const EntryRequest& request, En
                                const std::vector<std::pair<std::string, std::string>>& files) {
   PublishResult p = store_.publish(staging, request.entry_dir, std::move(record), files);
   if (p.ours) {
-    stats_->stores += 1;
-    stats_->bytes_stored += p.entry.artifacts.front().size;
+    tally(&StatsCounters::stores);
+    tally(&StatsCounters::bytes_stored, p.entry.artifacts.front().size);
   }
   return p;
 }
@@ -226,9 +281,9 @@ Found Storage::get(const EntryRequest& request, Tier tier) {
                   f.entry.hit ? "hit in " + f.entry.entry_dir : "miss (" + f.entry.miss_reason + ")");
     if (f.entry.hit) {
       f.status = CacheStatus::kHit;
-      stats_->hits += 1;
-    } else if (f.entry.corrupt && counted_corrupt_.insert(request.entry_dir).second) {
-      stats_->corrupt_entries += 1;
+      tally(&StatsCounters::hits);
+    } else if (f.entry.corrupt) {
+      count_corrupt(request.entry_dir);
     }
     return f;
   }
@@ -261,7 +316,7 @@ std::optional<Found> Storage::get_imported(const EntryRequest& request) {
                    adopted.error().kind == AdoptFailureKind::kStale ? "stale: " + adopted.why() : adopted.why());
       return std::nullopt;
     }
-    stats_->imported_hits += 1;
+    tally(&StatsCounters::imported_hits);
     return Found{CacheStatus::kRemoteHit, std::move(adopted).value(), "imported"};
   } catch (const Error& e) {
     // Reading the import or publishing it failed (Error(kIo)): not usable
@@ -288,6 +343,7 @@ std::optional<Found> Storage::get_remote(const EntryRequest& request) {
   bool asked = false;
   for (auto& sp : servers_) {
     Server& s = *sp;
+    std::unique_lock<std::mutex> server_lock(s.mutex);
     if (s.down) continue;
     const auto t0 = std::chrono::steady_clock::now();
     RemoteBackend* backend = open(s);
@@ -298,10 +354,11 @@ std::optional<Found> Storage::get_remote(const EntryRequest& request) {
       give_up(s, blob.error(), ms_since(t0));
       continue;
     }
+    server_lock.unlock();  // what it sent is checked without holding the server
     asked = true;
     if (!*blob) continue;
     const std::string& bytes = **blob;
-    stats_->remote_bytes_received += bytes.size();
+    tally(&StatsCounters::remote_bytes_received, bytes.size());
     if (crypto_ready.valid()) crypto_ready.wait();
     std::optional<RemoteFailure> unusable;
     try {
@@ -316,7 +373,7 @@ std::optional<Found> Storage::get_remote(const EntryRequest& request) {
       if (!unusable) {
         auto adopted = adopt_portable_entry(store_, staging, adopt_request(request), &rx.record());
         if (adopted) {
-          stats_->remote_hits += 1;
+          tally(&StatsCounters::remote_hits);
           return Found{CacheStatus::kRemoteHit, std::move(adopted).value(), s.shown};
         }
         unusable = from_adopt(adopted.error());
@@ -329,7 +386,7 @@ std::optional<Found> Storage::get_remote(const EntryRequest& request) {
     }
     count_failure(s, *unusable, request.name);
   }
-  if (asked) stats_->remote_misses += 1;
+  if (asked) tally(&StatsCounters::remote_misses);
   return std::nullopt;
 }
 
@@ -339,6 +396,7 @@ void Storage::upload(const EntryRequest& request, const std::string& entry_dir) 
   std::string blob;
   for (auto& sp : servers_) {
     Server& s = *sp;
+    std::lock_guard<std::mutex> server_lock(s.mutex);
     if (s.down) continue;
     if (blob.empty()) {
       try {
@@ -361,8 +419,8 @@ void Storage::upload(const EntryRequest& request, const std::string& entry_dir) 
       give_up(s, put.error(), ms_since(t0));
       continue;
     }
-    stats_->remote_stores += 1;
-    stats_->remote_bytes_sent += blob.size();
+    tally(&StatsCounters::remote_stores);
+    tally(&StatsCounters::remote_bytes_sent, blob.size());
   }
 }
 

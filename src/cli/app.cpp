@@ -267,6 +267,7 @@ std::string explain_parse_error(CLI::App& app, const CLI::ParseError& e, const s
 // dispositions are left alone.
 int run_program(int argc, char** argv, bool embedded) {
   CommandContext ctx;
+  ctx.embedded = embedded;
   // The environment, read here once for every command (and again for every
   // call of the engine library: its caller may have changed it in between).
   ctx.environment = resolve_command_environment(toolchain::process_environment());

@@ -176,7 +176,42 @@ struct Shared {
   CommandContext& ctx;
   compile::ExecuteOptions exec;
   compile::InFlightUnits in_flight;  // a unit shared by modules compiles once
+  cache::EntryStorage* storage = nullptr;  // the command's one door to the cache (null: --no-cache, --build-dir)
 };
+
+// The cache root and its tiers, opened once for the command (cache/storage.h):
+// every module of a batch and every unit asks the same storage, so a remote
+// given up is given up for the whole command.
+struct CommandStorage {
+  std::unique_ptr<cache::Store> store;
+  std::unique_ptr<cache::Storage> storage;
+  void open(const BuildRequest& r) {
+    store = std::make_unique<cache::Store>(cache::open_root(r.cache_dir, true, false));
+    storage = std::make_unique<cache::Storage>(*store, r.remote);
+  }
+};
+
+// The storage of this command. The engine library keeps one per process and
+// cache root: its calls are --only-if-cached (the local store only, no
+// remote, no lock), one at a time (docs/python.md), and a hit then costs no
+// root opening. Anything else opens its own in `own`.
+cache::EntryStorage& command_storage(const BuildRequest& r, bool embedded, CommandStorage& own) {
+  if (embedded && r.only_if_cached) {
+    // Never destroyed: nothing is left to flush (cached_build flushes its
+    // counts), and the caller's exit must not run our destructors.
+    static CommandStorage* kept = new CommandStorage;
+    static std::string kept_root;
+    if (!kept->storage || kept_root != r.cache_dir) {
+      kept->storage.reset();  // before the store it refers to
+      kept->store.reset();
+      kept->open(r);
+      kept_root = r.cache_dir;
+    }
+    return *kept->storage;
+  }
+  own.open(r);
+  return *own.storage;
+}
 
 struct ModuleOutcome {
   compile::BatchItem item;
@@ -197,13 +232,12 @@ ModuleOutcome build_module(Shared& sh, const Planned& p, util::JobGate::Party* p
   ModuleOutcome out;
   if (r.use_cache) {
     compile::CachedBuildOptions co;
-    co.cache_dir = r.cache_dir;
+    co.storage = sh.storage;
     co.force = r.force;
     co.verify = r.verify;
     co.keep_key_trace = sh.ctx.global.verbosity >= 2;  // -vv: what every key was hashed from
     co.exec = exec;
     co.base_dir = p.module->base_dir;
-    co.remote = r.remote;
     co.environment = compile::relevant_environment(r.env);
     co.in_flight = &sh.in_flight;
     co.only_if_cached = r.only_if_cached;
@@ -323,7 +357,9 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     trace->add("", planning);
   }
   spdlog::debug("job gate: {}", r.limits.why);
+  CommandStorage own_storage;
   Shared shared{r, ctx, {}, {}};
+  if (r.use_cache) shared.storage = &command_storage(r, ctx.embedded, own_storage);
   shared.exec.jobs = r.limits.slots;
   shared.exec.verbose = ctx.global.verbosity > 0;  // -q hides progress and logs, never compiler warnings
   // A hit-only caller showed the compiler's warnings when the module was built.

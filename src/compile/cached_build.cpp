@@ -31,8 +31,9 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   // Writability is probed on a miss only: a hit stores nothing but counters
   // and compiler identity memos, and those writes may fail quietly.
   const int64_t call_start = now_ns();  // a hit reports its own time, not the original build's
-  if (options.cache_dir.empty()) throw io_error("internal: cached_build() of " + plan.name + " without a cache root");
-  cache::Store store(cache::open_root(options.cache_dir, true, false));
+  if (!options.storage) throw io_error("internal: cached_build() of " + plan.name + " without the command's storage");
+  cache::EntryStorage& storage = *options.storage;
+  cache::Store& store = storage.local();
   CompilerIdentities ids(store.compilers_dir(), true);
   const int64_t key_start = now_ns();  // sources are read for the key from here on
 
@@ -44,11 +45,20 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   CachedBuildResult result;
   result.key = key.hex;
   result.key_trace = key.trace;
-  cache::StatsCounters stats;
+  // What this module counted reaches the root's journal when it returns,
+  // whichever way (the storage outlives it: one per command).
+  struct FlushCounts {
+    cache::EntryStorage& storage;
+    ~FlushCounts() { storage.flush_counts(); }
+  } flush_counts{storage};
+  auto count_store_failure = [&storage] {
+    cache::StatsCounters failed;
+    failed.store_failures = 1;
+    storage.count(failed);
+  };
 
   // The cache's tiers (cache/storage.h) answer, or say why not and hold the
   // per-key lock while this process builds.
-  cache::Storage storage(store, options.remote, &stats);
   cache::EntryRequest request;
   request.name = plan.name;
   request.key = key;
@@ -70,7 +80,6 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     // A local hit replays what the compilers said when it was built.
     if (found.status == cache::CacheStatus::kHit && found.entry.entry)
       replay_output(found.entry.entry->compiler_output, options.exec);
-    store.count(stats);
     result.build.seconds = static_cast<double>(now_ns() - call_start) * 1e-9;
     return result;
   }
@@ -79,8 +88,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
 
   if (found.cannot_store) {
     result.build = build_outside_cache(plan, *found.cannot_store, options);
-    stats.store_failures += 1;
-    store.count(stats);
+    count_store_failure();
     return result;
   }
   std::optional<cache::Staging> staging;
@@ -88,8 +96,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     staging.emplace(store.stage());
   } catch (const Error& e) {
     result.build = build_outside_cache(plan, e.what(), options);
-    stats.store_failures += 1;
-    store.count(stats);
+    count_store_failure();
     return result;
   }
 
@@ -99,13 +106,12 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   // The units through the object cache (only when there is a link: a plan
   // whose one compile is the artifact has the module entry as its cache).
   const int64_t start = now_ns();
-  UnitCache units(plan, manifest, tc, store, ids, options, plan.link.has_value());
+  UnitCache units(plan, manifest, tc, storage, ids, options, plan.link.has_value());
   result.build = execute_in_disposable_dir(plan, staging->build_dir(), options.exec, units.hooks(),
                                           [&] { staging->keep(); },
                                           "`tvmffi-jit cache gc` or `cache clean` removes it once this process is gone");
   result.objects_reused = units.reused();
   result.objects_compiled = units.compiled();
-  stats.add(units.stats());
   auto [headers, moved_header, unrecorded_link] =
       record_module_reads(plan, result.build, units, store, options, start, key_start);
 
@@ -113,8 +119,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   // Not stored: the artifact leaves the staging dir (which gc removes once
   // this process is gone) for a directory of the caller's.
   auto serve_unstored = [&](const std::string& why) {
-    stats.store_failures += 1;
-    store.count(stats);
+    count_store_failure();
     result.build.artifact_path =
         staging->move_artifact_out(result.build.artifact_path, plan.artifact_name, plan.name);
     result.build.build_dir = util::parent_path(result.build.artifact_path);
@@ -147,7 +152,6 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   // What this process built, to the remotes (a missing libcurl is exit 4; a
   // server that fails costs a warning, counted in the stats).
   if (result.stored) storage.upload(request, result.entry_dir);
-  store.count(stats);
   return result;
 }
 

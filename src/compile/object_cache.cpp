@@ -25,9 +25,10 @@ void place_file(const std::string& from, const std::string& to) {
 
 }  // namespace
 
-UnitCache::UnitCache(const BuildPlan& plan, const Manifest& m, const toolchain::Toolchain& tc, const cache::Store& store,
-                     CompilerIdentities& ids, const CachedBuildOptions& options, bool reuse_objects)
-    : store_(store), options_(options), reuse_objects_(reuse_objects) {
+UnitCache::UnitCache(const BuildPlan& plan, const Manifest& m, const toolchain::Toolchain& tc,
+                     cache::EntryStorage& storage, CompilerIdentities& ids, const CachedBuildOptions& options,
+                     bool reuse_objects)
+    : storage_(storage), options_(options), reuse_objects_(reuse_objects) {
   // Keys are computed up front, on this thread: compiler identities are
   // memoised in `ids`, which the workers must not share.
   for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
@@ -42,6 +43,15 @@ UnitCache::UnitCache(const BuildPlan& plan, const Manifest& m, const toolchain::
       }
       units_.push_back(std::move(u));
     }
+}
+
+void UnitCache::count(uint64_t cache::StatsCounters::*counter, size_t* ours) {
+  cache::StatsCounters one;
+  one.*counter = 1;
+  storage_.count(one);
+  if (!ours) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++*ours;
 }
 
 compile::CompileHooks UnitCache::hooks() {
@@ -71,11 +81,9 @@ std::optional<CommandRecord> UnitCache::before_compile(const UnitRef& ref, const
   Unit& u = units_.at(ref.index);
   u.start_ns = now_ns();
   if (!reuse_objects_ || options_.force) return std::nullopt;
-  // Objects are re-hashed before they are linked: a same-size corruption
-  // would otherwise spread into every module linked from them.
-  cache::LookupOptions verify_object;
-  verify_object.verify_digest_up_to = cache::kVerifyAll;
-  cache::LookupResult r = store_.lookup(store_.object_entry_dir(u.key), u.key, verify_object);
+  // Objects are re-hashed before they are linked (find_object): a same-size
+  // corruption would otherwise spread into every module linked from them.
+  cache::LookupResult r = storage_.find_object(u.key);
   spdlog::debug("cache: object of {}: {}", ref.step.display, r.hit ? "hit in " + r.entry_dir : "miss (" + r.miss_reason + ")");
   // Another module of a batch compiling this very unit now: wait for it and
   // take its object from the store (compile here only if it did not store one).
@@ -83,14 +91,11 @@ std::optional<CommandRecord> UnitCache::before_compile(const UnitRef& ref, const
     u.claim = options_.in_flight->claim(u.key);
     // Whoever held the key may have stored the object, also just before
     // this claim: look again either way.
-    r = store_.lookup(store_.object_entry_dir(u.key), u.key, verify_object);
+    r = storage_.find_object(u.key);
     if (u.claim.owned()) break;
   }
   if (r.hit) u.claim = {};  // nothing to compile: let waiters look it up
-  if (!r.hit) {
-    if (r.corrupt) count([](cache::StatsCounters& s) { ++s.corrupt_entries; });
-    return std::nullopt;
-  }
+  if (!r.hit) return std::nullopt;  // a corrupt one was counted by find_object
   const CompileStep& step = ref.step;
   if (step.generated_text)  // later steps (embed, link) may read generated files
     util::write_file(util::join_path(dir, step.generated_name), *step.generated_text);
@@ -103,31 +108,31 @@ std::optional<CommandRecord> UnitCache::before_compile(const UnitRef& ref, const
   CommandRecord rec;
   rec.description = "reused the cached object of " + step.display;
   rec.output = capped_output(r.entry->compiler_output);
-  count([](cache::StatsCounters& s) { ++s.object_hits; }, &reused_);
+  count(&cache::StatsCounters::object_hits, &reused_);
   return rec;
 }
 
 void UnitCache::after_compile(const UnitRef& ref, const std::string& dir, const CommandRecord& rec) {
   Unit& u = units_.at(ref.index);
-  u.headers = cache::hash_headers(ref.unit.dependencies, dir, {dir}, {}, store_.digest_memo(true));
+  u.headers = cache::hash_headers(ref.unit.dependencies, dir, {dir}, {}, storage_.local().digest_memo(true));
   record_shadows(u.headers, include_search_dirs(ref.step, dir, *options_.environment));
   std::optional<std::string> moved = header_changed_during_build(u.headers, u.start_ns);
   if (moved) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!moved_) moved_ = moved;
   }
-  if (rec.launcher_fallback) count([](cache::StatsCounters& s) { ++s.launcher_fallbacks; });
+  if (rec.launcher_fallback) count(&cache::StatsCounters::launcher_fallbacks);
   if (!reuse_objects_) return;
   u.sha256 = util::sha256_file_hex(ref.unit.object_path);
-  count([](cache::StatsCounters& s) { ++s.object_misses; }, &compiled_);
-  if (store_.writable() && !moved) store_object(ref.step, u.key, ref.unit, u.headers, rec);
+  count(&cache::StatsCounters::object_misses, &compiled_);
+  if (storage_.local().writable() && !moved) store_object(ref.step, u.key, ref.unit, u.headers, rec);
   u.claim = {};  // stored (or not storable): units waiting for it look it up now
 }
 
 void UnitCache::store_object(const CompileStep& step, const std::string& key, const CompiledUnit& unit,
                              const std::vector<cache::HeaderRecord>& headers, const CommandRecord& rec) {
   try {
-    cache::Staging s = store_.stage();
+    cache::Staging s = storage_.local().stage();
     std::string name = util::file_name(step.object_name);
     std::string copy = util::join_path(s.build_dir(), name);
     place_file(unit.object_path, copy);
@@ -140,14 +145,7 @@ void UnitCache::store_object(const CompileStep& step, const std::string& key, co
                     {"compiler", step.compiler},
                     {"source", step.generated_text ? step.generated_name : step.input_path}};
     entry.compiler_output = capped_output(rec.output);
-    cache::PublishResult p = store_.publish(s, store_.object_entry_dir(key), entry, {{copy, name}});
-    if (p.ours) {
-      const uint64_t size = p.entry.artifacts.front().size;
-      count([size](cache::StatsCounters& st) {
-        ++st.stores;
-        st.bytes_stored += size;
-      });
-    }
+    storage_.publish_object(s, key, std::move(entry), {{copy, name}});  // counted there
   } catch (const Error& e) {
     spdlog::warn("could not cache the object of {}: {}", step.display, e.what());
   }

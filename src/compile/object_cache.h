@@ -9,6 +9,7 @@
 #include "compile/compiler_identities.h"
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/cache/stats.h"
+#include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/cache/store.h"
 #include "tvmffi_jit/compile/cached_build.h"
 #include "tvmffi_jit/compile/executor.h"
@@ -23,7 +24,9 @@ namespace tvmffi_jit::compile {
 class UnitCache {
  public:
   // Computes every unit's key (reads its source, identifies its compiler).
-  UnitCache(const BuildPlan& plan, const Manifest& m, const toolchain::Toolchain& tc, const cache::Store& store,
+  // Objects are found and stored through `storage` (find_object,
+  // publish_object), which counts them with the module's other outcomes.
+  UnitCache(const BuildPlan& plan, const Manifest& m, const toolchain::Toolchain& tc, cache::EntryStorage& storage,
             CompilerIdentities& ids, const CachedBuildOptions& options, bool reuse_objects);
 
   compile::CompileHooks hooks();
@@ -40,7 +43,6 @@ class UnitCache {
   const std::optional<std::string>& moved_header() const { return moved_; }
   size_t reused() const { return reused_; }
   size_t compiled() const { return compiled_; }
-  const cache::StatsCounters& stats() const { return stats_; }
 
  private:
   struct Unit {
@@ -56,14 +58,10 @@ class UnitCache {
   void store_object(const CompileStep& step, const std::string& key, const CompiledUnit& unit,
                     const std::vector<cache::HeaderRecord>& headers, const CommandRecord& rec);
 
-  template <typename F>
-  void count(F&& change, size_t* counter = nullptr) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    change(stats_);
-    if (counter) ++*counter;
-  }
+  // Counts one outcome into the storage and, when given, one of ours.
+  void count(uint64_t cache::StatsCounters::*counter, size_t* ours = nullptr);
 
-  const cache::Store& store_;
+  cache::EntryStorage& storage_;
   const CachedBuildOptions& options_;
   const bool reuse_objects_;
   std::vector<Unit> units_;  // indexed like UnitRef::index; each touched by its unit's worker only
@@ -71,7 +69,6 @@ class UnitCache {
   std::optional<std::string> moved_;
   size_t reused_ = 0;
   size_t compiled_ = 0;
-  cache::StatsCounters stats_;
 };
 
 }  // namespace tvmffi_jit::compile

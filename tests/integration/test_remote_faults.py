@@ -231,6 +231,27 @@ def test_a_server_that_accepts_and_never_answers_costs_the_first_byte_deadline(p
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
+def test_a_batch_gives_a_silent_server_up_once_for_the_whole_command(proj, kind):
+    # One store per command: the first module to ask waits out the first-byte
+    # deadline and gives the server up; the other three never connect.
+    mods = []
+    for i in range(4):
+        m = proj.dir / f"b{i}.json"
+        m.write_text(json.dumps({"name": f"faults_b{i}", "cpp_sources": f"int b{i}() {{ return {i}; }}"}))
+        mods += ["-m", str(m)]
+    with fake(silent) as srv:
+        p = subprocess.run([TOOL, "build", *mods, "-j", "4", "--remote", srv.url(kind)],
+                           env=dict(proj.env, TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT="1s"), capture_output=True,
+                           text=True, timeout=120)
+        connections = len(srv.conns)
+    assert p.returncode == 0, p.stderr
+    assert len(remote_warnings(p.stderr)) == 1, p.stderr
+    assert connections == 1, connections
+    s = stats(proj)
+    assert (s["remote_errors"], s["remote_timeouts"], s["misses"]) == (1, 1, 4), s
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
 def test_a_server_dripping_a_byte_at_a_time_is_bounded_by_the_total_deadline(proj, kind):
     with fake(dripping(kind)) as srv:
         p = build(proj, srv.url(kind), env={"TVMFFI_JIT_REMOTE_TIMEOUT": "2s"})

@@ -14,13 +14,22 @@
 //               every remote that takes uploads (none behind the read-only
 //               wrapper).
 //
-// A remote that fails (kError, kTimeout) is given up for the rest of this
-// facade's life after one warning; what a remote sent that is not usable
-// (kCorrupt, kUntrusted, kStale) is a miss that builds. Every outcome is
-// counted into the caller's StatsCounters (`cache stats`).
+//   find_object() / publish_object(): a translation unit's object entry,
+//               local tier only (objects are machine-local: their keys hold
+//               absolute paths).
+//
+// One facade per command (the CLI opens it; the engine library keeps one per
+// process and cache root), shared by every module of a batch and their units
+// from several threads: a remote that fails (kError, kTimeout) is given up for
+// the rest of the command after one warning, so a batch of N modules waits out
+// a silent server's deadline once, not N times. What a remote sent that is not
+// usable (kCorrupt, kUntrusted, kStale) is a miss that builds. Every outcome
+// is counted (`cache stats`): into the caller's StatsCounters when given, and
+// into the root's journal by flush_counts().
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -74,35 +83,67 @@ struct FindOptions {
   std::string lock_what;  // the holder line of the lock ("building m")
 };
 
-class Storage {
+// The door compile goes through (compile/cached_build.h takes one): the
+// tiers answer, a build's entry goes in, objects come and go, counts are
+// kept. Storage is the one implementation; thread-safe.
+class EntryStorage {
+ public:
+  virtual ~EntryStorage() = default;
+  // The local store: entry names, staging dirs, the digest and compiler memos.
+  virtual Store& local() = 0;
+  // A module's entry through every tier in order (above). Counts a hit of
+  // each kind, and a miss that is not local_only. Throws only what ends the
+  // command: a termination signal, a missing client library (exit 4), a lock
+  // wait past its timeout, an unsafe root.
+  virtual Found find(const EntryRequest& request, const FindOptions& options) = 0;
+  // Store::publish() of the build's entry at the request's entry dir,
+  // counted (stores, bytes). Throws Error(kIo) as Store::publish does.
+  virtual PublishResult publish(Staging& staging, const EntryRequest& request, EntryRecord record,
+                                const std::vector<std::pair<std::string, std::string>>& files) = 0;
+  // After this process published `entry_dir` (the request's entry): to every
+  // remote that takes uploads.
+  virtual void upload(const EntryRequest& request, const std::string& entry_dir) = 0;
+  // A unit's object entry (local tier), every artifact re-hashed: an object
+  // is linked into modules, so a same-size corruption must not spread. A
+  // corrupt one is counted once.
+  virtual LookupResult find_object(const std::string& key_hex) = 0;
+  // Store::publish() of an object entry (counted when ours). Throws Error(kIo).
+  virtual PublishResult publish_object(Staging& staging, const std::string& key_hex, EntryRecord record,
+                                       const std::vector<std::pair<std::string, std::string>>& files) = 0;
+  // What the caller counted itself (units compiled, launcher fallbacks...).
+  virtual void count(const StatsCounters& delta) = 0;
+  // Appends what was counted since the last flush to the root's journal.
+  virtual void flush_counts() = 0;
+};
+
+class Storage : public EntryStorage {
  public:
   // The remotes of `options.servers`, each opened on first use (a local hit
   // never loads a client library), wrapped read-only with options.read_only.
-  Storage(Store& store, RemoteOptions options, StatsCounters* stats);
+  // `stats` (may be null) also receives every count, for the caller to read.
+  Storage(Store& store, RemoteOptions options, StatsCounters* stats = nullptr);
   // These backends instead of options.servers (tests: in-memory servers).
   Storage(Store& store, RemoteOptions options, StatsCounters* stats,
           std::vector<std::unique_ptr<RemoteBackend>> backends);
-  ~Storage();
+  ~Storage() override;  // flushes the counts
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  // The entry through every tier in order (above). Counts a hit of each kind,
-  // and a miss that is not local_only. Throws only what ends the command: a
-  // termination signal, a missing client library (exit 4), a lock wait past
-  // its timeout, an unsafe root.
-  Found find(const EntryRequest& request, const FindOptions& options);
+  Store& local() override { return store_; }
+  Found find(const EntryRequest& request, const FindOptions& options) override;
 
   // The entry from one tier. kShared needs a writable store (a shared hit is
   // published into it).
   Found get(const EntryRequest& request, Tier tier);
 
-  // Store::publish() of the build's entry at the request's entry dir,
-  // counted (stores, bytes). Throws Error(kIo) as Store::publish does.
   PublishResult publish(Staging& staging, const EntryRequest& request, EntryRecord record,
-                        const std::vector<std::pair<std::string, std::string>>& files);
-
-  // After this process published `entry_dir` (the request's entry).
-  void upload(const EntryRequest& request, const std::string& entry_dir);
+                        const std::vector<std::pair<std::string, std::string>>& files) override;
+  void upload(const EntryRequest& request, const std::string& entry_dir) override;
+  LookupResult find_object(const std::string& key_hex) override;
+  PublishResult publish_object(Staging& staging, const std::string& key_hex, EntryRecord record,
+                               const std::vector<std::pair<std::string, std::string>>& files) override;
+  void count(const StatsCounters& delta) override;
+  void flush_counts() override;
 
  private:
   struct Server;
@@ -113,12 +154,19 @@ class Storage {
   void count_failure(Server& s, const RemoteFailure& f, const std::string& module);
   void give_up(Server& s, const RemoteFailure& f, double elapsed_ms);
   void count_untrusted(const std::string& source, const std::string& name, const std::string& why);
+  // Adds `n` to one counter (of the caller's stats and of what is not flushed yet).
+  void tally(uint64_t StatsCounters::*counter, uint64_t n = 1);
+  // A corrupt entry counts once, however often it is looked up.
+  void count_corrupt(const std::string& entry_dir);
 
   Store& store_;
   RemoteOptions options_;
   StatsCounters* stats_;
-  std::vector<std::unique_ptr<Server>> servers_;
-  std::set<std::string> counted_corrupt_;  // entry dirs: a corrupt entry counts once, however often it is looked up
+  std::vector<std::unique_ptr<Server>> servers_;  // each guarded by its own mutex (one transfer at a time)
+  std::mutex root_mutex_;    // the root's write probe
+  std::mutex counts_mutex_;  // guards the members below
+  StatsCounters unflushed_;
+  std::set<std::string> counted_corrupt_;  // entry dirs
 };
 
 }  // namespace tvmffi_jit::cache

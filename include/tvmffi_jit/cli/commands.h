@@ -17,6 +17,7 @@ struct GlobalOptions {
 struct CommandContext {
   GlobalOptions global;
   CommandEnvironment environment;  // read once by cli::run(), before the command line is parsed
+  bool embedded = false;  // a call of the engine library (cli::run_embedded), in a longer-lived process
   int exit_code = 0;
 };
 

@@ -2,13 +2,15 @@
 //
 //   module key   = compute_module_key(everything the plan says + compiler and
 //                  tvm-ffi identities + relevant environment)    (compile/key.h)
-//   lookup       = cache::Storage::find (cache/storage.h): the local entry,
+//   lookup       = cache::EntryStorage::find (cache/storage.h, one per
+//                  command, given in the options): the local entry,
 //                  else under the per-key flock the local entry again, an
 //                  imported or a remote one (published locally)
 //   miss         = build in a
 //                  staging dir under the root with execute_plan(), whose
 //                  CompileHooks look each unit's object up by its own key
-//                  before compiling and store it after -> record the headers
+//                  before compiling and store it after (find_object,
+//                  publish_object: the same door, local tier) -> record the headers
 //                  every compiler read (depfiles) -> publish by one rename
 //                  (Storage::publish) -> upload (Storage::upload)
 //   cannot write = warn, build in a temp dir outside the root, still succeed
@@ -27,7 +29,6 @@
 #include "tvmffi_jit/compile/manifest.h"
 #include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/compile/key.h"
-#include "tvmffi_jit/cache/remote/options.h"
 #include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/toolchain/toolchain.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
@@ -36,7 +37,10 @@
 namespace tvmffi_jit::compile {
 
 struct CachedBuildOptions {
-  std::string cache_dir;  // the cache root, resolved by the caller (cache::resolve_root_path)
+  // The command's one door to the cache (cache/storage.h): its local store
+  // (the root, resolved and opened by the caller) and remotes, shared by every
+  // module of a batch. Required.
+  cache::EntryStorage* storage = nullptr;
   bool force = false;     // --force: skip the lookups (module and objects), rebuild, replace
   bool verify = false;    // --verify: re-hash the module artifact on a hit whatever its size
   double lock_timeout_seconds = 600;
@@ -44,7 +48,6 @@ struct CachedBuildOptions {
   // Paths under it enter the portable key relative to it (cache/portable.h);
   // absolute. Empty: none (every path absolute, nothing shared across paths).
   std::string base_dir;
-  cache::RemoteOptions remote;
   // The variables that change what the compilers and the linker produce
   // (relevant_environment() over the CLI's EnvLookup): they enter
   // every module and object key, and CPATH & co. the include search order
