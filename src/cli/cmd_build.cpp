@@ -66,7 +66,7 @@ toolchain::Toolchain find_toolchain(const compile::Manifest& m, const BuildReque
     for (const auto& s : m.sources) need_c = need_c || util::extension(s) == ".c";
     tc.host = toolchain::find_host_compilers(r.env, need_c).value_or_throw(missing_tool_error);
   }
-  if (m.needs_cuda()) tc.cuda = toolchain::find_cuda_toolkit(r.env);
+  if (m.needs_cuda_toolkit()) tc.cuda = toolchain::find_cuda_toolkit(r.env);
   // ROCm: for backend hip, and to resolve an unset backend of GPU sources.
   if (m.backend == compile::GpuBackend::kHip || (!m.backend && m.has_gpu_sources()))
     tc.rocm = toolchain::find_rocm_toolkit(r.env);
@@ -501,6 +501,14 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
       ->allow_extra_args(false);
   sub->add_option("--ldflag", in.ldflags, "Extra link flag (--ldflag=-lcuda); repeatable")->allow_extra_args(false);
   sub->add_option("-I,--include", in.include_paths, "Extra include directory; repeatable")->allow_extra_args(false);
+  sub->add_option("--isystem", in.system_include_paths,
+                  "Extra system include directory (-isystem: no warnings from its headers); repeatable")
+      ->allow_extra_args(false);
+  sub->add_flag("--cuda-runtime", in.cuda_runtime,
+                "C/C++ units see the CUDA toolkit's headers and the module links -lcudart (manifest: cuda_runtime)");
+  sub->add_flag("--cuda-driver", in.cuda_driver,
+                "C/C++ units see the CUDA toolkit's headers and the module links -lcuda through the toolkit's stub\n"
+                "(manifest: cuda_driver)");
   sub->add_option("--arch", in.arch,
                   "CUDA archs: X.Y, X.Ya, X.Yf, optional +PTX, separated by spaces, commas or semicolons; repeatable.\n"
                   "Default: the manifest's cuda_arch, else $TVM_FFI_CUDA_ARCH_LIST, else the visible GPUs")

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstring>
 
 #include <algorithm>
@@ -11,7 +12,6 @@
 #include <set>
 #include <unordered_set>
 
-#include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/process.h"
 #include "tvmffi_jit/util/strings.h"
@@ -81,7 +81,30 @@ struct Reader {
 // Checks `resolved` names a file whose content can be read (util::can_read_content:
 // missing, unreadable, a directory, a FIFO, a /proc pseudo-file); the problem
 // names the path as given.
+// A path the file system cannot hold: one name longer than NAME_MAX (255 on
+// Linux) or the whole longer than PATH_MAX. Said as such, not as "no such
+// file" (ENAMETOOLONG reads like a missing file to most callers).
+Expected<void> check_path_length(const std::string& given, const std::string& resolved) {
+  constexpr size_t kNameMax = NAME_MAX, kPathMax = PATH_MAX - 1;
+  size_t longest = 0;
+  for (size_t start = 0; start <= resolved.size();) {
+    size_t slash = resolved.find('/', start);
+    if (slash == std::string::npos) slash = resolved.size();
+    longest = std::max(longest, slash - start);
+    start = slash + 1;
+  }
+  std::string shown = given.size() > 80 ? in_quotes(given.substr(0, 60) + "...") : in_quotes(given);
+  if (longest > kNameMax)
+    return Unexpected{"path " + shown + " is too long for the file system: one of its names is " +
+                      std::to_string(longest) + " bytes, at most " + std::to_string(kNameMax) + " are allowed"};
+  if (resolved.size() > kPathMax)
+    return Unexpected{"path " + shown + " is too long for the file system: " + std::to_string(resolved.size()) +
+                      " bytes, at most " + std::to_string(kPathMax) + " are allowed"};
+  return {};
+}
+
 Expected<void> check_readable_file(const std::string& given, const std::string& resolved) {
+  if (auto fits = check_path_length(given, resolved); !fits) return fits;
   auto readable = util::can_read_content(resolved);
   if (readable) return {};
   const std::string& problem = readable.why();
@@ -113,9 +136,26 @@ Expected<void> check_source(const Manifest& m, const std::string& given, const s
 
 Expected<void> check_include_dir(const std::string& given, const std::string& resolved) {
   if (given.empty()) return Unexpected{"empty path"};
-  if (!util::is_directory(resolved))
-    return Unexpected{"no such directory " + in_quotes(given) + (given == resolved ? "" : " (" + resolved + ")")};
-  return {};
+  if (auto fits = check_path_length(given, resolved); !fits) return fits;
+  const std::string shown = in_quotes(given) + (given == resolved ? "" : " (" + resolved + ")");
+  if (util::is_directory(resolved)) return {};
+  if (util::path_exists(resolved)) return Unexpected{shown + " is not a directory"};
+  return Unexpected{"no such directory " + shown};
+}
+
+// The include directories of one key or flag, resolved and checked.
+void add_include_dirs(const Reader& r, std::vector<std::string>& to, const std::vector<std::string>& given,
+                      const std::string& pointer) {
+  for (size_t i = 0; i < given.size(); ++i) {
+    std::string resolved = given[i].empty() ? "" : resolve(r.base_dir, given[i]);
+    if (auto ok = check_include_dir(given[i], resolved); !ok) r.fail(pointer + "/" + std::to_string(i), ok.why());
+    to.push_back(resolved);
+  }
+}
+
+bool boolean_value(const Reader& r, const json& v, const std::string& pointer) {
+  if (!v.is_boolean()) r.wrong_type(pointer, "true or false", v);
+  return v.get<bool>();
 }
 
 // The module name becomes file and directory names (the cache entry
@@ -124,10 +164,11 @@ Expected<void> check_include_dir(const std::string& given, const std::string& re
 Expected<void> check_module_name(std::string_view name) {
   if (!is_identifier(name))
     return Unexpected{"module name " + in_quotes(name) + " is not an identifier ([A-Za-z_][A-Za-z0-9_]*)"};
-  if (!cache::is_valid_entry_name(name))
+  if (name.size() > kMaxModuleNameLength)
     return Unexpected{"module name " + in_quotes(std::string(name.substr(0, 24)) + "...") + " is " +
-                      std::to_string(name.size()) + " characters long; file names made from it allow at most " +
-                      std::to_string(cache::kMaxEntryNameLength)};
+                      std::to_string(name.size()) + " characters long; the file names made from it (" +
+                      "<name>.fatbin.d, .<name>.so.tmp.<pid>) must fit the file system's " + std::to_string(NAME_MAX) +
+                      " bytes, which allows at most " + std::to_string(kMaxModuleNameLength)};
   return {};
 }
 
@@ -205,12 +246,13 @@ void parse_key(const Reader& r, Manifest& m, const std::string& key, const json&
   } else if (key == "extra_ldflags") {
     m.extra_ldflags = r.string_list(v, ptr);
   } else if (key == "extra_include_paths") {
-    std::vector<std::string> given = r.string_list(v, ptr);
-    for (size_t i = 0; i < given.size(); ++i) {
-      std::string resolved = given[i].empty() ? "" : resolve(r.base_dir, given[i]);
-      if (auto ok = check_include_dir(given[i], resolved); !ok) r.fail(ptr + "/" + std::to_string(i), ok.why());
-      m.extra_include_paths.push_back(resolved);
-    }
+    add_include_dirs(r, m.extra_include_paths, r.string_list(v, ptr), ptr);
+  } else if (key == "system_include_paths") {
+    add_include_dirs(r, m.system_include_paths, r.string_list(v, ptr), ptr);
+  } else if (key == "cuda_runtime") {
+    m.cuda_runtime = boolean_value(r, v, ptr);
+  } else if (key == "cuda_driver") {
+    m.cuda_driver = boolean_value(r, v, ptr);
   } else if (key == "cuda_arch") {
     std::vector<std::string> entries = r.string_or_list(v, ptr);
     if (entries.empty()) r.fail(ptr, "empty CUDA architecture list (leave the key out to use TVM_FFI_CUDA_ARCH_LIST or the GPUs)");
@@ -350,6 +392,7 @@ const std::vector<std::string>& manifest_keys() {
   static const std::vector<std::string> keys = {
       "$schema",      "name",        "sources",         "cpp_sources",       "cuda_sources",
       "functions",    "extra_cflags", "extra_cuda_cflags", "extra_ldflags",     "extra_include_paths",
+      "system_include_paths", "cuda_runtime", "cuda_driver",
       "cuda_arch",    "emit",        "embed_cubin",     "compiler",          "kernel_names",
       "cxx_launcher", "cuda_launcher", "backend",       "rocm_arch"};
   return keys;
@@ -471,6 +514,7 @@ void check_command_line_length(const Manifest& m, const CommandLineInputs* cli, 
       {"extra_ldflags", "--ldflag", cli && !cli->ldflags.empty(), &m.extra_ldflags, 0},
       {"extra_include_paths", "-I", cli && !cli->include_paths.empty(), &m.extra_include_paths, 2},
       {"sources", "sources", cli && !cli->sources.empty(), &m.sources, 0},
+      {"system_include_paths", "--isystem", cli && !cli->system_include_paths.empty(), &m.system_include_paths, 0},
   };
   for (const auto& l : lists) {
     for (const auto& a : *l.args) {
@@ -483,7 +527,9 @@ void check_command_line_length(const Manifest& m, const CommandLineInputs* cli, 
   // Room for what the plan adds (the compiler, tvm-ffi's includes, -o ...).
   constexpr uint64_t kGeneratedReserve = 64 * 1024;
   const uint64_t env = util::child_environment_bytes();
-  const uint64_t includes = argv_bytes(m.extra_include_paths, 2);
+  // -isystem DIR is two arguments: the option's 9 bytes and a pointer more.
+  const uint64_t includes =
+      argv_bytes(m.extra_include_paths, 2) + argv_bytes(m.system_include_paths, 9 + sizeof(char*));
   const struct {
     uint64_t total;
     const List* biggest;
@@ -570,6 +616,11 @@ void check_combination(const Manifest& m, const CommandLineInputs* cli) {
              !m.command_line_arch.empty() || cli_backend,
              "CUDA architectures are for backend cuda; backend hip takes ROCm targets (\"rocm_arch\", --arch gfx90a or "
              "TVM_FFI_ROCM_ARCH_LIST)");
+    if (m.cuda_runtime || m.cuda_driver) {
+      const bool from_cli = cli && (cli->cuda_runtime || cli->cuda_driver);
+      r.fail(m.cuda_runtime ? "cuda_runtime" : "cuda_driver", m.cuda_runtime ? "--cuda-runtime" : "--cuda-driver",
+             from_cli, "the CUDA runtime and driver are for backend cuda; backend hip links the HIP runtime itself");
+    }
   } else if (m.backend == GpuBackend::kCuda) {
     if (hip_files)
       r.fail("backend", "--backend", cli_backend, ".hip sources are compiled by hipcc: set \"backend\": \"hip\" (--backend hip)");
@@ -621,6 +672,13 @@ void apply_command_line(Manifest& m, const CommandLineInputs& cli) {
     if (auto ok = check_include_dir(given, resolved); !ok) r.fail("-I " + given, ok.why());
     m.extra_include_paths.push_back(resolved);
   }
+  for (const auto& given : cli.system_include_paths) {
+    std::string resolved = given.empty() ? "" : resolve(r.base_dir, given);
+    if (auto ok = check_include_dir(given, resolved); !ok) r.fail("--isystem " + given, ok.why());
+    m.system_include_paths.push_back(resolved);
+  }
+  m.cuda_runtime = m.cuda_runtime || cli.cuda_runtime;
+  m.cuda_driver = m.cuda_driver || cli.cuda_driver;
   if (cli.backend) {
     auto b = parse_gpu_backend(*cli.backend);
     if (!b) r.fail("--backend", "unknown backend " + in_quotes(*cli.backend) + " (expected cuda or hip)");

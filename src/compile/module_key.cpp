@@ -43,6 +43,7 @@ std::vector<std::string> step_flags(const CompileStep& step) {
 std::vector<std::string> include_paths(const Manifest& m, const toolchain::Toolchain& tc) {
   std::vector<std::string> out;
   for (const auto& p : m.extra_include_paths) out.push_back(util::absolute_path(p));
+  for (const auto& p : m.system_include_paths) out.push_back(util::absolute_path(p));
   if (tc.tvm_ffi) {
     out.push_back(tc.tvm_ffi->include_dir);
     out.push_back(tc.tvm_ffi->dlpack_include_dir);

@@ -1,5 +1,7 @@
 #include "tvmffi_jit/compile/plan.h"
 
+#include <algorithm>
+
 #include "tvmffi_jit/compile/embed.h"
 #include "tvmffi_jit/compile/wrapper.h"
 #include "tvmffi_jit/util/error.h"
@@ -47,8 +49,62 @@ std::vector<std::string> include_flags(const toolchain::Toolchain& tc, const Man
   }
   if (!backend_include.empty()) out.push_back("-I" + backend_include);
   for (const auto& p : m.extra_include_paths) out.push_back("-I" + p);
+  for (const auto& p : m.system_include_paths) append(out, {"-isystem", p});
   return out;
 }
+
+// The option a flag sets when the same option given twice is a conflict, not
+// an addition: "-O3" and "-O2" are one optimisation level (nvcc warns about an
+// "incompatible redefinition"), "-std=c++20" and "-std=c++17" one standard.
+// Empty: the flag is not one of those.
+std::string_view exclusive_option(std::string_view flag) {
+  if (util::starts_with(flag, "-O") || util::starts_with(flag, "--optimize")) return "optimize";
+  if (util::starts_with(flag, "-std=") || util::starts_with(flag, "--std=") || flag == "-std" || flag == "--std")
+    return "std";
+  return {};
+}
+
+// One default flag as nvcc may also spell it: "-Xcompiler -fPIC" is
+// "-Xcompiler=-fPIC", "--compiler-options=-fPIC", "--compiler-options -fPIC".
+std::vector<std::string> host_option_words(const std::vector<std::string>& flags, size_t i) {
+  const std::string& f = flags[i];
+  for (std::string_view opt : {"-Xcompiler", "--compiler-options"}) {
+    if (f == opt && i + 1 < flags.size()) return util::split_any(flags[i + 1], ",");
+    if (util::starts_with(f, std::string(opt) + "=")) return util::split_any(f.substr(opt.size() + 1), ",");
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::string> defaults_not_overridden(const std::vector<std::string>& defaults,
+                                                 const std::vector<std::string>& user) {
+  std::vector<std::string> user_host_words;
+  for (size_t i = 0; i < user.size(); ++i) append(user_host_words, host_option_words(user, i));
+  auto given = [&](const std::string& flag) { return std::find(user.begin(), user.end(), flag) != user.end(); };
+  std::vector<std::string> out;
+  for (size_t i = 0; i < defaults.size(); ++i) {
+    const std::string& d = defaults[i];
+    if (std::vector<std::string> words = host_option_words(defaults, i); !words.empty()) {
+      // "-Xcompiler -fPIC": kept unless the user passes the same host option.
+      const bool same = std::all_of(words.begin(), words.end(), [&](const std::string& w) {
+        return std::find(user_host_words.begin(), user_host_words.end(), w) != user_host_words.end();
+      });
+      if (!same) out.insert(out.end(), {d, defaults[i + 1]});
+      if (d == "-Xcompiler" || d == "--compiler-options") ++i;
+      continue;
+    }
+    if (given(d)) continue;  // the same flag again: once is enough
+    std::string_view option = exclusive_option(d);
+    if (!option.empty() &&
+        std::any_of(user.begin(), user.end(), [&](const std::string& u) { return exclusive_option(u) == option; }))
+      continue;  // the user's value replaces ours
+    out.push_back(d);
+  }
+  return out;
+}
+
+namespace {
 
 std::string display_path(const Manifest& m, const std::string& path) {
   std::string base;
@@ -85,7 +141,7 @@ CompileStep device_compile(const Manifest& m, const toolchain::Toolchain& tc, Co
   s.language = Language::kCuda;
   s.output = output;
   s.compiler = tc.cuda->nvcc;
-  s.flags = {"-std=c++17", "-O2"};
+  s.flags = defaults_not_overridden({"-std=c++17", "-O2"}, stripped(m.extra_cuda_cflags));
   append(s.flags, arch_flags);
   append(s.flags, stripped(m.extra_cuda_cflags));
   append(s.flags, include_flags(tc, m));
@@ -256,6 +312,9 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
       plan.arch_source = r.source;
     }
   }
+  if (!hip && (m.cuda_runtime || m.cuda_driver) && !tc.cuda)
+    throw missing_tool_error(std::string(m.cuda_runtime ? "cuda_runtime" : "cuda_driver") +
+                             " needs the CUDA toolkit: " + tc.cuda.error());
   if (!hip && m.needs_cuda()) {
     if (!use_nvrtc && !tc.cuda) throw missing_tool_error(tc.cuda.error());
     toolchain::ArchResolution r =
@@ -299,6 +358,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
       step.request.output = m.emit == EmitKind::kCubin ? NvrtcOutput::kCubin : NvrtcOutput::kPtx;
       if (tc.tvm_ffi) step.request.include_paths = {tc.tvm_ffi->include_dir, tc.tvm_ffi->dlpack_include_dir};
       append(step.request.include_paths, m.extra_include_paths);
+      append(step.request.include_paths, m.system_include_paths);  // NVRTC has no -isystem
       step.request.options = stripped(m.extra_cuda_cflags);
       step.request.name_expressions = m.kernel_names;
       step.output_name = plan.artifact_name;
@@ -333,21 +393,33 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
   }
 
   // A module or an object: wrapped translation units.
-  std::vector<std::string> cxxflags = default_cxx_flags();
-  std::vector<std::string> cflags = default_c_flags();
-  std::vector<std::string> cudaflags = default_cuda_flags();
+  // Our defaults first, less those the user's flags replace (-O3 for -O2,
+  // -std=c++20 for -std=c++17) or repeat; then the user's flags.
+  const std::vector<std::string> user_cflags = stripped(m.extra_cflags);
+  const std::vector<std::string> user_cuda_cflags = stripped(m.extra_cuda_cflags);
+  std::vector<std::string> cxxflags = defaults_not_overridden(default_cxx_flags(), user_cflags);
+  std::vector<std::string> cflags = defaults_not_overridden(default_c_flags(), user_cflags);
+  std::vector<std::string> cudaflags = defaults_not_overridden(default_cuda_flags(), user_cuda_cflags);
   append(cudaflags, toolchain::gencode_flags(plan.archs));
-  std::vector<std::string> hipflags = default_hip_flags();
+  std::vector<std::string> hipflags = defaults_not_overridden(default_hip_flags(), user_cuda_cflags);
   for (const auto& a : plan.rocm_archs) hipflags.push_back("--offload-arch=" + a);
-  append(cxxflags, stripped(m.extra_cflags));
-  append(cflags, stripped(m.extra_cflags));
-  append(cudaflags, stripped(m.extra_cuda_cflags));
-  append(hipflags, stripped(m.extra_cuda_cflags));
+  append(cxxflags, user_cflags);
+  append(cflags, user_cflags);
+  append(cudaflags, user_cuda_cflags);
+  append(hipflags, user_cuda_cflags);
   const std::vector<std::string> includes = include_flags(tc, m, rocm_include);
   append(cxxflags, includes);
   append(cflags, includes);
   append(cudaflags, includes);
   append(hipflags, includes);
+  // cuda_runtime / cuda_driver: host units see the toolkit's headers
+  // (cuda_runtime.h, cuda.h) as system headers, last, as nvcc gives them to
+  // CUDA units itself.
+  if (!hip && (m.cuda_runtime || m.cuda_driver)) {
+    const std::string toolkit_include = util::join_path(tc.cuda->home, "include");
+    append(cxxflags, {"-isystem", toolkit_include});
+    append(cflags, {"-isystem", toolkit_include});
+  }
   // What GPU sources (.cu, .hip, inline CUDA) compile as.
   const Language gpu = hip ? Language::kHip : Language::kCuda;
 
@@ -471,7 +543,11 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
     link.program = tc.host.cxx;
     link.flags = {"-shared", "-L" + tc.tvm_ffi->lib_dir, "-ltvm_ffi"};
     bool has_cuda = !hip && (m.has_inline_cuda() || cuda_count > 0);
-    if (has_cuda) append(link.flags, {"-L" + util::join_path(tc.cuda->home, "lib64"), "-lcudart"});
+    if (has_cuda || (!hip && m.cuda_runtime))
+      append(link.flags, {"-L" + util::join_path(tc.cuda->home, "lib64"), "-lcudart"});
+    // The driver API through the toolkit's stub (its SONAME is libcuda.so.1,
+    // the driver's): links on a machine without a GPU driver.
+    if (!hip && m.cuda_driver) append(link.flags, {"-L" + util::join_path(tc.cuda->home, "lib64/stubs"), "-lcuda"});
     if (hip) append(link.flags, {"-L" + rocm_lib, "-lamdhip64"});
     append(link.flags, stripped(m.extra_ldflags));
     link.output_name = m.name + ".so";

@@ -391,18 +391,19 @@ TEST_CASE("a JSON number too large for a double is a manifest error (exit 2) wit
 TEST_CASE("a module name too long for a file name is refused by the parser, before anything is written",
           "[build][manifest]") {
   ManifestDir d;
-  const std::string longest(128, 'a'), too_long(129, 'a');
+  const std::string longest(kMaxModuleNameLength, 'a'), too_long(kMaxModuleNameLength + 1, 'a');
   CHECK(d.parse(R"({"name": ")" + longest + R"(", "sources": ["a.cc"]})").name == longest);
   ManifestFailure f = failure_of(d, R"({"name": ")" + std::string(300, 'a') + R"(", "sources": ["a.cc"]})");
   CHECK(f.code == ExitCode::kUsage);
   CHECK(f.pointer == "/name");
-  CHECK(f.problem == "module name \"aaaaaaaaaaaaaaaaaaaaaaaa...\" is 300 characters long; file names made from it allow "
-                     "at most 128");
+  CHECK(f.problem == "module name \"aaaaaaaaaaaaaaaaaaaaaaaa...\" is 300 characters long; the file names made from it "
+                     "(<name>.fatbin.d, .<name>.so.tmp.<pid>) must fit the file system's 255 bytes, which allows at "
+                     "most 223");
   CommandLineInputs cli;
   cli.sources = {d.path("a.cc")};
   cli.name = too_long;
   Manifest m;
-  CHECK_THROWS_WITH(apply_command_line(m, cli), Catch::Contains("--name: module name") && Catch::Contains("129 characters"));
+  CHECK_THROWS_WITH(apply_command_line(m, cli), Catch::Contains("--name: module name") && Catch::Contains("224 characters"));
   // A source whose stem names the module is held to the same rule.
   util::write_file(d.path(too_long + ".cc"), "int x;\n");
   cli.name.reset();
@@ -498,7 +499,7 @@ TEST_CASE("absolute paths on the command line need no current directory", "[buil
 TEST_CASE("the accepted key set is exactly the documented one", "[build][manifest]") {
   CHECK(manifest_keys() == std::vector<std::string>{"$schema", "name", "sources", "cpp_sources", "cuda_sources",
                                                     "functions", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
-                                                    "extra_include_paths", "cuda_arch", "emit", "embed_cubin",
+                                                    "extra_include_paths", "system_include_paths", "cuda_runtime", "cuda_driver", "cuda_arch", "emit", "embed_cubin",
                                                     "compiler", "kernel_names", "cxx_launcher", "cuda_launcher", "backend",
                                                     "rocm_arch"});
 }
@@ -525,4 +526,62 @@ TEST_CASE("a duplicate among 100,000 functions is found at its index, and names 
     CHECK(e.pointer() == "--function f12345");
     CHECK(e.problem() == "duplicate function \"f12345\"");
   }
+}
+
+TEST_CASE("module names of FlashInfer's length (140-169 characters) are accepted", "[build][manifest]") {
+  ManifestDir d;
+  const std::string name = "batch_prefill_with_kv_cache_dtype_q_bf16_dtype_kv_bf16_dtype_o_bf16_dtype_idx_i32_head_dim_qk_128_"
+                           "head_dim_vo_128_posenc_0_use_swa_False_use_logits_cap_False_f16qk_False";
+  REQUIRE(name.size() > 160);
+  CHECK(d.parse(R"({"name": ")" + name + R"(", "sources": ["a.cc"]})").name == name);
+}
+
+TEST_CASE("system_include_paths resolve against the manifest and must be directories", "[build][manifest]") {
+  ManifestDir d;
+  Manifest m = d.parse(R"({"name": "m", "sources": ["a.cc"], "system_include_paths": ["inc"],
+                           "cuda_runtime": true, "cuda_driver": false})");
+  CHECK(m.system_include_paths == std::vector<std::string>{d.path("inc")});
+  CHECK(m.cuda_runtime);
+  CHECK_FALSE(m.cuda_driver);
+  CHECK(m.needs_cuda_toolkit());
+  CHECK_FALSE(m.needs_cuda());
+
+  ManifestFailure missing = failure_of(d, R"({"name": "m", "sources": ["a.cc"], "system_include_paths": ["inc", "nope"]})");
+  CHECK(missing.code == ExitCode::kUsage);
+  CHECK(missing.pointer == "/system_include_paths/1");
+  CHECK_THAT(missing.problem, Catch::StartsWith("no such directory \"nope\""));
+  ManifestFailure file = failure_of(d, R"({"name": "m", "sources": ["a.cc"], "system_include_paths": ["x.h"]})");
+  CHECK(file.pointer == "/system_include_paths/0");
+  CHECK_THAT(file.problem, Catch::Contains("is not a directory"));
+  ManifestFailure type = failure_of(d, R"({"name": "m", "sources": ["a.cc"], "cuda_driver": "yes"})");
+  CHECK(type.pointer == "/cuda_driver");
+
+  CommandLineInputs cli;
+  cli.system_include_paths = {d.path("a.cc")};
+  Manifest m2 = d.parse(R"({"name": "m", "sources": ["a.cc"]})");
+  CHECK_THROWS_WITH(apply_command_line(m2, cli), Catch::Contains("--isystem") && Catch::Contains("is not a directory"));
+}
+
+TEST_CASE("a path too long for the file system is exit 2 naming its key, not a missing file", "[build][manifest]") {
+  ManifestDir d;
+  const std::string long_name(300, 'x');
+  ManifestFailure inc = failure_of(d, R"({"name": "m", "sources": ["a.cc"], "system_include_paths": ["inc/)" + long_name + R"("]})");
+  CHECK(inc.code == ExitCode::kUsage);
+  CHECK(inc.pointer == "/system_include_paths/0");
+  CHECK_THAT(inc.problem, Catch::Contains("too long for the file system") && Catch::Contains("300 bytes"));
+  ManifestFailure src = failure_of(d, R"({"name": "m", "sources": [")" + long_name + R"(.cc"]})");
+  CHECK(src.pointer == "/sources/0");
+  CHECK_THAT(src.problem, Catch::Contains("too long for the file system"));
+  std::string deep;
+  for (int i = 0; i < 600; ++i) deep += "dir_" + std::to_string(i) + "/";
+  ManifestFailure total = failure_of(d, R"({"name": "m", "sources": ["a.cc"], "extra_include_paths": [")" + deep + R"("]})");
+  CHECK(total.pointer == "/extra_include_paths/0");
+  CHECK_THAT(total.problem, Catch::Contains("too long for the file system") && Catch::Contains("at most 4095"));
+}
+
+TEST_CASE("cuda_runtime and cuda_driver are refused with backend hip", "[build][manifest]") {
+  ManifestDir d;
+  ManifestFailure f = failure_of(d, R"({"name": "m", "sources": ["a.cc"], "backend": "hip", "cuda_driver": true})", true);
+  CHECK(f.code == ExitCode::kUsage);
+  CHECK(f.pointer == "/cuda_driver");
 }

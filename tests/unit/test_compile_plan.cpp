@@ -374,3 +374,69 @@ TEST_CASE("a launcher that is not installed is a missing tool, named with where 
     CHECK(std::string(e.what()).find("TVMFFI_JIT_CUDA_LAUNCHER") != std::string::npos);
   }
 }
+
+TEST_CASE("user flags replace the defaults they override instead of repeating them", "[build][plan]") {
+  Sources s;
+  Manifest m = s.parse(R"({"name": "m", "sources": ["a.cc", "k.cu"], "cuda_arch": "9.0",
+                           "extra_cflags": ["-std=c++17", "-O3", "-fPIC"],
+                           "extra_cuda_cflags": ["-std=c++20", "-O3", "--compiler-options=-fPIC"]})");
+  BuildPlan p = make_plan(m, fake_toolchain(), no_gpus());
+  REQUIRE(p.compile_steps.size() == 2);
+  const Argv& cxx = p.compile_steps[0].flags;
+  CHECK(std::count(cxx.begin(), cxx.end(), "-std=c++17") == 1);
+  CHECK(std::count(cxx.begin(), cxx.end(), "-fPIC") == 1);
+  CHECK(std::find(cxx.begin(), cxx.end(), "-O2") == cxx.end());
+  CHECK(std::find(cxx.begin(), cxx.end(), "-O3") != cxx.end());
+  const Argv& cuda = p.compile_steps[1].flags;
+  CHECK(std::find(cuda.begin(), cuda.end(), "-O2") == cuda.end());
+  CHECK(std::find(cuda.begin(), cuda.end(), "-std=c++17") == cuda.end());
+  CHECK(std::find(cuda.begin(), cuda.end(), "-Xcompiler") == cuda.end());  // --compiler-options=-fPIC says it
+  CHECK(std::count(cuda.begin(), cuda.end(), "-std=c++20") == 1);
+  // Without user flags the defaults are tvm_ffi's, unchanged.
+  CHECK(defaults_not_overridden(default_cuda_flags(), {}) == default_cuda_flags());
+  CHECK(defaults_not_overridden(default_cuda_flags(), {"-Xcompiler", "-Wall"}) == default_cuda_flags());
+  CHECK(defaults_not_overridden(default_cxx_flags(), {"-Os"}) == Argv{"-std=c++17", "-fPIC"});
+}
+
+TEST_CASE("system_include_paths are passed as -isystem to every unit after the -I directories", "[build][plan]") {
+  Sources s;
+  util::make_directories(s.path("sys"));
+  util::make_directories(s.path("inc"));
+  Manifest m = s.parse(R"({"name": "m", "sources": ["a.cc", "k.cu"], "cuda_arch": "9.0",
+                           "extra_include_paths": ["inc"], "system_include_paths": ["sys"]})");
+  BuildPlan p = make_plan(m, fake_toolchain(), no_gpus());
+  for (const auto& step : p.compile_steps) {
+    const Argv& f = step.flags;
+    auto isystem = std::find(f.begin(), f.end(), "-isystem");
+    REQUIRE(isystem != f.end());
+    CHECK(*(isystem + 1) == s.path("sys"));
+    CHECK(std::find(f.begin(), f.end(), "-I" + s.path("inc")) < isystem);
+  }
+}
+
+TEST_CASE("cuda_runtime and cuda_driver give C++ units the toolkit headers and link cudart and the libcuda stub",
+          "[build][plan]") {
+  Sources s;
+  Manifest m = s.parse(R"({"name": "m", "sources": ["a.cc"], "cuda_runtime": true, "cuda_driver": true})");
+  BuildPlan p = make_plan(m, fake_toolchain(), no_gpus());
+  CHECK(p.archs.empty());  // no CUDA source: no arch needed
+  const Argv& f = p.compile_steps[0].flags;
+  auto isystem = std::find(f.begin(), f.end(), "-isystem");
+  REQUIRE(isystem != f.end());
+  CHECK(*(isystem + 1) == "/opt/cuda/include");
+  const Argv& l = p.link->flags;
+  const Argv runtime = {"-L/opt/cuda/lib64", "-lcudart"};
+  CHECK(std::search(l.begin(), l.end(), runtime.begin(), runtime.end()) != l.end());
+  const Argv stub = {"-L/opt/cuda/lib64/stubs", "-lcuda"};
+  CHECK(std::search(l.begin(), l.end(), stub.begin(), stub.end()) != l.end());
+  // Without a toolkit, exit 4 naming the key.
+  toolchain::Toolchain tc = fake_toolchain();
+  tc.cuda = Unexpected{"nvcc not found"};
+  try {
+    make_plan(m, tc, no_gpus());
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.exit_code() == static_cast<int>(ExitCode::kMissingTool));
+    CHECK_THAT(e.what(), Catch::Contains("cuda_runtime"));
+  }
+}

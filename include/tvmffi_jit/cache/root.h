@@ -88,6 +88,9 @@ void probe_root_writable(CacheRoot& root);
 
 // The longest name is_valid_entry_name() accepts.
 constexpr size_t kMaxEntryNameLength = 128;
+// The longest file name in an entry (an artifact named after its module):
+// one name component of the file system (NAME_MAX on Linux).
+constexpr size_t kMaxFileNameLength = 255;
 
 // For commands that delete: throws Error(kIo, exit 5) unless the root is
 // marked with this tool's layout. A root that does not exist passes (there
@@ -103,7 +106,17 @@ bool is_module_entry_dir_name(std::string_view name);
 // Names that may appear in a path under the root: [A-Za-z0-9_.-]{1,128},
 // not starting with '.', so no name escapes the root or hides as a dotfile.
 bool is_valid_entry_name(std::string_view name);
+// The same characters, up to kMaxFileNameLength: a file inside an entry.
+bool is_valid_file_name(std::string_view name);
 // Throws usage_error naming the problem.
 void check_entry_name(std::string_view name);
+
+// The directory of a module's entry: "<name>_<first 16 hex of the key>", or,
+// when that would pass kMaxEntryNameLength (module names may be up to 223
+// characters, FlashInfer's are 140-169), the name's first 94 characters, '-',
+// 16 hex of the name's SHA-256, '_' and the key's 16: still one name per
+// module and key, and still matched by is_module_entry_dir_name(). `name` must
+// be is_valid_file_name().
+std::string module_entry_dir_name(std::string_view name, std::string_view key_hex);
 
 }  // namespace tvmffi_jit::cache

@@ -52,7 +52,19 @@ struct Manifest {
   std::vector<std::string> extra_cflags;
   std::vector<std::string> extra_cuda_cflags;
   std::vector<std::string> extra_ldflags;
-  std::vector<std::string> extra_include_paths;  // absolute
+  std::vector<std::string> extra_include_paths;  // absolute; -I
+  // "system_include_paths" / --isystem: absolute; -isystem (the compiler
+  // does not warn inside them, as for every header a kernel library passes
+  // that way). Their headers are keyed and recorded like any other (-MD).
+  std::vector<std::string> system_include_paths;
+  // "cuda_runtime" / --cuda-runtime: C/C++ units get the CUDA toolkit's
+  // include directory and the module links the runtime (-lcudart), with no
+  // CUDA source. "cuda_driver" / --cuda-driver: the same include directory,
+  // and the module links the driver API (-lcuda) against the toolkit's stub
+  // library (lib64/stubs), as a module that calls cu* functions needs on a
+  // machine without a GPU driver. Neither needs CPATH or LIBRARY_PATH.
+  bool cuda_runtime = false;
+  bool cuda_driver = false;
   std::vector<toolchain::CudaArch> cuda_arch;    // "cuda_arch"; empty: not given
   std::vector<toolchain::CudaArch> command_line_arch;  // --arch; wins over cuda_arch when given
   // "backend" / --backend. Absent: resolved by make_plan() (hip for .hip
@@ -77,6 +89,9 @@ struct Manifest {
   bool has_inline_cpp() const { return !cpp_sources.empty(); }
   bool has_inline_cuda() const { return !cuda_sources.empty(); }
   bool needs_cuda() const;  // any .cu file, inline CUDA, a .cu embed or a device emit kind
+  // needs_cuda(), or cuda_runtime / cuda_driver: the CUDA toolkit must be found
+  // (archs are resolved only for needs_cuda()).
+  bool needs_cuda_toolkit() const { return needs_cuda() || cuda_runtime || cuda_driver; }
   bool has_gpu_sources() const;  // any .cu or .hip file, or inline CUDA (what backend hip compiles with hipcc)
 };
 
@@ -114,6 +129,9 @@ struct CommandLineInputs {
   std::optional<std::string> name;
   std::vector<std::string> functions;  // "f" or "f=doc"
   std::vector<std::string> cflags, cuda_cflags, ldflags, include_paths;
+  std::vector<std::string> system_include_paths;  // --isystem
+  bool cuda_runtime = false;                      // --cuda-runtime
+  bool cuda_driver = false;                       // --cuda-driver
   std::vector<std::string> arch;  // each a list ("8.0,9.0"); replaces the manifest's
   std::optional<std::string> emit;
   std::optional<std::string> compiler;
@@ -136,5 +154,12 @@ void apply_command_line(Manifest& m, const CommandLineInputs& cli);
 void check_manifest(const Manifest& m);
 
 bool is_identifier(std::string_view s);
+
+// The longest module name: the files made from it (<name>.fatbin.d, the link's
+// temporary .<name>.so.tmp.<pid>) must fit one file-name component of the
+// file system (NAME_MAX, 255 bytes on Linux). A cache entry directory is
+// shortened when the name is longer than its rule allows (cache/root.h);
+// the artifact keeps the name as given.
+constexpr size_t kMaxModuleNameLength = 223;
 
 }  // namespace tvmffi_jit::compile

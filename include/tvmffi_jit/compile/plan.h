@@ -139,7 +139,16 @@ struct PlanOptions {
   std::optional<std::string> env_rocm_arch_list;  // $TVM_FFI_ROCM_ARCH_LIST
 };
 
-// The default flags, as tvm_ffi.cpp (docs/build.md); user flags come after.
+// `defaults` less the flags `user` replaces or repeats: an optimisation level
+// (-O3 replaces -O2), a language standard (-std=c++20 replaces -std=c++17),
+// the same flag given again (-fPIC), and for nvcc the same host option however
+// spelled (--compiler-options=-fPIC repeats -Xcompiler -fPIC). The user's flags
+// follow the result on the command line.
+std::vector<std::string> defaults_not_overridden(const std::vector<std::string>& defaults,
+                                                 const std::vector<std::string>& user);
+
+// The default flags, as tvm_ffi.cpp (docs/build.md); user flags come after,
+// and replace the defaults they override (defaults_not_overridden).
 std::vector<std::string> default_cxx_flags();   // -std=c++17 -fPIC -O2
 std::vector<std::string> default_c_flags();     // -fPIC -O2
 std::vector<std::string> default_cuda_flags();  // -Xcompiler -fPIC -std=c++17 -O2

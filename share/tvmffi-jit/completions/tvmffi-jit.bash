@@ -7,7 +7,7 @@ _tvmffi_jit_commands="build inspect cache doctor"
 _tvmffi_jit_cache_commands="path list show verify clean gc stats export import keygen"
 # --cache-dir and --json belong to the commands but are accepted before them too.
 _tvmffi_jit_global_opts="-h --help --version -v --verbose -q --quiet --cache-dir --json"
-_tvmffi_jit_build_opts="-h --help -m --manifest --name --function --cflag --cuda-cflag --ldflag -I --include
+_tvmffi_jit_build_opts="-h --help -m --manifest --name --function --cflag --cuda-cflag --ldflag -I --include --isystem --cuda-runtime --cuda-driver
   --arch --backend --emit --compiler --kernel-name --embed-cubin --build-dir --tvm-ffi-root -j --jobs --json
   -k --keep-going --mem-per-job --job-trace --cxx-launcher --cuda-launcher
   -v --verbose -q --quiet --cache-dir --no-cache --remote --remote-read-only --remote-namespace --remote-sign-key --remote-trusted-key --base-dir -o --output --link-to --depfile --compile-commands --force --verify --validate --require-driver --device --timeout"
@@ -101,7 +101,7 @@ _tvmffi_jit() {
     --backend) COMPREPLY=($(compgen -W "cuda hip" -- "$cur")); return ;;
     --arch) _tvmffi_jit_complete_list "$cur" "$_tvmffi_jit_archs"; return ;;
     --require) _tvmffi_jit_complete_list "$cur" "$_tvmffi_jit_components"; return ;;
-    -I | --include | --build-dir | --cache-dir | --tvm-ffi-root | --base-dir | --out) _tvmffi_jit_dirs "$cur"; return ;;
+    -I | --include | --isystem | --build-dir | --cache-dir | --tvm-ffi-root | --base-dir | --out) _tvmffi_jit_dirs "$cur"; return ;;
     -o | --output | --link-to | --depfile | --compile-commands) _tvmffi_jit_files "$cur" ""; return ;;
     --remote-sign-key | --sign-key) _tvmffi_jit_files "$cur" "sec"; return ;;
     --remote-trusted-key) _tvmffi_jit_files "$cur" "pub"; return ;;

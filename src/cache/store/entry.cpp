@@ -107,7 +107,7 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
     for (const auto& a : j.at("artifacts")) {
       ArtifactRecord r{a.at("file").get<std::string>(), a.at("size").get<uint64_t>(), a.at("sha256").get<std::string>()};
       // Artifact names are joined onto the entry directory: no separators, no dot files.
-      if (!is_valid_entry_name(r.file)) return fail("artifact name '" + r.file + "' is not a plain file name");
+      if (!is_valid_file_name(r.file)) return fail("artifact name '" + r.file + "' is not a plain file name");
       if (!is_hex(r.sha256, 64)) return fail("malformed artifact hash for " + r.file);
       e.artifacts.push_back(std::move(r));
     }

@@ -270,7 +270,7 @@ VerifyReport verify_cache(const Store& store, bool remove) {
     problem = info.problem;
     if (!problem.empty() || !info.entry) continue;
     const EntryRecord& e = *info.entry;
-    std::string expected_dir = info.is_object ? e.key : e.name + "_" + e.key.substr(0, 16);
+    std::string expected_dir = info.is_object ? e.key : module_entry_dir_name(e.name, e.key);
     if (expected_dir != info.dir_name) problem = "entry.json belongs in " + expected_dir;
     if (e.kind != (info.is_object ? "object" : "module")) problem = "entry kind '" + e.kind + "' in the wrong place";
     for (const auto& a : e.artifacts) {

@@ -1,5 +1,7 @@
 #include "tvmffi_jit/cache/root.h"
 
+#include "tvmffi_jit/util/hash.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -273,7 +275,11 @@ void probe_root_writable(CacheRoot& root) {
 }
 
 bool is_valid_entry_name(std::string_view name) {
-  if (name.empty() || name.size() > kMaxEntryNameLength || name[0] == '.') return false;
+  return name.size() <= kMaxEntryNameLength && is_valid_file_name(name);
+}
+
+bool is_valid_file_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxFileNameLength || name[0] == '.') return false;
   for (char c : name) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
               c == '-' || c == '.';
@@ -286,6 +292,15 @@ void check_entry_name(std::string_view name) {
   if (!is_valid_entry_name(name))
     throw usage_error("invalid module name '" + std::string(name) +
                       "' for the cache: use 1-128 characters from [A-Za-z0-9_.-], not starting with '.'");
+}
+
+std::string module_entry_dir_name(std::string_view name, std::string_view key_hex) {
+  constexpr size_t kKeyPart = 17;  // "_" + 16 hex
+  std::string key16(key_hex.substr(0, 16));
+  if (name.size() + kKeyPart <= kMaxEntryNameLength) return std::string(name) + "_" + key16;
+  constexpr size_t kNamePart = 16;  // hex of the name's SHA-256
+  const size_t prefix = kMaxEntryNameLength - kKeyPart - 1 - kNamePart;
+  return std::string(name.substr(0, prefix)) + "-" + util::sha256_hex(name).substr(0, kNamePart) + "_" + key16;
 }
 
 }  // namespace tvmffi_jit::cache

@@ -97,8 +97,10 @@ bool Store::check_writable() {
 }
 
 std::string Store::module_entry_dir(const std::string& name, const std::string& key_hex) const {
-  check_entry_name(name);
-  return util::join_path(root_.path, name + "_" + key_hex.substr(0, 16));
+  if (!is_valid_file_name(name))
+    throw usage_error("invalid module name '" + name.substr(0, 64) + "' for the cache: use 1-" +
+                      std::to_string(kMaxFileNameLength) + " characters from [A-Za-z0-9_.-], not starting with '.'");
+  return util::join_path(root_.path, module_entry_dir_name(name, key_hex));
 }
 
 std::string Store::object_entry_dir(const std::string& key_hex) const {
@@ -208,7 +210,7 @@ PublishResult Store::publish(Staging& staging, const std::string& entry_dir, Ent
   record.created = static_cast<int64_t>(std::time(nullptr));
   record.artifacts.clear();
   for (const auto& [from, name] : files) {
-    if (!is_valid_entry_name(name)) throw io_error("internal: artifact name '" + name + "' is not a plain file name");
+    if (!is_valid_file_name(name)) throw io_error("internal: artifact name '" + name + "' is not a plain file name");
     std::string to = util::join_path(staging.entry_dir(), name);
     move_file(from, to);
     ArtifactRecord a;

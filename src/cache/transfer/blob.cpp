@@ -279,7 +279,7 @@ BlobManifest parse_blob_manifest(std::string_view text, const BlobLimits& limits
         f.name = jf.at("name").get<std::string>();
         f.size = jf.at("size").get<uint64_t>();
         f.sha256 = jf.at("sha256").get<std::string>();
-        if (!is_valid_entry_name(f.name)) bad("file name '" + f.name.substr(0, 200) + "' is not a plain cache name");
+        if (!is_valid_file_name(f.name)) bad("file name '" + f.name.substr(0, 200) + "' is not a plain cache name");
         if (!names.insert(f.name).second) bad("file " + f.name + " appears twice in " + e.dir);
         if (!is_hex64(f.sha256)) bad("file " + f.name + " has a malformed SHA-256");
         if (f.size > limits.max_total_bytes || total + f.size > limits.max_total_bytes)
