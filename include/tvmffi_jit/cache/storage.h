@@ -5,7 +5,8 @@
 //
 //   find():     local store -> (miss: the per-key lock, local store again)
 //               -> imported entries (`cache import`) -> remote 1 -> remote 2 ...
-//               The first tier with a usable entry answers; a shared entry is
+//               Each tier holds several results per key (cache/results.h);
+//               the first tier with a usable result answers; a shared one is
 //               verified completely and published into the local store (a
 //               remote hit is a local entry from then on). A miss holds the
 //               lock until the caller has built and published.
@@ -20,6 +21,7 @@
 // counted into the caller's StatsCounters (`cache stats`).
 #pragma once
 
+#include <future>
 #include <memory>
 #include <optional>
 #include <set>
@@ -44,7 +46,7 @@ const char* cache_status_name(CacheStatus status);  // "hit", "remote-hit", "mis
 struct EntryRequest {
   std::string name;       // the module
   Key key;                // hex: the local entry; portable_hex: imported and remote ones
-  std::string entry_dir;  // the local entry's directory (Store::module_entry_dir)
+  std::string key_dir;    // the key's local directory, its results inside (Store::module_key_dir)
   std::string base_dir;   // binds a portable entry to this checkout
   std::string artifact;   // the file the build serves: every tier's entry must list it
   LookupOptions lookup;   // what a local hit checks
@@ -96,12 +98,15 @@ class Storage {
   // published into it).
   Found get(const EntryRequest& request, Tier tier);
 
-  // Store::publish() of the build's entry at the request's entry dir,
-  // counted (stores, bytes). Throws Error(kIo) as Store::publish does.
+  // Store::publish_result() of the build's entry as a result of the
+  // request's key, counted (stores, bytes). Throws Error(kIo) as
+  // Store::publish does.
   PublishResult publish(Staging& staging, const EntryRequest& request, EntryRecord record,
                         const std::vector<std::pair<std::string, std::string>>& files);
 
-  // After this process published `entry_dir` (the request's entry).
+  // After this process published `entry_dir` (a result of the request's
+  // key): the result as its own object, then the key's result list merged
+  // with it (cache/results.h).
   void upload(const EntryRequest& request, const std::string& entry_dir);
 
  private:
@@ -109,6 +114,9 @@ class Storage {
   std::optional<std::string> cannot_take_entry();
   std::optional<Found> get_imported(const EntryRequest& request);
   std::optional<Found> get_remote(const EntryRequest& request);
+  // One result object of a remote: nullopt when absent or unusable (counted).
+  std::optional<Found> get_remote_result(Server& s, const EntryRequest& request, const std::string& result_id,
+                                         std::future<void>& crypto_ready, bool& server_failed);
   RemoteBackend* open(Server& s);
   void count_failure(Server& s, const RemoteFailure& f, const std::string& module);
   void give_up(Server& s, const RemoteFailure& f, double elapsed_ms);
