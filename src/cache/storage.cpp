@@ -8,6 +8,7 @@
 #include <future>
 #include <mutex>
 
+#include "tvmffi_jit/cache/results.h"
 #include "tvmffi_jit/cache/transfer/portable_entry.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -61,10 +62,17 @@ class EntryReceiver : public BlobFileWriter {
   std::optional<std::string> untrusted_;
 };
 
-std::string portable_dir_name(const EntryRequest& r) { return r.name + "_" + r.key.portable_hex.substr(0, 16); }
+AdoptRequest adopt_request(const EntryRequest& r, const std::string& result_id) {
+  return AdoptRequest{r.name, r.key.portable_hex, r.base_dir, r.key_dir, r.artifact, result_id};
+}
 
-AdoptRequest adopt_request(const EntryRequest& r) {
-  return AdoptRequest{r.name, r.key.portable_hex, r.base_dir, r.entry_dir, r.artifact};
+// The remote's name of the key's result list, and of one of its results.
+std::string result_list_object(RemoteScheme scheme, const RemoteOptions& o, const std::string& portable_key) {
+  return remote_object_name(scheme, o.key_namespace, portable_key);
+}
+std::string result_object(RemoteScheme scheme, const RemoteOptions& o, const std::string& portable_key,
+                          const std::string& result_id) {
+  return remote_object_name(scheme, o.key_namespace, portable_key + "." + result_id);
 }
 
 RemoteFailure from_adopt(const AdoptFailure& f) {
@@ -248,7 +256,7 @@ Found Storage::find(const EntryRequest& request, const FindOptions& options) {
   // goes straight to a build outside it.
   miss.cannot_store = cannot_take_entry();
   if (!miss.cannot_store) {
-    miss.lock = store_.lock(request.entry_dir, options.lock_what, options.lock_timeout_seconds);
+    miss.lock = store_.lock(request.key_dir, options.lock_what, options.lock_timeout_seconds);
     // Whoever held the lock may have just published this very entry.
     if (!options.force || miss.lock.waited_seconds() > 0.05) {
       Found again = get(request, Tier::kLocal);
@@ -265,7 +273,7 @@ Found Storage::find(const EntryRequest& request, const FindOptions& options) {
 
 PublishResult Storage::publish(Staging& staging, const EntryRequest& request, EntryRecord record,
                                const std::vector<std::pair<std::string, std::string>>& files) {
-  PublishResult p = store_.publish(staging, request.entry_dir, std::move(record), files);
+  PublishResult p = store_.publish_result(staging, request.key_dir, std::move(record), files);
   if (p.ours) {
     tally(&StatsCounters::stores);
     tally(&StatsCounters::bytes_stored, p.entry.artifacts.front().size);
@@ -276,14 +284,14 @@ PublishResult Storage::publish(Staging& staging, const EntryRequest& request, En
 Found Storage::get(const EntryRequest& request, Tier tier) {
   if (tier == Tier::kLocal) {
     Found f;
-    f.entry = store_.lookup(request.entry_dir, request.key.hex, request.lookup);
+    f.entry = store_.find_result(request.key_dir, request.key.hex, request.lookup);
     spdlog::debug("cache: module {}: {}", request.name,
                   f.entry.hit ? "hit in " + f.entry.entry_dir : "miss (" + f.entry.miss_reason + ")");
     if (f.entry.hit) {
       f.status = CacheStatus::kHit;
       tally(&StatsCounters::hits);
     } else if (f.entry.corrupt) {
-      count_corrupt(request.entry_dir);
+      count_corrupt(request.key_dir);
     }
     return f;
   }
@@ -293,36 +301,38 @@ Found Storage::get(const EntryRequest& request, Tier tier) {
 }
 
 std::optional<Found> Storage::get_imported(const EntryRequest& request) {
-  const std::string dir_name = portable_dir_name(request);
-  const std::string imported = util::join_path(imported_dir(store_), dir_name);
-  struct stat st;
-  if (::lstat(imported.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
-  try {
-    // The manifest record it was imported with (older imports have none).
-    std::optional<BlobEntry> record = imported_record(imported, dir_name, request.key.portable_hex);
-    std::optional<std::string> untrusted;
-    if (options_.requires_signature())
-      untrusted = record ? untrusted_reason(options_, *record)
-                         : std::optional<std::string>("it was imported without its signatures");
-    if (untrusted) {
-      count_untrusted("imported entry " + imported, request.name, *untrusted);
-      return std::nullopt;
+  const std::string key_dir = imported_key_dir(store_, request.name, request.key.portable_hex);
+  for (const auto& result : list_result_dirs(key_dir)) {
+    const std::string& imported = result.path;
+    try {
+      // The manifest record it was imported with (signatures included),
+      // when it is the record of this result: its blob dir names the result.
+      std::optional<BlobEntry> record = imported_record(
+          imported, request.key.portable_hex.substr(0, 16) + "." + util::file_name(imported), request.key.portable_hex);
+      std::optional<std::string> untrusted;
+      if (options_.requires_signature())
+        untrusted = record ? untrusted_reason(options_, *record)
+                           : std::optional<std::string>("it was imported without its signatures");
+      if (untrusted) {
+        count_untrusted("imported entry " + imported, request.name, *untrusted);
+        continue;
+      }
+      Staging staging = store_.stage();
+      stage_imported_entry(imported, staging);
+      auto adopted = adopt_portable_entry(store_, staging, adopt_request(request, ""), record ? &*record : nullptr);
+      if (!adopted) {
+        spdlog::info("imported entry {} is not usable here: {}", imported,
+                     adopted.error().kind == AdoptFailureKind::kStale ? "stale: " + adopted.why() : adopted.why());
+        continue;
+      }
+      tally(&StatsCounters::imported_hits);
+      return Found{CacheStatus::kRemoteHit, std::move(adopted).value(), "imported"};
+    } catch (const Error& e) {
+      // Reading the import or publishing it failed (Error(kIo)): not usable
+      // here, like an entry that fails verification. A signal ends the build.
+      if (util::termination_signal() != 0) throw;
+      spdlog::info("imported entry {} is not usable here: {}", imported, e.what());
     }
-    Staging staging = store_.stage();
-    stage_imported_entry(imported, staging);
-    auto adopted = adopt_portable_entry(store_, staging, adopt_request(request), record ? &*record : nullptr);
-    if (!adopted) {
-      spdlog::info("imported entry {} is not usable here: {}", imported,
-                   adopted.error().kind == AdoptFailureKind::kStale ? "stale: " + adopted.why() : adopted.why());
-      return std::nullopt;
-    }
-    tally(&StatsCounters::imported_hits);
-    return Found{CacheStatus::kRemoteHit, std::move(adopted).value(), "imported"};
-  } catch (const Error& e) {
-    // Reading the import or publishing it failed (Error(kIo)): not usable
-    // here, like an entry that fails verification. A signal ends the build.
-    if (util::termination_signal() != 0) throw;
-    spdlog::info("imported entry {} is not usable here: {}", imported, e.what());
   }
   return std::nullopt;
 }
@@ -348,45 +358,82 @@ std::optional<Found> Storage::get_remote(const EntryRequest& request) {
     const auto t0 = std::chrono::steady_clock::now();
     RemoteBackend* backend = open(s);
     if (!backend) continue;
-    RemoteGet blob = backend->get(remote_object_name(s.scheme, options_.key_namespace, request.key.portable_hex),
-                                  options_.max_blob_bytes);
-    if (!blob) {
-      give_up(s, blob.error(), ms_since(t0));
+    // The key's result list: a hint, capped, each of its ids verified below.
+    RemoteGet list_blob =
+        backend->get(result_list_object(s.scheme, options_, request.key.portable_hex), kMaxResultListBytes);
+    if (!list_blob) {
+      give_up(s, list_blob.error(), ms_since(t0));
       continue;
     }
     server_lock.unlock();  // what it sent is checked without holding the server
     asked = true;
-    if (!*blob) continue;
-    const std::string& bytes = **blob;
-    tally(&StatsCounters::remote_bytes_received, bytes.size());
-    if (crypto_ready.valid()) crypto_ready.wait();
-    std::optional<RemoteFailure> unusable;
-    try {
-      Staging staging = store_.stage();
-      EntryReceiver rx(staging.entry_dir(), portable_dir_name(request), request.key.portable_hex, options_);
-      try {
-        read_blob(blob_source(bytes), rx, BlobLimits{});
-      } catch (const Error&) {
-        if (!rx.untrusted() || util::termination_signal() != 0) throw;
-        unusable = RemoteFailure{K::kUntrusted, *rx.untrusted()};
-      }
-      if (!unusable) {
-        auto adopted = adopt_portable_entry(store_, staging, adopt_request(request), &rx.record());
-        if (adopted) {
-          tally(&StatsCounters::remote_hits);
-          return Found{CacheStatus::kRemoteHit, std::move(adopted).value(), s.shown};
-        }
-        unusable = from_adopt(adopted.error());
-      }
-    } catch (const Error& e) {
-      // The blob reader and the publish throw Error(kIo): a blob that does
-      // not read back (bad archive, hash mismatch) is a corrupt one.
-      if (util::termination_signal() != 0) throw;
-      unusable = RemoteFailure{K::kCorrupt, e.what()};
+    if (!*list_blob) continue;
+    tally(&StatsCounters::remote_bytes_received, (*list_blob)->size());
+    std::string why;
+    std::optional<ResultList> list = parse_result_list(**list_blob, request.key.portable_hex, &why);
+    if (!list) {
+      count_failure(s, RemoteFailure{K::kCorrupt, why}, request.name);
+      continue;
     }
-    count_failure(s, *unusable, request.name);
+    bool server_failed = false;
+    for (const auto& id : list->result_ids) {
+      if (auto found = get_remote_result(s, request, id, crypto_ready, server_failed)) return found;
+      if (server_failed) break;
+    }
   }
   if (asked) tally(&StatsCounters::remote_misses);
+  return std::nullopt;
+}
+
+std::optional<Found> Storage::get_remote_result(Server& s, const EntryRequest& request, const std::string& id,
+                                                std::future<void>& crypto_ready, bool& server_failed) {
+  std::unique_lock<std::mutex> server_lock(s.mutex);
+  if (s.down) {
+    server_failed = true;
+    return std::nullopt;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  RemoteGet blob = s.backend->get(result_object(s.scheme, options_, request.key.portable_hex, id),
+                                  options_.max_blob_bytes);
+  if (!blob) {
+    give_up(s, blob.error(), ms_since(t0));
+    server_failed = true;
+    return std::nullopt;
+  }
+  server_lock.unlock();  // what it sent is checked without holding the server
+  if (!*blob) {
+    spdlog::debug("remote cache {}: result {} of {} is listed but absent", s.shown, result_dir_name(id), request.name);
+    return std::nullopt;
+  }
+  const std::string& bytes = **blob;
+  tally(&StatsCounters::remote_bytes_received, bytes.size());
+  if (crypto_ready.valid()) crypto_ready.wait();
+  std::optional<RemoteFailure> unusable;
+  try {
+    Staging staging = store_.stage();
+    EntryReceiver rx(staging.entry_dir(), result_blob_dir(request.key.portable_hex, id), request.key.portable_hex,
+                     options_);
+    try {
+      read_blob(blob_source(bytes), rx, BlobLimits{});
+    } catch (const Error&) {
+      if (!rx.untrusted() || util::termination_signal() != 0) throw;
+      unusable = RemoteFailure{K::kUntrusted, *rx.untrusted()};
+    }
+    if (!unusable) {
+      auto adopted = adopt_portable_entry(store_, staging, adopt_request(request, id), &rx.record());
+      if (adopted) {
+        tally(&StatsCounters::remote_hits);
+        return Found{CacheStatus::kRemoteHit, std::move(adopted).value(), s.shown};
+      }
+      unusable = from_adopt(adopted.error());
+    }
+  } catch (const Error& e) {
+    // The blob reader and the publish throw Error(kIo): a blob that does
+    // not read back (bad archive, hash mismatch) is a corrupt one.
+    if (util::termination_signal() != 0) throw;
+    unusable = RemoteFailure{K::kCorrupt, e.what()};
+  }
+  count_failure(s, *unusable, request.name);
   return std::nullopt;
 }
 
@@ -394,13 +441,14 @@ void Storage::upload(const EntryRequest& request, const std::string& entry_dir) 
   // Every remote is behind the read-only wrapper: nothing to pack or connect for.
   if (options_.read_only) return;
   std::string blob;
+  std::string id;
   for (auto& sp : servers_) {
     Server& s = *sp;
     std::lock_guard<std::mutex> server_lock(s.mutex);
     if (s.down) continue;
     if (blob.empty()) {
       try {
-        blob = pack_portable_entry(entry_dir, options_.sign_key ? &*options_.sign_key : nullptr);
+        blob = pack_portable_entry(entry_dir, options_.sign_key ? &*options_.sign_key : nullptr, &id);
       } catch (const Error& e) {
         spdlog::warn("cannot pack {} for the remote cache: {}", entry_dir, e.what());
         return;
@@ -414,13 +462,30 @@ void Storage::upload(const EntryRequest& request, const std::string& entry_dir) 
     const auto t0 = std::chrono::steady_clock::now();
     RemoteBackend* backend = open(s);
     if (!backend) continue;
-    RemotePut put = backend->put(remote_object_name(s.scheme, options_.key_namespace, request.key.portable_hex), blob);
+    // The result first, under its own immutable name: a reader that finds
+    // its id in a list finds it (or skips an id whose object is gone).
+    RemotePut put = backend->put(result_object(s.scheme, options_, request.key.portable_hex, id), blob);
     if (!put) {
       give_up(s, put.error(), ms_since(t0));
       continue;
     }
     tally(&StatsCounters::remote_stores);
     tally(&StatsCounters::remote_bytes_sent, blob.size());
+    // Then the list, merged with what the server has: two writers at once
+    // lose at most one id of the hint, never a result object.
+    const std::string list_name = result_list_object(s.scheme, options_, request.key.portable_hex);
+    RemoteGet old = backend->get(list_name, kMaxResultListBytes);
+    std::optional<ResultList> old_list;
+    if (old && *old) old_list = parse_result_list(**old, request.key.portable_hex, nullptr);
+    // A list that failed to read (too big, corrupt) is replaced; a server
+    // that failed is given up below by the put.
+    const std::string text = result_list_text(merge_result_list(old_list, request.key.portable_hex, id));
+    RemotePut put_list = backend->put(list_name, text);
+    if (!put_list) {
+      give_up(s, put_list.error(), ms_since(t0));
+      continue;
+    }
+    tally(&StatsCounters::remote_bytes_sent, text.size());
   }
 }
 

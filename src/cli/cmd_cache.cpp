@@ -129,7 +129,8 @@ void run_list(const CacheArgs& a) {
   }
   for (const auto& e : entries) {
     std::string name = e.entry ? e.entry->name : "?";
-    std::string key = e.entry ? e.entry->key.substr(0, 16) : e.dir_name.substr(e.dir_name.size() - 16);
+    // A result as "<key16>/<result16>" (several per key), an old-layout entry as "<key16>".
+    std::string key = e.dir_name.substr(e.dir_name.find('_') == std::string::npos ? 0 : e.dir_name.rfind('_') + 1);
     std::string artifact = e.entry ? e.entry->artifacts.front().file : "(" + e.problem + ")";
     out(name + "  " + key + "  " + util::format_bytes(e.bytes) + "  " + format_time(e.last_used) + "  " + artifact +
         "\n");
@@ -266,7 +267,8 @@ void run_stats(const CacheArgs& a) {
   if (a.json) {
     nlohmann::json j = cache::stats_to_json(s);
     j["root"] = store.root();
-    j["module_entries"] = modules;
+    j["module_entries"] = modules;  // results
+    j["module_keys"] = summary.module_keys;
     j["object_entries"] = objects;
     j["module_bytes"] = module_bytes;
     j["object_bytes"] = object_bytes;
@@ -287,7 +289,8 @@ void run_stats(const CacheArgs& a) {
       "store failures   " + std::to_string(s.store_failures) + "\n" +
       "corrupt entries  " + std::to_string(s.corrupt_entries) + "\n" +
       "launch fallbacks " + std::to_string(s.launcher_fallbacks) + "\n" +
-      "modules          " + std::to_string(modules) + " (" + util::format_bytes(module_bytes) + ")\n" +
+      "modules          " + std::to_string(modules) + " results of " + std::to_string(summary.module_keys) +
+      " keys (" + util::format_bytes(module_bytes) + ")\n" +
       "objects          " + std::to_string(objects) + " (" + util::format_bytes(object_bytes) + ")\n");
   print_remote_stats(s);
 }

@@ -62,7 +62,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   cache::EntryRequest request;
   request.name = plan.name;
   request.key = key;
-  request.entry_dir = store.module_entry_dir(plan.name, key.hex);
+  request.key_dir = store.module_key_dir(plan.name, key.hex);
   request.base_dir = options.base_dir;
   request.artifact = plan.artifact_name;
   // A hit serves only the artifact entry.json lists, at its recorded size,

@@ -49,7 +49,7 @@ struct Root {
     rec.name = name;
     rec.key = key;
     rec.objects = std::move(objects);
-    return store.publish(s, store.module_entry_dir(name, key), rec, {{built, name + ".so"}});
+    return store.publish_result(s, store.module_key_dir(name, key), rec, {{built, name + ".so"}});
   }
   std::string at(const std::string& rel) const { return util::join_path(path, rel); }
 };

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "tvmffi_jit/cache/transfer/portable_entry.h"
 #include "tvmffi_jit/cache/remote/backend.h"
 #include "tvmffi_jit/cache/remote/url.h"
+#include "tvmffi_jit/cache/results.h"
 #include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/cache/transfer/transfer.h"
@@ -56,14 +58,21 @@ struct World {
     rec.portable_key = kPortable;
     rec.base_dir = base_a;
     rec.headers = hash_headers(paths, base_a, {}, {});
-    std::string dir = store_a.module_entry_dir("m", rec.key);
+    std::string dir = store_a.module_key_dir("m", rec.key);
     store_a.remove_entry(dir);  // a rebuild with other content (else the first entry stays)
-    return store_a.publish(s, dir, rec, {{built, "m.so"}}).entry_dir;
+    return store_a.publish_result(s, dir, rec, {{built, "m.so"}}).entry_dir;
   }
 
-  // The blob a's upload would send.
-  std::string blob_a(const std::string& content, const SecretKey* sign_key = nullptr) {
-    return pack_portable_entry(publish_a(content), sign_key);
+  // The result a's upload would send: its blob and result id.
+  struct Packed {
+    std::string blob;
+    std::string id;
+  };
+  Packed blob_a(const std::string& content, const SecretKey* sign_key = nullptr,
+                const std::vector<std::string>& headers = {}) {
+    Packed p;
+    p.blob = pack_portable_entry(publish_a(content, headers), sign_key, &p.id);
+    return p;
   }
 
   // What checkout b asks for.
@@ -72,7 +81,7 @@ struct World {
     r.name = "m";
     r.key.hex = local_key_hex(kPortable, base_b);
     r.key.portable_hex = kPortable;
-    r.entry_dir = store_b.module_entry_dir("m", r.key.hex);
+    r.key_dir = store_b.module_key_dir("m", r.key.hex);
     r.base_dir = base_b;
     r.artifact = "m.so";
     r.lookup.required_artifacts = {"m.so"};
@@ -87,13 +96,25 @@ struct World {
   }
 };
 
+// The key's result list, and one result, as a server names them.
 std::string object() { return kNamespace + "/" + kPortable; }
+std::string result_object(const std::string& id) { return kNamespace + "/" + kPortable + "." + id; }
 
-std::shared_ptr<MemoryServer> server_with(const std::string& blob) {
+// A server holding these results, listed most recent first.
+std::shared_ptr<MemoryServer> server_with(const std::vector<World::Packed>& results) {
   auto s = std::make_shared<MemoryServer>();
-  if (!blob.empty()) s->objects[object()] = blob;
+  std::optional<ResultList> list;
+  for (auto it = results.rbegin(); it != results.rend(); ++it) {
+    s->objects[result_object(it->id)] = it->blob;
+    list = merge_result_list(list, kPortable, it->id);
+  }
+  if (list) s->objects[object()] = result_list_text(*list);
   return s;
 }
+std::shared_ptr<MemoryServer> server_with(const World::Packed& result) {
+  return server_with(std::vector<World::Packed>{result});
+}
+std::shared_ptr<MemoryServer> empty_server() { return std::make_shared<MemoryServer>(); }
 
 std::shared_ptr<MemoryServer> failing_server(RemoteFailureKind kind) {
   auto s = std::make_shared<MemoryServer>();
@@ -134,9 +155,9 @@ TEST_CASE("a local hit is answered by the local store without asking a remote", 
   // Published locally: the next lookup is a local hit, served from b's root.
   Found local = b_local.get(w.request_b(), Tier::kLocal);
   CHECK(local.status == CacheStatus::kHit);
-  CHECK(local.entry.entry_dir == w.request_b().entry_dir);
+  CHECK(util::parent_path(local.entry.entry_dir) == w.request_b().key_dir);
   CHECK(artifact_of(local) == "remote bytes");
-  CHECK(remote->gets == 1);
+  CHECK(remote->gets == 2);  // the list, then the result
   CHECK((w.stats.hits == 1 && w.stats.remote_hits == 1 && w.stats.remote_misses == 0));
 }
 
@@ -157,8 +178,8 @@ TEST_CASE("an imported entry answers before any remote is asked", "[cache][stora
 
 TEST_CASE("the first remote that has the entry wins; the others are not asked", "[cache][storage]") {
   World w;
-  const std::string blob = w.blob_a("from the second");
-  auto empty = server_with("");
+  const World::Packed blob = w.blob_a("from the second");
+  auto empty = empty_server();
   auto second = server_with(blob);
   auto third = server_with(w.blob_a("from the third"));
   Storage storage(w.store_b, w.options(), &w.stats, backends({empty, second, third}));
@@ -166,30 +187,36 @@ TEST_CASE("the first remote that has the entry wins; the others are not asked", 
   REQUIRE(f.status == CacheStatus::kRemoteHit);
   CHECK(f.source == "memory://1");
   CHECK(artifact_of(f) == "from the second");
-  CHECK(third->objects[object()] != blob);
-  CHECK((empty->gets == 1 && second->gets == 1 && third->gets == 0));
-  CHECK((w.stats.remote_hits == 1 && w.stats.remote_bytes_received == blob.size()));
+  CHECK(third->objects.count(result_object(blob.id)) == 0);
+  CHECK((empty->gets == 1 && second->gets == 2 && third->gets == 0));
+  CHECK((w.stats.remote_hits == 1 &&
+         w.stats.remote_bytes_received == blob.blob.size() + second->objects[object()].size()));
 }
 
 TEST_CASE("nothing anywhere is one remote miss, and the upload reaches every writable remote", "[cache][storage]") {
   World w;
-  auto one = server_with("");
-  auto two = server_with("");
+  auto one = empty_server();
+  auto two = empty_server();
   Storage storage(w.store_b, w.options(), &w.stats, backends({one, two}));
   CHECK(storage.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
   CHECK(w.stats.remote_misses == 1);
-  // b builds and publishes (here: a's entry stands in for it), then uploads.
+  // b builds and publishes (here: a's entry stands in for it), then uploads:
+  // the result under its id, then the key's list naming it.
   std::string built = w.publish_a("built by b");
   storage.upload(w.request_b(), built);
-  CHECK((one->puts == 1 && two->puts == 1));
-  REQUIRE(one->objects.count(object()) == 1);
+  CHECK((one->puts == 2 && two->puts == 2));
+  const std::string id = result_id(*read_entry(built, nullptr));
+  REQUIRE(one->objects.count(result_object(id)) == 1);
+  auto list = parse_result_list(one->objects[object()], kPortable, nullptr);
+  REQUIRE(list);
+  CHECK(list->result_ids == std::vector<std::string>{id});
   CHECK(w.stats.remote_stores == 2);
-  CHECK(w.stats.remote_bytes_sent == 2 * one->objects[object()].size());
+  CHECK(w.stats.remote_bytes_sent == 2 * (one->objects[result_object(id)].size() + one->objects[object()].size()));
 }
 
 TEST_CASE("read-only remotes are never sent a put", "[cache][storage]") {
   World w;
-  auto remote = server_with("");
+  auto remote = empty_server();
   Storage storage(w.store_b, w.options(true), &w.stats, backends({remote}));
   storage.upload(w.request_b(), w.publish_a("x"));
   CHECK(remote->puts == 0);
@@ -208,7 +235,8 @@ TEST_CASE("timeouts, errors and corrupt blobs are counted apart; a failed server
   World w;
   auto slow = failing_server(RemoteFailureKind::kTimeout);
   auto down = failing_server(RemoteFailureKind::kError);
-  auto garbage = server_with("not a blob at all");
+  auto garbage = empty_server();
+  garbage->objects[object()] = "not a result list at all";
   Storage storage(w.store_b, w.options(), &w.stats, backends({slow, down, garbage}));
   Found f = storage.get(w.request_b(), Tier::kShared);
   CHECK(f.status == CacheStatus::kMiss);
@@ -219,18 +247,20 @@ TEST_CASE("timeouts, errors and corrupt blobs are counted apart; a failed server
   // Given up for the rest of the facade's life: neither asked again, nor sent the upload.
   storage.get(w.request_b(), Tier::kShared);
   storage.upload(w.request_b(), w.publish_a("x"));
-  CHECK((slow->gets == 1 && down->gets == 1 && garbage->gets == 2));
-  CHECK((slow->puts == 0 && down->puts == 0 && garbage->puts == 1));
+  // The upload reads the list again (to merge it) and replaces the corrupt one.
+  CHECK((slow->gets == 1 && down->gets == 1 && garbage->gets == 3));
+  CHECK((slow->puts == 0 && down->puts == 0 && garbage->puts == 2));
   CHECK(w.stats.remote_errors == 2);
   CHECK(w.stats.remote_corrupt == 2);
-  CHECK(!util::path_exists(w.request_b().entry_dir));
+  CHECK(parse_result_list(garbage->objects[object()], kPortable, nullptr));
+  CHECK(!util::path_exists(w.request_b().key_dir));
 }
 
 TEST_CASE("an entry built against other headers is a miss, not a corrupt blob", "[cache][storage]") {
   World w;
   util::write_file(util::join_path(w.base_a, "h.h"), "int a;\n");
   util::write_file(util::join_path(w.base_b, "h.h"), "int b;\n");  // this checkout's header differs
-  auto remote = server_with(pack_portable_entry(w.publish_a("x", {"h.h"})));
+  auto remote = server_with(w.blob_a("x", nullptr, {"h.h"}));
   Storage storage(w.store_b, w.options(), &w.stats, backends({remote}));
   CHECK(storage.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
   CHECK(w.stats.remote_corrupt == 0);
@@ -253,7 +283,7 @@ TEST_CASE("under trusted keys an unsigned or foreign-signed entry is refused and
   CHECK(storage.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
   CHECK(w.stats.remote_untrusted == 2);
   CHECK(w.stats.remote_corrupt == 0);
-  CHECK(!util::path_exists(w.request_b().entry_dir));
+  CHECK(!util::path_exists(w.request_b().key_dir));
 
   const SecretKey ci_key = read_secret_key(ci.secret_file);
   auto signed_server = server_with(w.blob_a("signed", &ci_key));
@@ -315,7 +345,7 @@ TEST_CASE("find: local first, then under the lock the shared tiers; a remote hit
   CHECK(shared.source == "memory://0");
   CHECK((w.stats.misses == 0 && w.stats.remote_hits == 1));
   CHECK(storage.find(w.request_b(), FindOptions{false, false, 5, "building m"}).status == CacheStatus::kHit);
-  CHECK(remote->gets == 1);
+  CHECK(remote->gets == 2);
 }
 
 TEST_CASE("find: --force asks no tier and holds the lock for the rebuild; publish and upload follow", "[cache][storage]") {
@@ -343,7 +373,7 @@ TEST_CASE("find: --force asks no tier and holds the lock for the rebuild; publis
   CHECK(p.ours);
   CHECK(w.stats.stores == 1);
   storage.upload(w.request_b(), p.entry_dir);
-  CHECK(remote->puts == 1);
+  CHECK(remote->puts == 2);  // the result, then the list
 }
 
 TEST_CASE("a URL's backend comes from the scheme table, opened on first use; one that cannot connect is given up",

@@ -15,6 +15,7 @@
 #include "tvmffi_jit/cache/maintenance.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/stats.h"
+#include "tvmffi_jit/cache/results.h"
 #include "tvmffi_jit/cache/store.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -48,7 +49,7 @@ struct Fixture {
     rec.name = name;
     rec.key = key;
     rec.headers = std::move(headers);
-    return store.publish(s, store.module_entry_dir(name, key), rec, {{built, name + ".so"}});
+    return store.publish_result(s, store.module_key_dir(name, key), rec, {{built, name + ".so"}});
   }
 };
 
@@ -128,41 +129,58 @@ TEST_CASE("entry names cannot escape the root", "[cache][root]") {
   }
   CHECK(is_valid_entry_name("add_one-v2.1"));
   Fixture f;
-  CHECK_THROWS_AS(f.store.module_entry_dir("../evil", kKeyA), Error);
+  CHECK_THROWS_AS(f.store.module_key_dir("../evil", kKeyA), Error);
 }
 
 TEST_CASE("a published entry is found with its artifact, and nothing else is", "[cache][store]") {
   Fixture f;
-  std::string dir = f.store.module_entry_dir("m", kKeyA);
+  std::string dir = f.store.module_key_dir("m", kKeyA);
   CHECK_FALSE(f.store.lookup(dir, kKeyA).hit);
+  CHECK_FALSE(f.store.find_result(dir, kKeyA).hit);
   PublishResult p = f.publish("m", kKeyA, "binary");
   CHECK(p.ours);
-  CHECK(p.entry_dir == dir);
-  LookupResult r = f.store.lookup(dir, kKeyA);
+  // A result directory inside the key's, named by its content.
+  CHECK(p.entry_dir == util::join_path(dir, result_dir_name(result_id(p.entry))));
+  LookupResult r = f.store.find_result(dir, kKeyA);
   REQUIRE(r.hit);
+  CHECK(r.entry_dir == p.entry_dir);
   CHECK(util::read_file(r.artifact_path()) == "binary");
   CHECK(r.entry->artifacts[0].sha256 == util::sha256_hex("binary"));
   CHECK(r.entry->artifacts[0].size == 6);
   // Same 16-hex prefix, different full key: not a hit.
-  CHECK_FALSE(f.store.lookup(dir, kKeyB).hit);
+  CHECK_FALSE(f.store.find_result(dir, kKeyB).hit);
   // Nothing is left behind in tmp/.
   CHECK(list_entries(f.store.root(), true).size() == 1);
 }
 
-TEST_CASE("a second publisher of the same key discards its copy and uses the first", "[cache][store]") {
+TEST_CASE("a second publisher of the same result discards its copy and uses the first", "[cache][store]") {
   Fixture f;
   Staging late = f.store.stage();
   std::string built = util::join_path(late.build_dir(), "m.so");
-  util::write_file(built, "second");
-  PublishResult first = f.publish("m", kKeyA, "first");
+  util::write_file(built, "same bytes");
+  PublishResult first = f.publish("m", kKeyA, "same bytes");
+  const auto first_inode = util::file_stamp(util::join_path(first.entry_dir, "m.so"))->inode;
   EntryRecord rec;
   rec.kind = "module";
   rec.name = "m";
   rec.key = kKeyA;
-  PublishResult second = f.store.publish(late, f.store.module_entry_dir("m", kKeyA), rec, {{built, "m.so"}});
+  PublishResult second = f.store.publish_result(late, f.store.module_key_dir("m", kKeyA), rec, {{built, "m.so"}});
   CHECK(first.ours);
   CHECK_FALSE(second.ours);
-  CHECK(util::read_file(util::join_path(second.entry_dir, "m.so")) == "first");
+  CHECK(second.entry_dir == first.entry_dir);
+  // The first file stays where it is: a process that mapped it is not disturbed.
+  CHECK(util::file_stamp(util::join_path(second.entry_dir, "m.so"))->inode == first_inode);
+}
+
+TEST_CASE("other content for the same key is another result at another path; both stay", "[cache][store][results]") {
+  Fixture f;
+  PublishResult one = f.publish("m", kKeyA, "first");
+  PublishResult two = f.publish("m", kKeyA, "second");
+  CHECK((one.ours && two.ours));
+  CHECK(one.entry_dir != two.entry_dir);
+  CHECK(util::read_file(util::join_path(one.entry_dir, "m.so")) == "first");
+  CHECK(util::read_file(util::join_path(two.entry_dir, "m.so")) == "second");
+  CHECK(list_entries(f.store.root(), false).size() == 2);
 }
 
 TEST_CASE("a truncated artifact is a miss and a republish replaces the entry", "[cache][store]") {
@@ -655,7 +673,7 @@ TEST_CASE("text that is not UTF-8 is stored: compiler output and flags replaced,
   rec.headers = hash_headers({h}, "/", {}, {});
   rec.inputs = {{"flags", {"-DX=\xff"}}};
   rec.compiler_output = "warning: \x80\xff odd bytes\n";
-  PublishResult p = f.store.publish(s, f.store.module_entry_dir("m", kKeyA), rec, {{built, "m.so"}});
+  PublishResult p = f.store.publish_result(s, f.store.module_key_dir("m", kKeyA), rec, {{built, "m.so"}});
   LookupResult r = f.store.lookup(p.entry_dir, kKeyA);
   REQUIRE(r.hit);  // the recorded header was found again under its exact bytes
   REQUIRE(r.entry->headers.size() == 1);
@@ -663,4 +681,98 @@ TEST_CASE("text that is not UTF-8 is stored: compiler output and flags replaced,
   CHECK(r.entry->compiler_output == "warning: \xef\xbf\xbd\xef\xbf\xbd odd bytes\n");
   util::write_file(h, "#define K 2\n");
   CHECK_FALSE(f.store.lookup(p.entry_dir, kKeyA).hit);
+}
+
+// ---- several results per key (cache/results.h) -----------------------------
+
+TEST_CASE("alternating two header revisions hits both ways, each at its own path", "[cache][store][results]") {
+  Fixture f;
+  const std::string dir = f.store.module_key_dir("m", kKeyA);
+  std::string h = util::join_path(f.tmp.path(), "h.h");
+  util::write_file(h, "#define X 1\n");
+  PublishResult one = f.publish("m", kKeyA, "built with 1", hash_headers({h}, "/", {}, {}));
+  util::write_file(h, "#define X 2\n");
+  CHECK_FALSE(f.store.find_result(dir, kKeyA).hit);
+  PublishResult two = f.publish("m", kKeyA, "built with 2", hash_headers({h}, "/", {}, {}));
+  CHECK(one.entry_dir != two.entry_dir);
+  for (int round = 0; round < 2; ++round) {
+    util::write_file(h, "#define X 1\n");
+    LookupResult r1 = f.store.find_result(dir, kKeyA);
+    REQUIRE(r1.hit);
+    CHECK(util::read_file(r1.artifact_path()) == "built with 1");
+    CHECK(r1.entry_dir == one.entry_dir);
+    util::write_file(h, "#define X 2\n");
+    LookupResult r2 = f.store.find_result(dir, kKeyA);
+    REQUIRE(r2.hit);
+    CHECK(util::read_file(r2.artifact_path()) == "built with 2");
+    CHECK(r2.entry_dir == two.entry_dir);
+  }
+  util::write_file(h, "#define X 3\n");
+  LookupResult none = f.store.find_result(dir, kKeyA);
+  CHECK_FALSE(none.hit);
+  CHECK_FALSE(none.corrupt);
+  CHECK(none.miss_reason.find("none of 2 results") != std::string::npos);
+}
+
+TEST_CASE("a key keeps at most 8 results, the least recently used go first", "[cache][store][results]") {
+  Fixture f;
+  const std::string dir = f.store.module_key_dir("m", kKeyA);
+  std::vector<PublishResult> published;
+  for (int i = 0; i < 8; ++i) {
+    published.push_back(f.publish("m", kKeyA, "content " + std::to_string(i)));
+    set_mtime(published.back().entry_dir, 1000000 + i);  // used in publishing order
+  }
+  set_mtime(published[0].entry_dir, 2000000);  // the oldest one was used last
+  PublishResult ninth = f.publish("m", kKeyA, "content 8");
+  CHECK(ninth.ours);
+  std::vector<ResultDir> left = list_result_dirs(dir);
+  CHECK(left.size() == kMaxResultsPerKey);
+  CHECK(util::path_exists(published[0].entry_dir));   // recently used: kept
+  CHECK_FALSE(util::path_exists(published[1].entry_dir));  // least recently used: gone
+  CHECK(util::path_exists(ninth.entry_dir));
+  CHECK(list_entries(f.store.root(), false).size() == kMaxResultsPerKey);
+}
+
+TEST_CASE("a broken key directory or result is a miss; the other results still hit", "[cache][store][results]") {
+  Fixture f;
+  const std::string dir = f.store.module_key_dir("m", kKeyA);
+  PublishResult good = f.publish("m", kKeyA, "good");
+  set_mtime(good.entry_dir, 1000000);
+  // A newer result whose entry.json is garbage, one that is a symlink, and a name not of a result.
+  const std::string broken = util::join_path(dir, "0123456789abcdef");
+  util::make_directories(broken, 0700);
+  util::write_file(util::join_path(broken, "entry.json"), "{not json");
+  REQUIRE(::symlink(good.entry_dir.c_str(), util::join_path(dir, "fedcba9876543210").c_str()) == 0);
+  util::write_file(util::join_path(dir, "not-a-result"), "x");
+  LookupResult r = f.store.find_result(dir, kKeyA);
+  REQUIRE(r.hit);
+  CHECK(r.entry_dir == good.entry_dir);
+  // Only the broken one left: a corrupt miss, never an error.
+  util::remove_all(good.entry_dir);
+  LookupResult miss = f.store.find_result(dir, kKeyA);
+  CHECK_FALSE(miss.hit);
+  CHECK(miss.corrupt);
+  // The key's directory replaced by a file: a miss, and a publish replaces it.
+  util::remove_all(dir);
+  util::write_file(dir, "planted");
+  LookupResult planted = f.store.find_result(dir, kKeyA);
+  CHECK_FALSE(planted.hit);
+  CHECK(planted.corrupt);
+  f.publish("m", kKeyA, "good");
+  CHECK(f.store.find_result(dir, kKeyA).hit);
+}
+
+TEST_CASE("a key directory with thousands of names is read only up to its bound", "[cache][store][results]") {
+  Fixture f;
+  const std::string dir = f.store.module_key_dir("m", kKeyA);
+  util::make_directories(dir, 0700);
+  for (int i = 0; i < 200; ++i) {
+    char name[17];
+    std::snprintf(name, sizeof name, "%016x", i);
+    util::make_directories(util::join_path(dir, name), 0700);
+  }
+  CHECK(list_result_dirs(dir).size() == kMaxResultDirsRead);
+  LookupResult r = f.store.find_result(dir, kKeyA);
+  CHECK_FALSE(r.hit);
+  CHECK(r.corrupt);
 }

@@ -15,9 +15,13 @@
 
 namespace tvmffi_jit::cache {
 
+// A module result (cache/results.h), an object entry, or a module entry of
+// the layout before results (format 3: entry.json directly in
+// <name>_<key16>/), which builds no longer read and maintenance removes.
 struct EntryInfo {
   std::string dir;       // absolute
-  std::string dir_name;  // "<name>_<key16>" or, for objects, the full key
+  std::string dir_name;  // "<name>_<key16>/<result16>", for objects the full key; old layout: "<name>_<key16>"
+  std::string key_dir;   // module results: their key's directory (absolute); else empty
   bool is_object = false;
   bool is_symlink = false;
   std::optional<EntryRecord> entry;  // nullopt when entry.json is missing or malformed
@@ -29,10 +33,12 @@ struct EntryInfo {
   int64_t last_used = 0;             // unix seconds (directory mtime: set on publish and on every hit)
 };
 
-// Module entries first (sorted by name), then objects when asked for.
+// Module results first (sorted by key directory name, then most recently
+// used first), then objects when asked for.
 std::vector<EntryInfo> list_entries(const std::string& root, bool include_objects);
 
-// Entries whose directory name, module name or key (prefix of >= 4 hex digits) matches.
+// Entries whose directory name ("<name>_<key16>" selects all of the key's
+// results), module name or key (prefix of >= 4 hex digits) matches.
 std::vector<EntryInfo> find_entries(const std::string& root, const std::string& name_or_key);
 
 // The size of a cache, as `cache stats` and `doctor` report it: the entries
@@ -40,7 +46,8 @@ std::vector<EntryInfo> find_entries(const std::string& root, const std::string& 
 // (staging dirs, locks, memos and counters included). Walks without following
 // symlinks, at most 16 levels deep.
 struct CacheSummary {
-  uint64_t module_entries = 0;
+  uint64_t module_entries = 0;  // results (cache/results.h)
+  uint64_t module_keys = 0;     // key directories holding them
   uint64_t object_entries = 0;
   uint64_t module_bytes = 0;
   uint64_t object_bytes = 0;

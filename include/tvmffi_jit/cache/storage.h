@@ -5,7 +5,8 @@
 //
 //   find():     local store -> (miss: the per-key lock, local store again)
 //               -> imported entries (`cache import`) -> remote 1 -> remote 2 ...
-//               The first tier with a usable entry answers; a shared entry is
+//               Each tier holds several results per key (cache/results.h);
+//               the first tier with a usable result answers; a shared one is
 //               verified completely and published into the local store (a
 //               remote hit is a local entry from then on). A miss holds the
 //               lock until the caller has built and published.
@@ -28,6 +29,7 @@
 // into the root's journal by flush_counts().
 #pragma once
 
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -53,7 +55,7 @@ const char* cache_status_name(CacheStatus status);  // "hit", "remote-hit", "mis
 struct EntryRequest {
   std::string name;       // the module
   Key key;                // hex: the local entry; portable_hex: imported and remote ones
-  std::string entry_dir;  // the local entry's directory (Store::module_entry_dir)
+  std::string key_dir;    // the key's local directory, its results inside (Store::module_key_dir)
   std::string base_dir;   // binds a portable entry to this checkout
   std::string artifact;   // the file the build serves: every tier's entry must list it
   LookupOptions lookup;   // what a local hit checks
@@ -136,8 +138,14 @@ class Storage : public EntryStorage {
   // published into it).
   Found get(const EntryRequest& request, Tier tier);
 
+  // Store::publish_result() of the build's entry as a result of the
+  // request's key, counted (stores, bytes). Throws Error(kIo) as
+  // Store::publish does.
   PublishResult publish(Staging& staging, const EntryRequest& request, EntryRecord record,
                         const std::vector<std::pair<std::string, std::string>>& files) override;
+  // After this process published `entry_dir` (a result of the request's
+  // key): the result as its own object, then the key's result list merged
+  // with it (cache/results.h).
   void upload(const EntryRequest& request, const std::string& entry_dir) override;
   LookupResult find_object(const std::string& key_hex) override;
   PublishResult publish_object(Staging& staging, const std::string& key_hex, EntryRecord record,
@@ -150,6 +158,9 @@ class Storage : public EntryStorage {
   std::optional<std::string> cannot_take_entry();
   std::optional<Found> get_imported(const EntryRequest& request);
   std::optional<Found> get_remote(const EntryRequest& request);
+  // One result object of a remote: nullopt when absent or unusable (counted).
+  std::optional<Found> get_remote_result(Server& s, const EntryRequest& request, const std::string& result_id,
+                                         std::future<void>& crypto_ready, bool& server_failed);
   RemoteBackend* open(Server& s);
   void count_failure(Server& s, const RemoteFailure& f, const std::string& module);
   void give_up(Server& s, const RemoteFailure& f, double elapsed_ms);

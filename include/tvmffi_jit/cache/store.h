@@ -3,12 +3,18 @@
 // Publishing protocol (correct without any lock, e.g. on NFS):
 //   1. build into a private staging dir <root>/tmp/stage.<host>.<pid>.<rand>/
 //   2. move the artifacts into <staging>/entry/, write entry.json there
-//   3. rename(<staging>/entry, <root>/<name>_<key16>) — one atomic step
+//   3. rename(<staging>/entry, <target>) — one atomic step. A module's
+//      target is a result directory named by its content,
+//      <root>/<name>_<key16>/<result16> (cache/results.h); an object's is
+//      <root>/objects/<k2>/<key>.
 //   4. if the target already exists and is a valid entry for this key,
-//      another process won: discard ours and use theirs. If it exists but
-//      is broken or stale (artifact missing/wrong size, headers changed), it
-//      is first renamed into tmp/ (atomic disappearance), then removed, and
-//      the publish retried.
+//      another process won: discard ours and use theirs (for a result: the
+//      same content). If it exists but is broken (artifact missing/wrong
+//      size or digest), it is first renamed into tmp/ (atomic
+//      disappearance), then removed, and the publish retried.
+//   5. a module key keeps at most kMaxResultsPerKey results: the least
+//      recently used beyond it are renamed into tmp/ and removed (a process
+//      that mapped one of their artifacts keeps its mapping).
 // The per-key flock only keeps concurrent identical builds from all running
 // the compiler; waiting is bounded and names the holder's pid.
 #pragma once
@@ -104,7 +110,8 @@ class Store {
   bool check_writable();
   const std::string& unwritable_why() const { return root_.unwritable_why; }
 
-  std::string module_entry_dir(const std::string& name, const std::string& key_hex) const;
+  // A module key's directory: its results live inside (cache/results.h).
+  std::string module_key_dir(const std::string& name, const std::string& key_hex) const;
   std::string object_entry_dir(const std::string& key_hex) const;
   std::string compilers_dir() const;
   // <root>/digests (cache/headers.h): read by lookups, written by builds and
@@ -119,6 +126,13 @@ class Store {
   // directory mtime, for gc ordering only).
   LookupResult lookup(const std::string& entry_dir, const std::string& key_hex,
                       const LookupOptions& options = {}) const;
+
+  // The module key's results (cache/results.h), most recently used first,
+  // each through lookup(): the first hit answers. A miss says why (absent,
+  // or the first result's reason and how many there were); `corrupt` when
+  // one of them was unusable for another reason than its headers.
+  LookupResult find_result(const std::string& key_dir, const std::string& key_hex,
+                           const LookupOptions& options = {}) const;
 
   // Per-entry lock; see util/lock.h. `what` goes into the holder line.
   util::FileLock lock(const std::string& entry_dir, const std::string& what, double timeout_seconds) const;
@@ -136,10 +150,17 @@ class Store {
   PublishResult publish(Staging& staging, const std::string& entry_dir, EntryRecord record,
                         const std::vector<std::pair<std::string, std::string>>& files) const;
 
+  // publish() of a module result: into <key_dir>/<result16>, named by the
+  // result id of the finished record, then the key's least recently used
+  // results beyond kMaxResultsPerKey are removed (never the one published).
+  PublishResult publish_result(Staging& staging, const std::string& key_dir, EntryRecord record,
+                               const std::vector<std::pair<std::string, std::string>>& files) const;
+
   // Publishes a staging entry dir that already holds its files and a
-  // complete entry.json (a verified remote or imported entry): the same
-  // rename protocol as publish(). `record` is that entry.json, parsed.
-  PublishResult publish_prepared(Staging& staging, const std::string& entry_dir, EntryRecord record) const;
+  // complete entry.json (a verified remote or imported result) as a result
+  // of `key_dir`: the same protocol as publish_result(). `record` is that
+  // entry.json, parsed.
+  PublishResult publish_prepared(Staging& staging, const std::string& key_dir, EntryRecord record) const;
 
   // Makes an entry disappear atomically (rename into tmp/), then deletes it.
   // Never follows symlinks. Returns false if there was nothing to remove.
@@ -149,6 +170,8 @@ class Store {
 
  private:
   PublishResult commit(Staging& staging, const std::string& entry_dir, EntryRecord record) const;
+  PublishResult commit_result(Staging& staging, const std::string& key_dir, EntryRecord record) const;
+  void evict_results(const std::string& key_dir, const std::string& keep) const;
   CacheRoot root_;
 };
 

@@ -13,6 +13,7 @@
 #include <ctime>
 #include <map>
 
+#include "tvmffi_jit/cache/results.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
@@ -58,13 +59,19 @@ bool written_by_us(const nlohmann::json& j, const std::string& dir_name, bool is
   if (key == j.end() || !key->is_string()) return false;
   const std::string k = key->get<std::string>();
   if (k.size() != 64 || !is_lower_hex(k)) return false;
-  return is_object ? dir_name == k : util::ends_with(dir_name, "_" + k.substr(0, 16));
+  if (is_object) return dir_name == k;
+  // A result: "<name>_<key16>/<result16>"; the old layout: "<name>_<key16>".
+  const size_t slash = dir_name.find('/');
+  const std::string key_dir_name = dir_name.substr(0, slash);
+  if (slash != std::string::npos && !is_result_dir_name(std::string_view(dir_name).substr(slash + 1))) return false;
+  return util::ends_with(key_dir_name, "_" + k.substr(0, 16));
 }
 
-EntryInfo describe(const std::string& dir, const std::string& dir_name, bool is_object) {
+EntryInfo describe(const std::string& dir, const std::string& dir_name, bool is_object, const std::string& key_dir = "") {
   EntryInfo info;
   info.dir = dir;
   info.dir_name = dir_name;
+  info.key_dir = key_dir;
   info.is_object = is_object;
   struct stat st;
   if (::lstat(dir.c_str(), &st) != 0) {
@@ -184,13 +191,37 @@ void remove_orphan_locks(const Store& store) {
   }
 }
 
+// Module key directories left without results (and not an old-layout
+// entry): rmdir() removes only an empty one, so a result renamed in
+// meanwhile keeps it (a publisher that finds it gone creates it again).
+void remove_empty_key_dirs(const Store& store) {
+  for (const auto& n : read_names(store.root()))
+    if (is_module_entry_dir_name(n)) ::rmdir(util::join_path(store.root(), n).c_str());
+}
+
 }  // namespace
 
 std::vector<EntryInfo> list_entries(const std::string& root, bool include_objects) {
   std::vector<EntryInfo> out;
   for (const auto& n : read_names(root)) {
     if (!is_module_entry_dir_name(n)) continue;
-    out.push_back(describe(util::join_path(root, n), n, false));
+    const std::string key_dir = util::join_path(root, n);
+    struct stat st;
+    if (::lstat(key_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        ::lstat(util::join_path(key_dir, kEntryFileName).c_str(), &st) == 0) {
+      // Not a directory (reported, never followed), or an entry of the layout before results.
+      out.push_back(describe(key_dir, n, false));
+      continue;
+    }
+    std::vector<EntryInfo> results;
+    const std::vector<std::string> names = read_names(key_dir);
+    for (const auto& r : names)
+      if (is_result_dir_name(r)) results.push_back(describe(util::join_path(key_dir, r), n + "/" + r, false, key_dir));
+    // Something else there and no result: listed (and reported by verify) as it is.
+    if (results.empty() && !names.empty()) out.push_back(describe(key_dir, n, false));
+    std::stable_sort(results.begin(), results.end(),
+                     [](const EntryInfo& a, const EntryInfo& b) { return a.last_used > b.last_used; });
+    for (auto& r : results) out.push_back(std::move(r));
   }
   if (!include_objects) return out;
   std::string objects = util::join_path(root, "objects");
@@ -234,7 +265,10 @@ void add_tree_bytes(int dir_fd, int depth, CacheSummary& s) {
 
 CacheSummary summarize_cache(const std::string& root) {
   CacheSummary s;
+  std::string last_key_dir;
   for (const auto& e : list_entries(root, true)) {
+    if (!e.is_object && e.key_dir != last_key_dir) ++s.module_keys;
+    if (!e.is_object) last_key_dir = e.key_dir;
     (e.is_object ? s.object_entries : s.module_entries) += 1;
     (e.is_object ? s.object_bytes : s.module_bytes) += e.bytes;
   }
@@ -248,7 +282,8 @@ std::vector<EntryInfo> find_entries(const std::string& root, const std::string& 
   std::string q = util::to_lower(name_or_key);
   bool key_like = q.size() >= 4 && is_lower_hex(q);
   for (auto& e : list_entries(root, true)) {
-    bool match = e.dir_name == name_or_key;
+    // A key's directory name selects all of its results.
+    bool match = e.dir_name == name_or_key || (!e.key_dir.empty() && util::file_name(e.key_dir) == name_or_key);
     if (e.entry) {
       if (!e.is_object && e.entry->name == name_or_key) match = true;
       if (key_like && util::starts_with(e.entry->key, q)) match = true;
@@ -270,7 +305,9 @@ VerifyReport verify_cache(const Store& store, bool remove) {
     problem = info.problem;
     if (!problem.empty() || !info.entry) continue;
     const EntryRecord& e = *info.entry;
-    std::string expected_dir = info.is_object ? e.key : module_entry_dir_name(e.name, e.key);
+    std::string expected_dir = info.is_object ? e.key
+                               : module_entry_dir_name(e.name, e.key) +
+                                     (info.key_dir.empty() ? "" : "/" + result_dir_name(result_id(e)));
     if (expected_dir != info.dir_name) problem = "entry.json belongs in " + expected_dir;
     if (e.kind != (info.is_object ? "object" : "module")) problem = "entry kind '" + e.kind + "' in the wrong place";
     for (const auto& a : e.artifacts) {
@@ -333,6 +370,7 @@ CleanReport clean_cache(const Store& store, std::optional<int64_t> older_than_se
       report.bytes_removed += info.bytes;
     }
   }
+  remove_empty_key_dirs(store);
   if (!older_than_seconds) remove_compiler_memos(store);
   report.temporaries_removed =
       remove_temporaries(store, older_than_seconds ? std::min(*older_than_seconds, kAbandonedAfterSeconds)
@@ -360,6 +398,7 @@ CleanReport gc_cache(const Store& store, uint64_t max_bytes) {
     total -= std::min(total, e.bytes);
   }
   report.bytes_kept = total;
+  remove_empty_key_dirs(store);
   remove_orphan_locks(store);
   return report;
 }

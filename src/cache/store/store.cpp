@@ -10,6 +10,7 @@
 
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/cache/entry.h"
+#include "tvmffi_jit/cache/results.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
@@ -96,7 +97,7 @@ bool Store::check_writable() {
   return root_.writable;
 }
 
-std::string Store::module_entry_dir(const std::string& name, const std::string& key_hex) const {
+std::string Store::module_key_dir(const std::string& name, const std::string& key_hex) const {
   if (!is_valid_file_name(name))
     throw usage_error("invalid module name '" + name.substr(0, 64) + "' for the cache: use 1-" +
                       std::to_string(kMaxFileNameLength) + " characters from [A-Za-z0-9_.-], not starting with '.'");
@@ -166,6 +167,37 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
   return r;
 }
 
+LookupResult Store::find_result(const std::string& key_dir, const std::string& key_hex,
+                                const LookupOptions& options) const {
+  LookupResult miss;
+  miss.entry_dir = key_dir;
+  struct stat st;
+  if (::lstat(key_dir.c_str(), &st) != 0) {
+    miss.miss_reason = "absent";
+    return miss;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    miss.miss_reason = "not a directory";
+    miss.corrupt = true;
+    return miss;
+  }
+  std::vector<ResultDir> results = list_result_dirs(key_dir);
+  if (results.empty()) {
+    miss.miss_reason = "absent";
+    return miss;
+  }
+  for (const auto& result : results) {
+    LookupResult r = lookup(result.path, key_hex, options);
+    if (r.hit) return r;
+    if (miss.miss_reason.empty()) miss.miss_reason = r.miss_reason;
+    miss.corrupt = miss.corrupt || r.corrupt;
+  }
+  if (results.size() > 1)
+    miss.miss_reason = "none of " + std::to_string(results.size()) + " results matches (the latest: " +
+                       miss.miss_reason + ")";
+  return miss;
+}
+
 util::FileLock Store::lock(const std::string& entry_dir, const std::string& what, double timeout_seconds) const {
   std::string path = util::join_path(locks_dir(), util::file_name(entry_dir) + ".lock");
   try {
@@ -203,15 +235,19 @@ Staging Store::stage() const {
   return s;
 }
 
-PublishResult Store::publish(Staging& staging, const std::string& entry_dir, EntryRecord record,
-                             const std::vector<std::pair<std::string, std::string>>& files) const {
+namespace {
+
+// Moves `files` into the staging entry dir and completes `record` (format
+// fields, artifacts), then writes its entry.json there.
+void prepare_entry(Staging& staging, EntryRecord& record,
+                   const std::vector<std::pair<std::string, std::string>>& files, const std::string& entry_dir) {
   record.format_version = kCacheFormatVersion;
   if (record.tool_version.empty()) record.tool_version = TVMFFI_JIT_VERSION;
   record.created = static_cast<int64_t>(std::time(nullptr));
   record.artifacts.clear();
   for (const auto& [from, name] : files) {
     if (!is_valid_file_name(name)) throw io_error("internal: artifact name '" + name + "' is not a plain file name");
-    std::string to = util::join_path(staging.entry_dir(), name);
+    std::string to = util::join_path(entry_dir, name);
     move_file(from, to);
     ArtifactRecord a;
     a.file = name;
@@ -221,12 +257,55 @@ PublishResult Store::publish(Staging& staging, const std::string& entry_dir, Ent
     a.sha256 = util::sha256_file_hex(to);
     record.artifacts.push_back(std::move(a));
   }
-  util::write_file(util::join_path(staging.entry_dir(), kEntryFileName), entry_file_text(record));
+  util::write_file(util::join_path(entry_dir, kEntryFileName), entry_file_text(record));
+}
+
+}  // namespace
+
+PublishResult Store::publish(Staging& staging, const std::string& entry_dir, EntryRecord record,
+                             const std::vector<std::pair<std::string, std::string>>& files) const {
+  prepare_entry(staging, record, files, staging.entry_dir());
   return commit(staging, entry_dir, std::move(record));
 }
 
-PublishResult Store::publish_prepared(Staging& staging, const std::string& entry_dir, EntryRecord record) const {
-  return commit(staging, entry_dir, std::move(record));
+PublishResult Store::publish_result(Staging& staging, const std::string& key_dir, EntryRecord record,
+                                    const std::vector<std::pair<std::string, std::string>>& files) const {
+  prepare_entry(staging, record, files, staging.entry_dir());
+  return commit_result(staging, key_dir, std::move(record));
+}
+
+PublishResult Store::publish_prepared(Staging& staging, const std::string& key_dir, EntryRecord record) const {
+  return commit_result(staging, key_dir, std::move(record));
+}
+
+PublishResult Store::commit_result(Staging& staging, const std::string& key_dir, EntryRecord record) const {
+  struct stat st;
+  if (::lstat(key_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    // A symlink or file where the key's directory should be: never followed, replaced.
+    spdlog::debug("replacing {}: not a directory", key_dir);
+    remove_entry(key_dir);
+  }
+  const std::string dir = util::join_path(key_dir, result_dir_name(result_id(record)));
+  PublishResult p = commit(staging, dir, std::move(record));
+  if (p.ours) evict_results(key_dir, dir);
+  return p;
+}
+
+void Store::evict_results(const std::string& key_dir, const std::string& keep) const {
+  std::vector<ResultDir> results = list_result_dirs(key_dir);
+  size_t kept = 0;
+  for (const auto& r : results) {
+    if (r.path == keep || kept + 1 < kMaxResultsPerKey) {
+      if (r.path != keep) ++kept;
+      continue;
+    }
+    try {
+      if (remove_entry(r.path)) spdlog::debug("cache: {} holds more than {} results: removed {}", key_dir,
+                                              kMaxResultsPerKey, r.path);
+    } catch (const Error& e) {
+      spdlog::debug("cache: cannot remove {}: {}", r.path, e.what());
+    }
+  }
 }
 
 PublishResult Store::commit(Staging& staging, const std::string& entry_dir, EntryRecord record) const {
@@ -244,6 +323,11 @@ PublishResult Store::commit(Staging& staging, const std::string& entry_dir, Entr
       return p;
     }
     int e = errno;
+    if (e == ENOENT) {
+      // `cache gc` removed the (empty) key directory in between.
+      util::make_directories(util::parent_path(entry_dir), 0700);
+      continue;
+    }
     if (e != ENOTEMPTY && e != EEXIST && e != ENOTDIR && e != EISDIR)
       throw io_error(errno_message("cannot publish " + entry_dir, e));
     // Same-size corruption of the occupant must not make it the winner.

@@ -13,6 +13,7 @@
 #include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/cache/portable.h"
+#include "tvmffi_jit/cache/results.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
@@ -46,6 +47,25 @@ void link_or_copy(const std::string& from, const std::string& to) {
 
 std::string imported_dir(const Store& store) { return util::join_path(store.root(), "imported"); }
 
+std::string imported_key_dir(const Store& store, const std::string& name, const std::string& portable_key) {
+  check_entry_name(name);
+  return util::join_path(imported_dir(store), name + "_" + portable_key.substr(0, 16));
+}
+
+std::string result_blob_dir(const std::string& portable_key, const std::string& result_id) {
+  return portable_key.substr(0, 16) + "." + result_dir_name(result_id);
+}
+
+std::string portable_result_id(const nlohmann::json& portable_entry) {
+  // Bound to a base no real header lies under, the relative header records
+  // come back relative from result_id(), as they were where it was packed.
+  static const char* const kIdBase = "/.tvmffi-jit-result-id-base";
+  std::string why;
+  auto record = entry_from_json(entry_from_portable(portable_entry, BaseDir(kIdBase)), &why);
+  if (!record) throw io_error(why);
+  return result_id(*record);
+}
+
 std::optional<BlobEntry> imported_record(const std::string& dir, const std::string& dir_name,
                                          const std::string& portable_key) {
   auto text = util::read_small_file(util::join_path(dir, kImportedRecordName), 1u << 20);
@@ -60,7 +80,7 @@ void stage_imported_entry(const std::string& dir, Staging& staging) {
     if (f != kImportedRecordName) link_or_copy(util::join_path(dir, f), util::join_path(staging.entry_dir(), f));
 }
 
-BlobPackEntry portable_pack_entry(const std::string& entry_dir) {
+BlobPackEntry portable_pack_entry(const std::string& entry_dir, std::string* result_id_out) {
   std::string why;
   auto local = read_entry_json(entry_dir, &why);
   if (local.is_discarded()) throw io_error(entry_dir + ": " + why);
@@ -69,19 +89,20 @@ BlobPackEntry portable_pack_entry(const std::string& entry_dir) {
   if (!record) throw io_error(entry_dir + ": " + why);
   nlohmann::json portable = entry_to_portable(local);
   std::string key = portable.value("key", "");
-  std::string name = portable.value("name", "");
+  const std::string id = result_id(*record);
+  if (result_id_out) *result_id_out = id;
   BlobPackEntry e;
-  e.dir = name + "_" + key.substr(0, 16);
+  e.dir = result_blob_dir(key, id);
   e.key = key;
   e.files.push_back({kEntryFileName, "", portable.dump(2) + "\n"});
   for (const auto& a : record->artifacts) e.files.push_back({a.file, util::join_path(entry_dir, a.file), std::nullopt});
   return e;
 }
 
-std::string pack_portable_entry(const std::string& entry_dir, const SecretKey* sign_key) {
+std::string pack_portable_entry(const std::string& entry_dir, const SecretKey* sign_key, std::string* result_id) {
   BlobSigner signer;
   if (sign_key) signer = [sign_key](const BlobEntry& e) { return sign_blob_entry(*sign_key, e); };
-  return write_blob_to_string({portable_pack_entry(entry_dir)}, 3, signer);
+  return write_blob_to_string({portable_pack_entry(entry_dir, result_id)}, 3, signer);
 }
 
 void BlobFileWriter::open(const BlobEntry& entry, const BlobFile& file) {
@@ -148,6 +169,9 @@ Expected<LookupResult, AdoptFailure> adopt_portable_entry(const Store& store, St
       return fail(K::kCorrupt, "artifact " + a.file + " is missing or has the wrong size");
     if (util::sha256_file_hex(p) != a.sha256) return fail(K::kCorrupt, "artifact " + a.file + " does not match entry.json");
   }
+  // Content-addressed: what was asked for by its id must be that result.
+  if (!request.result_id.empty() && result_id(*record) != request.result_id)
+    return fail(K::kCorrupt, "the result is not " + result_dir_name(request.result_id) + ", the one asked for");
   if (auto changed = check_and_stamp_headers(record->headers, store.digest_memo(true)))
     return fail(K::kStale, "header " + *changed);
   // Written from the parsed record: header records merged, nothing else kept
@@ -156,7 +180,7 @@ Expected<LookupResult, AdoptFailure> adopt_portable_entry(const Store& store, St
   // adopted entry skip re-hashing them.
   util::write_file(json_path, entry_file_text(*record));
   // Checked above (headers re-hashed once: on a CUDA module they are most of a hit's time).
-  PublishResult p = store.publish_prepared(staging, request.entry_dir, *record);
+  PublishResult p = store.publish_prepared(staging, request.key_dir, *record);
   LookupResult r;
   r.hit = true;
   r.entry_dir = p.entry_dir;

@@ -12,6 +12,8 @@
 #include "tvmffi_jit/cache/transfer/blob.h"
 #include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/portable.h"
+#include "tvmffi_jit/cache/results.h"
+#include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/transfer/portable_entry.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -36,24 +38,29 @@ class TreeReceiver : public BlobFileWriter {
   std::string dir_;
 };
 
-// A portable entry.json that matches its blob entry and its files.
-void check_portable_entry(const std::string& dir, const BlobEntry& e) {
+// A portable entry.json that matches its blob entry and its files; returns
+// the module's name and the result's id.
+std::pair<std::string, std::string> check_portable_entry(const std::string& dir, const BlobEntry& e) {
   auto text = util::try_read_file(util::join_path(dir, kEntryFileName));
   auto j = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
   if (!text || j.is_discarded() || !j.is_object()) throw io_error(e.dir + ": entry.json is not a JSON object");
   if (j.value("key", "") != e.key || j.value("portable_key", "") != e.key)
     throw io_error(e.dir + ": entry.json is for another key");
-  if (j.value("kind", "") != "module" || j.value("name", "") + "_" + e.key.substr(0, 16) != e.dir)
-    throw io_error(e.dir + ": entry.json describes another module");
+  if (j.value("kind", "") != "module") throw io_error(e.dir + ": entry.json describes no module");
   std::string why;
   auto record = entry_from_json(entry_from_portable(j, BaseDir()), &why);
   if (!record) throw io_error(e.dir + ": " + why);
+  check_entry_name(record->name);
+  const std::string id = portable_result_id(j);
+  if (result_blob_dir(e.key, id) != e.dir)
+    throw io_error(e.dir + ": entry.json describes another result (" + result_blob_dir(e.key, id) + ")");
   for (const auto& a : record->artifacts) {
     std::string p = util::join_path(dir, a.file);
     auto stamp = util::file_stamp(p);
     if (!stamp || stamp->size != a.size || util::sha256_file_hex(p) != a.sha256)
       throw io_error(e.dir + ": artifact " + a.file + " does not match entry.json");
   }
+  return {record->name, id};
 }
 
 }  // namespace
@@ -109,25 +116,29 @@ ImportReport import_entries(const Store& store, const std::string& file) {
     throw io_error(file + ": " + e.what());
   }
   std::fclose(f);
+  std::vector<std::pair<std::string, std::string>> results;  // (name, id) of each entry, in order
   for (const auto& e : m.entries) {
     const std::string dir = util::join_path(staging.build_dir(), e.dir);
-    check_portable_entry(dir, e);
+    results.push_back(check_portable_entry(dir, e));
     // The entry's manifest record, signatures included, for a build with
     // trusted keys to check when it adopts the entry (cache/transfer/transfer.h).
     util::write_file(util::join_path(dir, kImportedRecordName), blob_manifest_text(BlobManifest{{e}}));
   }
 
   ImportReport report;
-  const std::string into = imported_dir(store);
-  util::make_directories(into, 0700);
-  for (const auto& e : m.entries) {
-    std::string target = util::join_path(into, e.dir);
+  for (size_t i = 0; i < m.entries.size(); ++i) {
+    const BlobEntry& e = m.entries[i];
+    const auto& [name, id] = results[i];
+    // <root>/imported/<name>_<key16>/<result16>: a key's results side by side.
+    const std::string key_dir = imported_key_dir(store, name, e.key);
+    util::make_directories(key_dir, 0700);
+    std::string target = util::join_path(key_dir, result_dir_name(id));
     if (store.remove_entry(target)) ++report.replaced;
     std::string from = util::join_path(staging.build_dir(), e.dir);
     if (::rename(from.c_str(), target.c_str()) != 0)
       throw io_error(errno_message("cannot move an imported entry to " + target, errno));
     ++report.imported;
-    report.entries.push_back(e.dir);
+    report.entries.push_back(name + "_" + e.key.substr(0, 16) + "/" + result_dir_name(id));
   }
   return report;
 }
