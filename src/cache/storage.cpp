@@ -185,6 +185,7 @@ Found Storage::find(const EntryRequest& request, const FindOptions& options) {
     miss.miss_reason = "--force";
   } else {
     miss = get(request, Tier::kLocal);
+    miss.rehashed = miss.entry.rehashed;
     if (miss.hit()) return miss;
     miss.miss_reason = miss.entry.miss_reason;
   }
@@ -197,6 +198,8 @@ Found Storage::find(const EntryRequest& request, const FindOptions& options) {
     // Whoever held the lock may have just published this very entry.
     if (!options.force || miss.lock.waited_seconds() > 0.05) {
       Found again = get(request, Tier::kLocal);
+      miss.rehashed.add(again.entry.rehashed);
+      again.rehashed = miss.rehashed;
       if (again.hit()) return again;
     }
     if (!options.force) {
@@ -222,6 +225,8 @@ Found Storage::get(const EntryRequest& request, Tier tier) {
   if (tier == Tier::kLocal) {
     Found f;
     f.entry = store_.lookup(request.entry_dir, request.key.hex, request.lookup);
+    stats_->rehashed_files += f.entry.rehashed.files;
+    stats_->rehashed_bytes += f.entry.rehashed.bytes;
     spdlog::debug("cache: module {}: {}", request.name,
                   f.entry.hit ? "hit in " + f.entry.entry_dir : "miss (" + f.entry.miss_reason + ")");
     if (f.entry.hit) {

@@ -143,6 +143,7 @@ nlohmann::json cached_result_json(const compile::BuildPlan& plan, const compile:
   if (cr.cache == cache::CacheStatus::kRemoteHit) j["remote"] = cr.remote_source;
   j["objects_reused"] = cr.objects_reused;
   j["objects_compiled"] = cr.objects_compiled;
+  j["rehashed"] = {{"files", cr.rehashed.files}, {"bytes", cr.rehashed.bytes}};
   return j;
 }
 
@@ -211,7 +212,8 @@ ModuleOutcome build_module(Shared& sh, const Planned& p, util::JobGate::Party* p
     if (r.only_if_cached && cr.cache == cache::CacheStatus::kMiss) {
       out.item.status = compile::BatchStatus::kHit;  // answered: nothing was built, the caller builds
       out.only_if_cached_miss = true;
-      out.json = nlohmann::json{{"name", plan.name}, {"cache", cache::cache_status_name(cr.cache)}, {"key", cr.key}, {"miss_reason", cr.miss_reason}};
+      out.json = nlohmann::json{{"name", plan.name}, {"cache", cache::cache_status_name(cr.cache)}, {"key", cr.key}, {"miss_reason", cr.miss_reason},
+                                {"rehashed", {{"files", cr.rehashed.files}, {"bytes", cr.rehashed.bytes}}}};
       return out;
     }
     out.item.status = cr.cache == cache::CacheStatus::kMiss ? compile::BatchStatus::kBuilt : compile::BatchStatus::kHit;

@@ -74,7 +74,7 @@ std::optional<CommandRecord> UnitCache::before_compile(const UnitRef& ref, const
   // Objects are re-hashed before they are linked: a same-size corruption
   // would otherwise spread into every module linked from them.
   cache::LookupOptions verify_object;
-  verify_object.verify_digest_up_to = cache::kVerifyAll;
+  verify_object.rehash_artifacts = true;  // objects keep full hashing (cache/proof.h)
   cache::LookupResult r = store_.lookup(store_.object_entry_dir(u.key), u.key, verify_object);
   spdlog::debug("cache: object of {}: {}", ref.step.display, r.hit ? "hit in " + r.entry_dir : "miss (" + r.miss_reason + ")");
   // Another module of a batch compiling this very unit now: wait for it and
