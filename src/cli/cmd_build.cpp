@@ -537,7 +537,14 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                 "exit 3 if invalid. Without a driver: offline checks only and a warning");
   sub->add_flag("--require-driver", args->require_driver, "With --validate: no driver or device is exit 4");
   add_driver_load_options(sub, args->driver);
-  sub->callback([args, &ctx] { ctx.exit_code = run_build(*args, ctx); });
+  // The parsed values are taken and the bound ones reset before the build
+  // runs: the engine library parses every call with the same app
+  // (cli/app.cpp, EmbeddedApp), and one call's options must not reach the next.
+  sub->callback([args, &ctx] {
+    BuildArgs parsed = std::move(*args);
+    *args = BuildArgs{};
+    ctx.exit_code = run_build(parsed, ctx);
+  });
 }
 
 }  // namespace tvmffi_jit::cli
