@@ -191,13 +191,45 @@ def _tvm_ffi_root() -> str | None:
 
 
 _manifest_counter = 0
+# Manifest text -> the private file holding it, written by this process (its
+# pid): a repeated call (a cache hit) reuses the file instead of writing and
+# removing one, which cost more than the in-process hit itself. The files sit
+# in $TMPDIR itself (the manifest's folder is its default base dir, part of
+# the key: it must not change from process to process) and are removed at exit.
+_manifest_files: dict[bytes, str] = {}
+_manifest_files_pid = 0
+_MAX_MANIFEST_FILES = 256
+
+
+def _remove_manifest_files(pid: int) -> None:
+    if os.getpid() != pid:  # a forked child's exit: the files are its parent's
+        return
+    for path in _manifest_files.values():
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    _manifest_files.clear()
 
 
 def _write_manifest(manifest: dict[str, Any]) -> str:
-    """Write the manifest to a new private file and return its path."""
-    global _manifest_counter  # noqa: PLW0603 - unique names within the process
-    directory = os.environ.get("TMPDIR") or "/tmp"
+    """The path of a private file holding the manifest: written once per
+    distinct manifest and process, then reused while it exists."""
+    global _manifest_counter, _manifest_files_pid  # noqa: PLW0603 - a per-process memo
     text = json.dumps(manifest).encode("utf-8")
+    if _manifest_files_pid != os.getpid():
+        if _manifest_files_pid == 0:
+            import atexit  # noqa: PLC0415 - once per process
+
+            atexit.register(lambda: _remove_manifest_files(_manifest_files_pid))
+        _manifest_files.clear()  # a forked child writes its own: its parent removes these
+        _manifest_files_pid = os.getpid()
+    path = _manifest_files.get(text)
+    if path is not None and os.path.isfile(path):
+        return path
+    if len(_manifest_files) >= _MAX_MANIFEST_FILES:
+        _remove_manifest_files(os.getpid())
+    directory = os.environ.get("TMPDIR") or "/tmp"
     while True:
         _manifest_counter += 1
         path = os.path.join(directory, f"tvmffi-jit-py-{os.getpid()}-{_manifest_counter}.json")
@@ -211,6 +243,7 @@ def _write_manifest(manifest: dict[str, Any]) -> str:
         except BaseException:
             os.unlink(path)
             raise
+        _manifest_files[text] = path
         return path
 
 
@@ -303,26 +336,23 @@ def _run_build(manifest: dict[str, Any], build_directory: str | None, output_nam
         argv += ["--build-dir", build_dir]
         if output_name is not None:
             argv += ["--output", os.path.join(build_dir, output_name)]
-    path = _write_manifest(manifest)
+    path = _write_manifest(manifest)  # reused by the next identical call: never removed here
+    argv += ["-m", path]
+    if build_directory is None:
+        # A local hit, answered in this process (no fork/exec): a miss
+        # (or no engine) goes on to the binary, which builds it.
+        answer = _engine.run([*argv, "--only-if-cached"])
+        if answer is not None and answer.get("exit_code") == 0:
+            result = json.loads(answer["stdout"])
+            if result.get("cache") == "hit":
+                _warn(result)
+                return _Built(result.get("output") or result["path"], None)
+    call_dir = _call_tmpdir()
     try:
-        argv += ["-m", path]
-        if build_directory is None:
-            # A local hit, answered in this process (no fork/exec): a miss
-            # (or no engine) goes on to the binary, which builds it.
-            answer = _engine.run([*argv, "--only-if-cached"])
-            if answer is not None and answer.get("exit_code") == 0:
-                result = json.loads(answer["stdout"])
-                if result.get("cache") == "hit":
-                    _warn(result)
-                    return _Built(result.get("output") or result["path"], None)
-        call_dir = _call_tmpdir()
-        try:
-            proc = _binary.run(argv, tmpdir=call_dir)
-        except BaseException:
-            _remove_tree(call_dir)
-            raise
-    finally:
-        os.unlink(path)
+        proc = _binary.run(argv, tmpdir=call_dir)
+    except BaseException:
+        _remove_tree(call_dir)
+        raise
     if proc.returncode != 0:
         _remove_tree(call_dir)  # a failed compile's kept directory: the message shows its command
         shown = [_binary.find_binary(), *argv]

@@ -28,6 +28,23 @@ _engine = _UNSET  # the loaded library, or None when there is none
 _lock = None  # a lock (_thread), made on first use
 
 
+def _new_lock_in_child():
+    """A forked child has only the forking thread: a lock another thread held at
+    the fork would stay locked forever there (PyTorch DataLoader workers,
+    multiprocessing's fork start method). The child gets a new one; the library
+    itself waits, before the fork, for a call in flight to end (its engine lock,
+    util/fork_safe.h), so the child's engine is idle and consistent."""
+    global _lock  # noqa: PLW0603 - a per-process memo
+    if _lock is not None:
+        import _thread  # noqa: PLC0415 - already imported by _load()
+
+        _lock = _thread.allocate_lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
 def library_path() -> str | None:
     """The engine library that goes with the binary :func:`find_binary` returns, or ``None``.
 

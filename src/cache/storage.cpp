@@ -158,7 +158,7 @@ void Storage::flush_counts() {
 
 LookupResult Storage::find_object(const std::string& key_hex) {
   LookupOptions verify_object;
-  verify_object.verify_digest_up_to = kVerifyAll;
+  verify_object.rehash_artifacts = true;  // objects keep full hashing (cache/proof.h)
   LookupResult r = store_.lookup(store_.object_entry_dir(key_hex), key_hex, verify_object);
   if (r.corrupt) count_corrupt(r.entry_dir);
   return r;
@@ -248,6 +248,7 @@ Found Storage::find(const EntryRequest& request, const FindOptions& options) {
     miss.miss_reason = "--force";
   } else {
     miss = get(request, Tier::kLocal);
+    miss.rehashed = miss.entry.rehashed;
     if (miss.hit()) return miss;
     miss.miss_reason = miss.entry.miss_reason;
   }
@@ -260,6 +261,8 @@ Found Storage::find(const EntryRequest& request, const FindOptions& options) {
     // Whoever held the lock may have just published this very entry.
     if (!options.force || miss.lock.waited_seconds() > 0.05) {
       Found again = get(request, Tier::kLocal);
+      miss.rehashed.add(again.entry.rehashed);
+      again.rehashed = miss.rehashed;
       if (again.hit()) return again;
     }
     if (!options.force) {
@@ -285,6 +288,8 @@ Found Storage::get(const EntryRequest& request, Tier tier) {
   if (tier == Tier::kLocal) {
     Found f;
     f.entry = store_.find_result(request.key_dir, request.key.hex, request.lookup);
+    tally(&StatsCounters::rehashed_files, f.entry.rehashed.files);
+    tally(&StatsCounters::rehashed_bytes, f.entry.rehashed.bytes);
     spdlog::debug("cache: module {}: {}", request.name,
                   f.entry.hit ? "hit in " + f.entry.entry_dir : "miss (" + f.entry.miss_reason + ")");
     if (f.entry.hit) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,10 @@ const std::vector<RegisterCommand> kCommands = {
     register_build_command,
     register_doctor_command,
 };
+
+const char* kAbout =
+    "tvmffi-jit: build C++/CUDA sources into cached Apache TVM FFI modules, emit and\n"
+    "inspect cubin/fatbin/PTX, and validate GPU code through the CUDA driver.";
 
 const char* kExitCodeHelp =
     "Exit codes: 0 ok; 1 compile or link failed; 2 bad usage or manifest; 3 validation failed\n"
@@ -263,17 +268,10 @@ std::string explain_parse_error(CLI::App& app, const CLI::ParseError& e, const s
   return "unexpected argument '" + unknown + "' for " + command + help;
 }
 
+// The top-level app with its commands, options bound into `ctx`.
 // `embedded`: inside another program (the engine library): its signal
-// dispositions are left alone.
-int run_program(int argc, char** argv, bool embedded) {
-  CommandContext ctx;
-  ctx.embedded = embedded;
-  // The environment, read here once for every command (and again for every
-  // call of the engine library: its caller may have changed it in between).
-  ctx.environment = resolve_command_environment(toolchain::process_environment());
-  apply_process_settings(ctx.environment);
-  CLI::App app{"tvmffi-jit: build C++/CUDA sources into cached Apache TVM FFI modules, emit and\n"
-               "inspect cubin/fatbin/PTX, and validate GPU code through the CUDA driver."};
+// dispositions are left alone, and only `build` is registered.
+void configure_app(CLI::App& app, CommandContext& ctx, bool embedded) {
   app.name("tvmffi-jit");
   app.footer(kExitCodeHelp);
   app.require_subcommand(1);
@@ -286,8 +284,6 @@ int run_program(int argc, char** argv, bool embedded) {
   // No probing here: `doctor` reports the toolchain.
   app.set_version_flag("--version", std::string("tvmffi-jit ") + TVMFFI_JIT_VERSION,
                        "Print tvmffi-jit's version (`tvmffi-jit doctor` reports tvm-ffi, nvcc and the driver)");
-  if (!embedded) util::install_termination_handlers();  // children never outlive a Ctrl-C (util/process.h)
-  util::init_logging(0, false);
   // Re-initialise once -v/-q are known; this runs before any subcommand callback.
   app.parse_complete_callback([&] {
     util::init_logging(ctx.global.verbosity, ctx.global.quiet);
@@ -299,7 +295,26 @@ int run_program(int argc, char** argv, bool embedded) {
   if (embedded) register_build_command(app, ctx);
   else
     for (RegisterCommand reg : kCommands) reg(app, ctx);
+}
 
+// The app and context the engine library parses every call with: setting
+// up CLI11's options was most of an in-process hit's CPU time after the
+// cache's own checks. Kept only while calls end normally: a parse error,
+// --help or an exception may leave values bound from a half-parsed command
+// line, so the next call builds a new one. Guarded by the engine lock
+// (src/cli/engine.cpp); a forked child inherits it idle.
+struct EmbeddedApp {
+  CommandContext ctx;
+  CLI::App app{kAbout};
+  EmbeddedApp() {
+    ctx.embedded = true;
+    configure_app(app, ctx, true);
+  }
+};
+std::unique_ptr<EmbeddedApp> embedded_app;
+
+int parse_and_run(CLI::App& app, CommandContext& ctx, int argc, char** argv, bool* clean) {
+  *clean = false;
   const std::vector<std::string> args = place_global_options(app, argc, argv);
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last-first
@@ -322,7 +337,36 @@ int run_program(int argc, char** argv, bool embedded) {
     print_diagnostic("internal error", e.what());
     return static_cast<int>(ExitCode::kIo);
   }
+  *clean = true;
   return ctx.exit_code;
+}
+
+int run_program(int argc, char** argv, bool embedded) {
+  // The environment, read here once for every command (and again for every
+  // call of the engine library: its caller may have changed it in between).
+  CommandEnvironment environment = resolve_command_environment(toolchain::process_environment());
+  apply_process_settings(environment);
+  if (!embedded) util::install_termination_handlers();  // children never outlive a Ctrl-C (util/process.h)
+  util::init_logging(0, false);
+  if (!embedded) {
+    CommandContext ctx;
+    ctx.embedded = false;
+    ctx.environment = std::move(environment);
+    CLI::App app{kAbout};
+    configure_app(app, ctx, false);
+    bool clean = false;
+    return parse_and_run(app, ctx, argc, argv, &clean);
+  }
+  if (!embedded_app) embedded_app = std::make_unique<EmbeddedApp>();
+  EmbeddedApp& e = *embedded_app;
+  e.app.clear();
+  e.ctx.global = GlobalOptions{};
+  e.ctx.exit_code = 0;
+  e.ctx.environment = std::move(environment);
+  bool clean = false;
+  const int code = parse_and_run(e.app, e.ctx, argc, argv, &clean);
+  if (!clean) embedded_app.reset();
+  return code;
 }
 
 }  // namespace

@@ -143,6 +143,7 @@ nlohmann::json cached_result_json(const compile::BuildPlan& plan, const compile:
   if (cr.cache == cache::CacheStatus::kRemoteHit) j["remote"] = cr.remote_source;
   j["objects_reused"] = cr.objects_reused;
   j["objects_compiled"] = cr.objects_compiled;
+  j["rehashed"] = {{"files", cr.rehashed.files}, {"bytes", cr.rehashed.bytes}};
   return j;
 }
 
@@ -245,7 +246,8 @@ ModuleOutcome build_module(Shared& sh, const Planned& p, util::JobGate::Party* p
     if (r.only_if_cached && cr.cache == cache::CacheStatus::kMiss) {
       out.item.status = compile::BatchStatus::kHit;  // answered: nothing was built, the caller builds
       out.only_if_cached_miss = true;
-      out.json = nlohmann::json{{"name", plan.name}, {"cache", cache::cache_status_name(cr.cache)}, {"key", cr.key}, {"miss_reason", cr.miss_reason}};
+      out.json = nlohmann::json{{"name", plan.name}, {"cache", cache::cache_status_name(cr.cache)}, {"key", cr.key}, {"miss_reason", cr.miss_reason},
+                                {"rehashed", {{"files", cr.rehashed.files}, {"bytes", cr.rehashed.bytes}}}};
       return out;
     }
     out.item.status = cr.cache == cache::CacheStatus::kMiss ? compile::BatchStatus::kBuilt : compile::BatchStatus::kHit;
@@ -579,7 +581,14 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                 "exit 3 if invalid. Without a driver: offline checks only and a warning");
   sub->add_flag("--require-driver", args->require_driver, "With --validate: no driver or device is exit 4");
   add_driver_load_options(sub, args->driver);
-  sub->callback([args, &ctx] { ctx.exit_code = run_build(*args, ctx); });
+  // The parsed values are taken and the bound ones reset before the build
+  // runs: the engine library parses every call with the same app
+  // (cli/app.cpp, EmbeddedApp), and one call's options must not reach the next.
+  sub->callback([args, &ctx] {
+    BuildArgs parsed = std::move(*args);
+    *args = BuildArgs{};
+    ctx.exit_code = run_build(parsed, ctx);
+  });
 }
 
 }  // namespace tvmffi_jit::cli

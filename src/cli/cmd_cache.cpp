@@ -289,6 +289,8 @@ void run_stats(const CacheArgs& a) {
       "store failures   " + std::to_string(s.store_failures) + "\n" +
       "corrupt entries  " + std::to_string(s.corrupt_entries) + "\n" +
       "launch fallbacks " + std::to_string(s.launcher_fallbacks) + "\n" +
+      "re-hashed        " + std::to_string(s.rehashed_files) + " files (" + util::format_bytes(s.rehashed_bytes) +
+      ") whose stamps changed\n" +
       "modules          " + std::to_string(modules) + " results of " + std::to_string(summary.module_keys) +
       " keys (" + util::format_bytes(module_bytes) + ")\n" +
       "objects          " + std::to_string(objects) + " (" + util::format_bytes(object_bytes) + ")\n");

@@ -12,16 +12,22 @@
 // what the program would have printed and returned. The return value is 0
 // when the request was run (whatever its exit code) and 2 when it could not
 // be read; *result_json is then {"error": "..."}. Every result is freed with
-// tvmffi_jit_free. One call at a time per process (the caller's lock): the
-// logger and the output capture are process-wide.
+// tvmffi_jit_free. One call at a time per process: the logger and the output
+// capture are process-wide, so calls take the engine lock (the Python
+// package also has a lock of its own). That lock is a util::ForkSafeMutex of
+// the engine rank: a fork() in another thread waits for the call in flight
+// to end and the child starts with every lock and memo of the library
+// unlocked (util/fork_safe.h; docs/python.md, "Fork and threads").
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "tvmffi_jit/cli/app.h"
+#include "tvmffi_jit/util/fork_safe.h"
 #include "tvmffi_jit/util/json.h"
 
 namespace {
@@ -37,6 +43,9 @@ char* copy_out(const std::string& text) {
   p[text.size()] = '\0';
   return p;
 }
+
+// Constructed when the library is loaded, before any call (and any memo).
+tvmffi_jit::util::ForkSafeMutex engine_lock(tvmffi_jit::util::ForkSafeMutex::kEngineRank);
 
 std::string error_result(const std::string& message) {
   return tvmffi_jit::util::dump_json(nlohmann::json{{"error", message}}, -1);
@@ -71,7 +80,9 @@ extern "C" __attribute__((visibility("default"))) int tvmffi_jit_run(const char*
       }
       args.push_back(a.get<std::string>());
     }
+    std::unique_lock<tvmffi_jit::util::ForkSafeMutex> one_call_at_a_time(engine_lock);
     tvmffi_jit::cli::EmbeddedResult r = tvmffi_jit::cli::run_embedded(args);
+    one_call_at_a_time.unlock();
     nlohmann::json out{{"exit_code", r.exit_code}, {"stdout", r.out}, {"stderr", r.err}};
     *result_json = copy_out(tvmffi_jit::util::dump_json(out, -1));
     return *result_json ? 0 : 2;

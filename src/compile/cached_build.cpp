@@ -65,13 +65,15 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   request.key_dir = store.module_key_dir(plan.name, key.hex);
   request.base_dir = options.base_dir;
   request.artifact = plan.artifact_name;
-  // A hit serves only the artifact entry.json lists, at its recorded size,
-  // re-hashed when small (docs/cache.md, "What the cache promises").
+  // A hit serves only the artifact entry.json lists, its content proven by
+  // its stamp or re-hashed; --verify re-hashes it whatever the stamp says
+  // (docs/cache.md, "What a hit proves").
   request.lookup.required_artifacts = {plan.artifact_name};
-  request.lookup.verify_digest_up_to = options.verify ? cache::kVerifyAll : cache::kVerifyOnHitMaxBytes;
+  request.lookup.rehash_artifacts = options.verify;
   cache::Found found = storage.find(request, {options.force, options.only_if_cached, options.lock_timeout_seconds,
                                               "building " + plan.name});
   result.cache = found.status;
+  result.rehashed = found.rehashed;
   if (found.hit()) {
     result.remote_source = found.source;
     result.entry_dir = found.entry.entry_dir;

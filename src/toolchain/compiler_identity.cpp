@@ -7,6 +7,7 @@
 #include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/stamp_memo.h"
 #include "tvmffi_jit/toolchain/version.h"
 #include "tvmffi_jit/util/process.h"
 
@@ -52,12 +53,21 @@ CompilerIdentity identify_compiler(const std::string& role, const std::string& p
   std::string memo;
   if (!options.memo_dir.empty()) {
     memo = memo_path(options.memo_dir, c.path);
-    if (auto text = util::read_small_file(memo, kMaxMemoBytes)) {
+    // Parsed once per process while the memo file keeps its stamp (it is
+    // only ever replaced by rename): the engine library answers many hits.
+    static util::StampMemo<nlohmann::json> parsed(64, 0, false);
+    auto j = parsed.get_or(memo, [&]() -> std::optional<nlohmann::json> {
+      auto text = util::read_small_file(memo, kMaxMemoBytes);
+      if (!text) return std::nullopt;
       auto j = nlohmann::json::parse(*text, nullptr, false);
-      if (j.is_object() && j.value("version", 0) == kMemoVersion && j.value("path", "") == c.path &&
-          j.value("resolved", "") == c.resolved && j.value("stamp", nlohmann::json()) == stamp_json(*stamp) &&
-          j.contains("identity") && j["identity"].is_string()) {
-        c.identity = j["identity"].get<std::string>();
+      if (j.is_discarded()) return std::nullopt;
+      return j;
+    });
+    if (j) {
+      if (j->is_object() && j->value("version", 0) == kMemoVersion && j->value("path", "") == c.path &&
+          j->value("resolved", "") == c.resolved && j->value("stamp", nlohmann::json()) == stamp_json(*stamp) &&
+          j->contains("identity") && (*j)["identity"].is_string()) {
+        c.identity = (*j)["identity"].get<std::string>();
         return c;
       }
     }

@@ -112,11 +112,11 @@ Expected<FileWriter, IoFailure> create_new_file(const std::string& path, unsigne
   return FileWriter(fd, path);
 }
 
-int open_for_reading(const std::string& path, uint64_t* size) {
+int open_for_reading(const std::string& path, uint64_t* size, bool follow_symlinks) {
   // O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer,
   // forever if none comes. It is cleared again for regular files, where it
   // has no effect on reads anyway.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow_symlinks ? 0 : O_NOFOLLOW));
   if (fd < 0) {
     int e = errno;
     throw io_error(errno_message("cannot open " + path, e));

@@ -574,21 +574,33 @@ TEST_CASE("a root opened without the write probe is probed on demand", "[cache][
   CHECK_THAT(bad.unwritable_why, Catch::Contains("cannot create the cache root"));
 }
 
-TEST_CASE("a lookup re-hashes artifacts up to the size it is given", "[cache][store]") {
+TEST_CASE("a same-size change of an artifact is a miss, with or without --verify", "[cache][store]") {
   Fixture f;
   PublishResult p = f.publish("m", kKeyA, "0123456789");
   util::write_file(util::join_path(p.entry_dir, "m.so"), "0123456780");  // same size
-  CHECK(f.store.lookup(p.entry_dir, kKeyA).hit);  // sizes only
-  LookupOptions small;
-  small.verify_digest_up_to = 9;  // the artifact is bigger: not re-hashed
-  CHECK(f.store.lookup(p.entry_dir, kKeyA, small).hit);
-  for (uint64_t limit : {uint64_t(10), kVerifyAll}) {
+  for (bool rehash : {false, true}) {
     LookupOptions o;
-    o.verify_digest_up_to = limit;
+    o.rehash_artifacts = rehash;
     LookupResult r = f.store.lookup(p.entry_dir, kKeyA, o);
     CHECK_FALSE(r.hit);
     CHECK(r.corrupt);
     CHECK_THAT(r.miss_reason, Catch::Contains("SHA-256"));
+    CHECK(r.rehashed.files == 1);  // the fresh artifact had no stamp to prove it
+  }
+}
+
+TEST_CASE("an artifact with a missing or malformed stamp is re-hashed, never trusted", "[cache][store]") {
+  Fixture f;
+  PublishResult p = f.publish("m", kKeyA, "0123456789");
+  const std::string entry_json = util::join_path(p.entry_dir, "entry.json");
+  auto j = nlohmann::json::parse(util::read_file(entry_json));
+  for (nlohmann::json bad : {nlohmann::json(42), nlohmann::json("not:a:stamp"), nlohmann::json(nullptr)}) {
+    j["artifacts"][0]["stat"] = bad;
+    util::write_file_atomic(entry_json, j.dump());
+    LookupResult r = f.store.lookup(p.entry_dir, kKeyA);
+    CHECK(r.hit);
+    CHECK(r.rehashed.files == 1);
+    CHECK(r.rehashed.bytes == 10);
   }
 }
 

@@ -10,7 +10,8 @@
 //     "base_dir": "/abs/project",              // modules: the base directory the local key binds
 //     "tool_version": "0.1.0",
 //     "created": <unix seconds>,
-//     "artifacts": [{"file": "<name>", "size": <bytes>, "sha256": "<hex>"}],
+//     "artifacts": [{"file": "<name>", "size": <bytes>, "sha256": "<hex>",
+//                    "stat": "dev:ino:mtime_ns:ctime_ns"}],   // stat: optional, cache/proof.h
 //     "headers": [{"path": "/abs/h.h", "size": <bytes>, "sha256": "<hex>",
 //                  "shadows": ["/abs/inc1/h.h", ...]}],   // optional, see HeaderRecord
 //                 // a path that is not valid UTF-8 is stored as "path_hex" (its bytes in hex),
@@ -35,6 +36,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "tvmffi_jit/util/stamp.h"
 
 namespace tvmffi_jit::cache {
 
@@ -69,6 +72,11 @@ struct ArtifactRecord {
   std::string file;  // a plain file name inside the entry directory
   uint64_t size = 0;
   std::string sha256;
+  // The stamp of the artifact hashed, as HeaderRecord::stat (cache/proof.h):
+  // recorded when settled, by a publish or by the first hit 2 s or more
+  // later. Empty, malformed or foreign: the next lookup re-hashes. Local
+  // entries only (portable and remote forms carry none).
+  std::string stat;
 };
 
 struct HeaderRecord {
@@ -120,7 +128,8 @@ nlohmann::json entry_to_json(const EntryRecord& e);
 std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string* why);
 // Reads <dir>/entry.json (at most kMaxEntryFileBytes, never through a
 // symlink or from a FIFO); nullopt (with `why`) when missing or malformed.
-std::optional<EntryRecord> read_entry(const std::string& dir, std::string* why);
+// `stamp` (may be null): the stamp entry.json had when read (inode 0: none).
+std::optional<EntryRecord> read_entry(const std::string& dir, std::string* why, util::FullStamp* stamp = nullptr);
 // entry.json as JSON (same limits as read_entry), whatever its format version;
 // discarded JSON when missing, too big or malformed.
 nlohmann::json read_entry_json(const std::string& dir, std::string* why);

@@ -1,11 +1,12 @@
 // The headers a compile read, recorded after a build and re-checked on every
 // lookup (ccache's "direct mode"): a missing or changed one makes the entry a
-// miss. A header is re-hashed unless its stat -- device, inode, mtime and
-// ctime in nanoseconds -- equals the one recorded with its hash; the stat is
+// miss. A header is re-hashed unless its stamp -- device, inode, mtime and
+// ctime in nanoseconds -- equals the one recorded with its hash; the stamp is
 // recorded only for a file whose mtime and ctime were at least
 // kTrustedStatAgeSeconds old when it was hashed, so a later write (which
 // moves ctime, and which no one can set back) cannot hide inside the
-// timestamp granularity. Skipping the re-hash of the ~360 toolkit headers a
+// timestamp granularity (cache/proof.h has the whole rule, shared with the
+// entry's artifacts). Skipping the re-hash of the ~360 toolkit headers a
 // CUDA unit reads is what keeps a CUDA hit within a few milliseconds.
 #pragma once
 
@@ -17,6 +18,8 @@
 #include "tvmffi_jit/cache/entry.h"
 
 namespace tvmffi_jit::cache {
+
+struct Rehashed;  // cache/proof.h
 
 // Digests of big files (libraries the linker read, huge headers) remembered
 // per machine in <root>/digests/, by path and stat under the same rule as a
@@ -44,14 +47,19 @@ std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, co
 // Re-hashes recorded headers and looks for their shadows; nullopt when all
 // match and no shadow exists, else the first mismatch ("/abs/h.h changed",
 // "/abs/h.h is gone", "/abs/inc1/h.h now shadows /abs/inc2/h.h").
-std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers, const DigestMemo& memo = {});
+// `rehashed` (may be null) counts the files re-read.
+std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers, const DigestMemo& memo = {},
+                                         Rehashed* rehashed = nullptr);
 
 // check_headers() that also records, for each file it re-hashed and found
 // unchanged, the stat of what it hashed (under the same age rule as
 // hash_headers): an entry adopted from a remote or an import carries no
 // stats, and without this every later hit would re-hash its headers and
 // link inputs (12.8 MB for the README CUDA example) again.
-std::optional<std::string> check_and_stamp_headers(std::vector<HeaderRecord>& headers, const DigestMemo& memo = {});
+// A lookup restamps the records of its own copy of an entry this way and,
+// when any stamp changed, rewrites entry.json (Store::lookup).
+std::optional<std::string> check_and_stamp_headers(std::vector<HeaderRecord>& headers, const DigestMemo& memo = {},
+                                                   Rehashed* rehashed = nullptr);
 
 constexpr int64_t kTrustedStatAgeSeconds = 2;
 

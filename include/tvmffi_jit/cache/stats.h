@@ -39,6 +39,10 @@ struct StatsCounters {
   uint64_t remote_bytes_sent = 0;      // blob bytes uploaded
   uint64_t imported_hits = 0;          // module lookups answered by `cache import`ed entries
   uint64_t remote_untrusted = 0;       // remote/imported entries not used: no trusted key signed them
+  // Files local lookups re-hashed because their stamps did not prove them
+  // (cache/proof.h), and their bytes.
+  uint64_t rehashed_files = 0;
+  uint64_t rehashed_bytes = 0;
   void add(const StatsCounters& o);
   bool empty() const;
 };

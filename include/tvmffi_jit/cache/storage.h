@@ -69,6 +69,7 @@ struct Found {
   // A local miss: why (miss_reason, corrupt).
   LookupResult entry;
   std::string source;  // shared hits: the server (redacted URL) or "imported"
+  Rehashed rehashed;   // what the local lookups of this find() re-read (cache/proof.h)
   bool hit() const { return status != CacheStatus::kMiss; }
   // find()'s misses: why the lookup missed ("absent", "--force", ...); why the
   // root cannot take the entry (the caller builds outside it), or else the

@@ -26,6 +26,7 @@
 
 #include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/headers.h"
+#include "tvmffi_jit/cache/proof.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/util/fs.h"
@@ -34,23 +35,17 @@
 namespace tvmffi_jit::cache {
 
 // What a lookup checks beyond entry.json, the full key, each listed
-// artifact's presence and size, and the recorded headers.
+// artifact's presence, size and content (proven by its stamp or re-hashed:
+// cache/proof.h), and the recorded headers.
 struct LookupOptions {
-  // Artifacts of at most this many bytes are re-hashed against their
-  // recorded SHA-256 (0: sizes only; kVerifyAll: every artifact).
-  uint64_t verify_digest_up_to = 0;
+  // Re-hash every artifact whatever its stamp says (`build --verify`, object
+  // lookups, the occupant check of a publish). Recorded headers keep the
+  // stamp rule either way.
+  bool rehash_artifacts = false;
   // Files the caller is going to use: each must be listed in entry.json, or
   // the entry is a (corrupt) miss.
   std::vector<std::string> required_artifacts;
 };
-inline constexpr uint64_t kVerifyAll = ~uint64_t{0};
-
-// A module artifact served on a hit is re-hashed when it is at most this big
-// (build --verify: always). Chosen from bench/cache/run.sh (docs/cache.md,
-// "What the cache promises"): SHA-256 ran at 0.6-1.1 GB/s on the loaded
-// 2-core machine, so the largest module re-hashed adds at most ~4-7 ms to a
-// hit, while the README example's 57 KB module adds ~0.05 ms.
-inline constexpr uint64_t kVerifyOnHitMaxBytes = 4ull << 20;
 
 struct LookupResult {
   bool hit = false;
@@ -58,15 +53,19 @@ struct LookupResult {
   std::optional<EntryRecord> entry;  // when hit (and when a readable entry was found but rejected)
   std::string miss_reason;           // "absent", "artifact x.so has 12 bytes, entry.json says 99", ...
   bool corrupt = false;              // an entry existed but was unusable (not just absent or stale headers)
+  Rehashed rehashed;                 // what this lookup re-read (cache/proof.h)
   std::string artifact_path(size_t i = 0) const;
   // The path of the artifact named `file` if entry.json lists it, else "".
   std::string artifact_path(const std::string& file) const;
 };
 
 // Why `a` (listed in the entry at `entry_dir`) cannot be served: missing, not
-// a regular file, another size, or (with `check_digest`) another SHA-256.
-// nullopt when it is intact.
-std::optional<std::string> check_artifact(const std::string& entry_dir, const ArtifactRecord& a, bool check_digest);
+// a regular file (a symlink included), another size or another SHA-256,
+// proven by its stamp unless `rehash` (cache/proof.h). nullopt when it is
+// intact; then `new_stat` (may be null) gets the stamp to record in place of
+// a.stat, or "" when it stands. `rehashed` (may be null) counts re-reads.
+std::optional<std::string> check_artifact(const std::string& entry_dir, const ArtifactRecord& a, bool rehash,
+                                          Rehashed* rehashed = nullptr, std::string* new_stat = nullptr);
 
 // A private build directory under <root>/tmp, removed on destruction unless
 // published or kept.
@@ -121,9 +120,11 @@ class Store {
   std::string locks_dir() const;
 
   // Reads entry.json, checks the full key, every listed artifact (present,
-  // regular, recorded size; digest as `options` say), the required artifact
-  // names and the recorded headers. On a hit, marks the entry used (its
-  // directory mtime, for gc ordering only).
+  // regular, recorded size and content: cache/proof.h), the required
+  // artifact names and the recorded headers. On a hit, marks the entry used
+  // (its directory mtime, for gc ordering only) and, when it re-hashed files
+  // and found them unchanged under new settled stamps, records those stamps
+  // in entry.json (record_stamps) so that later hits re-hash nothing.
   LookupResult lookup(const std::string& entry_dir, const std::string& key_hex,
                       const LookupOptions& options = {}) const;
 
@@ -167,6 +168,15 @@ class Store {
   bool remove_entry(const std::string& entry_dir) const;
 
   void count(const StatsCounters& delta) const;
+
+  // Rewrites <entry_dir>/entry.json with the stamps of `checked` (a copy of
+  // the entry that a lookup restamped), keeping every other field of the
+  // file as it is: through a temp file renamed over it, never in place; only
+  // while entry.json still has `read_stamp`, the stamp it had when read;
+  // only under the entry's lock, tried once (busy: skipped). Best effort:
+  // false when skipped or failed (the next hit re-hashes again, or finds
+  // the stamps in this process's memo).
+  bool record_stamps(const std::string& entry_dir, const EntryRecord& checked, const util::FullStamp& read_stamp) const;
 
  private:
   PublishResult commit(Staging& staging, const std::string& entry_dir, EntryRecord record) const;

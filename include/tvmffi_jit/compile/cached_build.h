@@ -72,6 +72,7 @@ struct CachedBuildResult {
   bool stored = false;      // this process published the entry
   size_t objects_reused = 0;
   size_t objects_compiled = 0;
+  cache::Rehashed rehashed;  // what the lookup re-read to prove the entry (cache/proof.h)
 };
 
 // Runs the plan through the cache. Throws like execute_plan() for build

@@ -68,7 +68,8 @@ Expected<FileWriter, IoFailure> create_new_file(const std::string& path, unsigne
 // itself cannot block: a FIFO, socket, device or directory is refused with
 // "cannot open PATH: not a regular file (a FIFO)" instead of hanging. Returns
 // the descriptor (the caller closes it) and, in `size`, the fstat size.
-int open_for_reading(const std::string& path, uint64_t* size = nullptr);
+// !follow_symlinks: a symlink at `path` is refused too (O_NOFOLLOW).
+int open_for_reading(const std::string& path, uint64_t* size = nullptr, bool follow_symlinks = true);
 std::string read_file(const std::string& path);  // "cannot read PATH: ..." on failure
 std::optional<std::string> try_read_file(const std::string& path);  // nullopt on any failure
 // A small file the tool wrote itself (cache metadata, memos, journals), read

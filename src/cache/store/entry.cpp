@@ -53,11 +53,22 @@ std::string bounded_compiler_output(const std::string& text) {
          " more bytes of compiler output not kept]\n";
 }
 
+// A record's stamp: anything but a string is as good as none (one re-hash
+// on the next lookup, then a stamp), never a malformed entry.
+std::string recorded_stat(const nlohmann::json& record) {
+  auto it = record.find("stat");
+  return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 }  // namespace
 
 nlohmann::json entry_to_json(const EntryRecord& e) {
   nlohmann::json artifacts = nlohmann::json::array();
-  for (const auto& a : e.artifacts) artifacts.push_back({{"file", a.file}, {"size", a.size}, {"sha256", a.sha256}});
+  for (const auto& a : e.artifacts) {
+    nlohmann::json j = {{"file", a.file}, {"size", a.size}, {"sha256", a.sha256}};
+    if (!a.stat.empty()) j["stat"] = a.stat;
+    artifacts.push_back(std::move(j));
+  }
   nlohmann::json headers = nlohmann::json::array();
   for (const auto& h : e.headers) headers.push_back(header_to_json(h));
   nlohmann::json objects = nlohmann::json::array();
@@ -105,7 +116,8 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
     e.tool_version = j.at("tool_version").get<std::string>();
     e.created = j.at("created").get<int64_t>();
     for (const auto& a : j.at("artifacts")) {
-      ArtifactRecord r{a.at("file").get<std::string>(), a.at("size").get<uint64_t>(), a.at("sha256").get<std::string>()};
+      ArtifactRecord r{a.at("file").get<std::string>(), a.at("size").get<uint64_t>(), a.at("sha256").get<std::string>(),
+                       recorded_stat(a)};
       // Artifact names are joined onto the entry directory: no separators, no dot files.
       if (!is_valid_file_name(r.file)) return fail("artifact name '" + r.file + "' is not a plain file name");
       if (!is_hex(r.sha256, 64)) return fail("malformed artifact hash for " + r.file);
@@ -125,7 +137,7 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
       }
       r.size = h.at("size").get<uint64_t>();
       r.sha256 = h.at("sha256").get<std::string>();
-      if (h.contains("stat")) r.stat = h.at("stat").get<std::string>();
+      r.stat = recorded_stat(h);
       if (r.path.empty() || r.path[0] != '/') return fail("header path '" + r.path + "' is not absolute");
       if (!is_normal_absolute_path(r.path))
         return fail("header path '" + r.path + "' is not a normal absolute path (a '.' or '..' component)");
@@ -185,7 +197,7 @@ nlohmann::json read_entry_json(const std::string& dir, std::string* why) {
   return j;
 }
 
-std::optional<EntryRecord> read_entry(const std::string& dir, std::string* why) {
+std::optional<EntryRecord> read_entry(const std::string& dir, std::string* why, util::FullStamp* stamp) {
   // The engine library serves many hits per process, and parsing entry.json
   // (hundreds of recorded headers) was most of a hit's CPU time. No settle
   // time: entry.json is only ever replaced by rename, and a record memoised
@@ -196,7 +208,7 @@ std::optional<EntryRecord> read_entry(const std::string& dir, std::string* why) 
     auto j = read_entry_json(dir, why);
     if (j.is_discarded()) return std::nullopt;
     return entry_from_json(j, why);
-  });
+  }, stamp);
 }
 
 std::string entry_file_text(const EntryRecord& e) {

@@ -142,6 +142,9 @@ nlohmann::json entry_to_portable(const nlohmann::json& local_entry) {
   BaseDir base(local_entry.value("base_dir", std::string()));
   p["key"] = local_entry["portable_key"];
   p.erase("base_dir");
+  if (p.contains("artifacts") && p["artifacts"].is_array())
+    for (auto& a : p["artifacts"])
+      if (a.is_object()) a.erase("stat");  // stamps are machine-local (cache/proof.h)
   if (p.contains("headers") && p["headers"].is_array()) {
     for (auto& h : p["headers"]) {
       if (!h.is_object() || !h.contains("path") || !h["path"].is_string()) throw io_error("malformed header record");

@@ -34,7 +34,7 @@ constexpr uint64_t kMaxJournalBytes = 16u << 20;
 #define TVMFFI_JIT_STATS_FIELDS(X) \
   X(hits) X(misses) X(object_hits) X(object_misses) X(stores) X(bytes_stored) X(store_failures) X(corrupt_entries) X(launcher_fallbacks) \
   X(remote_hits) X(remote_misses) X(remote_errors) X(remote_timeouts) X(remote_corrupt) X(remote_stores) X(remote_bytes_received) \
-  X(remote_bytes_sent) X(imported_hits) X(remote_untrusted)
+  X(remote_bytes_sent) X(imported_hits) X(remote_untrusted) X(rehashed_files) X(rehashed_bytes)
 
 // Sums the complete lines of a journal; a torn last line (a crash between
 // the bytes of one write, or a full disk) is ignored.

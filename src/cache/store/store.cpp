@@ -50,22 +50,22 @@ std::string LookupResult::artifact_path(const std::string& file) const {
   return "";
 }
 
-std::optional<std::string> check_artifact(const std::string& entry_dir, const ArtifactRecord& a, bool check_digest) {
-  std::string p = util::join_path(entry_dir, a.file);
-  struct stat st;
-  if (::lstat(p.c_str(), &st) != 0) return "artifact " + a.file + " is missing";
-  if (!S_ISREG(st.st_mode)) return "artifact " + a.file + " is not a regular file";
-  if (static_cast<uint64_t>(st.st_size) != a.size)
-    return "artifact " + a.file + " has " + std::to_string(st.st_size) + " bytes, entry.json says " +
-           std::to_string(a.size);
-  if (check_digest) {
-    std::string digest;
-    try {
-      digest = util::sha256_file_hex(p);
-    } catch (const Error& e) {
-      return "artifact " + a.file + " cannot be read: " + e.what();
-    }
-    if (digest != a.sha256) return "artifact " + a.file + " does not match its SHA-256";
+std::optional<std::string> check_artifact(const std::string& entry_dir, const ArtifactRecord& a, bool rehash,
+                                          Rehashed* rehashed, std::string* new_stat) {
+  FileCheckOptions how;
+  how.follow_symlinks = false;
+  how.use_stamps = !rehash;
+  FileCheck c = check_recorded_file(util::join_path(entry_dir, a.file), a.size, a.sha256, a.stat, how, rehashed);
+  if (new_stat) *new_stat = c.new_stat;
+  switch (c.problem) {
+    case FileProblem::kNone: return std::nullopt;
+    case FileProblem::kMissing: return "artifact " + a.file + " is missing";
+    case FileProblem::kNotRegular: return "artifact " + a.file + " is not a regular file";
+    case FileProblem::kSize:
+      return "artifact " + a.file + " has " + std::to_string(c.found_size) + " bytes, entry.json says " +
+             std::to_string(a.size);
+    case FileProblem::kContent: return "artifact " + a.file + " does not match its SHA-256";
+    case FileProblem::kUnreadable: return "artifact " + a.file + " cannot be read: " + c.detail;
   }
   return std::nullopt;
 }
@@ -131,7 +131,8 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
     return r;
   }
   std::string why;
-  r.entry = read_entry(entry_dir, &why);
+  util::FullStamp read_stamp;
+  r.entry = read_entry(entry_dir, &why, &read_stamp);
   if (!r.entry) {
     r.miss_reason = why;
     r.corrupt = true;
@@ -149,19 +150,22 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
       return r;
     }
   }
-  for (const auto& a : r.entry->artifacts) {
-    if (auto problem = check_artifact(entry_dir, a, a.size <= options.verify_digest_up_to)) {
+  for (auto& a : r.entry->artifacts) {
+    std::string new_stat;
+    if (auto problem = check_artifact(entry_dir, a, options.rehash_artifacts, &r.rehashed, &new_stat)) {
       r.miss_reason = *problem;
       r.corrupt = true;
       return r;
     }
+    if (!new_stat.empty()) a.stat = std::move(new_stat);
   }
-  if (auto changed = check_headers(r.entry->headers, digest_memo(false))) {
+  if (auto changed = check_and_stamp_headers(r.entry->headers, digest_memo(false), &r.rehashed)) {
     r.miss_reason = "header " + *changed;
     return r;
   }
   r.hit = true;
   r.miss_reason.clear();
+  if (r.rehashed.restamped > 0 && root_.writable) record_stamps(entry_dir, *r.entry, read_stamp);
   // Last-use time for gc ordering; a read-only root simply keeps the old one.
   ::utimensat(AT_FDCWD, entry_dir.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
   return r;
@@ -186,12 +190,19 @@ LookupResult Store::find_result(const std::string& key_dir, const std::string& k
     miss.miss_reason = "absent";
     return miss;
   }
+  Rehashed rehashed;  // over every result tried: each re-read is counted once
   for (const auto& result : results) {
     LookupResult r = lookup(result.path, key_hex, options);
-    if (r.hit) return r;
+    rehashed.files += r.rehashed.files;
+    rehashed.bytes += r.rehashed.bytes;
+    if (r.hit) {
+      r.rehashed = rehashed;
+      return r;
+    }
     if (miss.miss_reason.empty()) miss.miss_reason = r.miss_reason;
     miss.corrupt = miss.corrupt || r.corrupt;
   }
+  miss.rehashed = rehashed;
   if (results.size() > 1)
     miss.miss_reason = "none of " + std::to_string(results.size()) + " results matches (the latest: " +
                        miss.miss_reason + ")";
@@ -251,10 +262,11 @@ void prepare_entry(Staging& staging, EntryRecord& record,
     move_file(from, to);
     ArtifactRecord a;
     a.file = name;
-    auto stamp = util::file_stamp(to);
-    if (!stamp) throw io_error("cannot stat " + to);
-    a.size = stamp->size;
-    a.sha256 = util::sha256_file_hex(to);
+    // Its stamp too, when already settled (an artifact built long ago and
+    // published now); a fresh one is stamped by its first hit 2 s later.
+    std::string why;
+    if (!hash_file_stamped(to, false, &a.size, &a.sha256, &a.stat, &why))
+      throw io_error("cannot read " + to + ": " + why);
     record.artifacts.push_back(std::move(a));
   }
   util::write_file(util::join_path(entry_dir, kEntryFileName), entry_file_text(record));
@@ -332,7 +344,7 @@ PublishResult Store::commit(Staging& staging, const std::string& entry_dir, Entr
       throw io_error(errno_message("cannot publish " + entry_dir, e));
     // Same-size corruption of the occupant must not make it the winner.
     LookupOptions check_all;
-    check_all.verify_digest_up_to = kVerifyAll;
+    check_all.rehash_artifacts = true;
     for (const auto& a : record.artifacts) check_all.required_artifacts.push_back(a.file);
     LookupResult existing = lookup(entry_dir, record.key, check_all);
     if (existing.hit) {
