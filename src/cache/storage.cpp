@@ -10,6 +10,7 @@
 #include "tvmffi_jit/cache/transfer/portable_entry.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/process.h"
 #include "tvmffi_jit/util/strings.h"
@@ -62,9 +63,6 @@ class EntryReceiver : public BlobFileWriter {
 
 std::string portable_dir_name(const EntryRequest& r) { return r.name + "_" + r.key.portable_hex.substr(0, 16); }
 
-AdoptRequest adopt_request(const EntryRequest& r) {
-  return AdoptRequest{r.name, r.key.portable_hex, r.base_dir, r.entry_dir, r.artifact};
-}
 
 RemoteFailure from_adopt(const AdoptFailure& f) {
   return {f.kind == AdoptFailureKind::kStale ? K::kStale : K::kCorrupt, f.message};
@@ -92,6 +90,8 @@ struct Storage::Server {
 
 Storage::Storage(Store& store, RemoteOptions options, StatsCounters* stats)
     : store_(store), options_(std::move(options)), stats_(stats) {
+  policy_.trusted = options_.trusted_keys;
+  policy_.sign_key = options_.sign_key ? &*options_.sign_key : nullptr;
   for (const auto& url : options_.servers) {
     auto s = std::make_unique<Server>();
     s->url = url;
@@ -104,6 +104,8 @@ Storage::Storage(Store& store, RemoteOptions options, StatsCounters* stats)
 Storage::Storage(Store& store, RemoteOptions options, StatsCounters* stats,
                  std::vector<std::unique_ptr<RemoteBackend>> backends)
     : store_(store), options_(std::move(options)), stats_(stats) {
+  policy_.trusted = options_.trusted_keys;
+  policy_.sign_key = options_.sign_key ? &*options_.sign_key : nullptr;
   for (auto& b : backends) {
     auto s = std::make_unique<Server>();
     s->shown = b->name();
@@ -141,8 +143,9 @@ void Storage::count_untrusted(const std::string& source, const std::string& name
   // unsigned entries says it once; `cache stats` has the count.
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true))
-    spdlog::warn("{}: the entry for {} is not used: {}; only entries signed by a trusted key are used "
-                 "(--remote-trusted-key); building. Further untrusted entries are counted as `remote untrusted` "
+    spdlog::warn("{}: the entry for {} is not used: {}; building (with --remote-trusted-key only entries signed by "
+                 "a trusted key are used, and a signing build uses only what carries its own key's signature: "
+                 "docs/remote.md, \"Trust\"). Further untrusted entries are counted as `remote untrusted` "
                  "in `tvmffi-jit cache stats`",
                  source, name, why);
   else
@@ -179,9 +182,19 @@ std::optional<std::string> Storage::cannot_take_entry() {
   return std::nullopt;
 }
 
+KeepOccupant Storage::keep_occupant(const std::string& entry_dir) const {
+  if (replace_.count(entry_dir)) return [](const EntryRecord&) { return false; };
+  if (!policy_.active()) return {};
+  return [this](const EntryRecord& occupant) { return !policy_.refuses(occupant); };
+}
+
 Found Storage::find(const EntryRequest& request, const FindOptions& options) {
   Found miss;
   if (options.force) {
+    // --force replaces: what the build publishes takes the place of whatever
+    // is there, however valid it looks (it may be the stale or tampered entry
+    // the user is forcing out).
+    replace_.insert(request.entry_dir);
     miss.miss_reason = "--force";
   } else {
     miss = get(request, Tier::kLocal);
@@ -210,7 +223,17 @@ Found Storage::find(const EntryRequest& request, const FindOptions& options) {
 
 PublishResult Storage::publish(Staging& staging, const EntryRequest& request, EntryRecord record,
                                const std::vector<std::pair<std::string, std::string>>& files) {
-  PublishResult p = store_.publish(staging, request.entry_dir, std::move(record), files);
+  if (policy_.sign_key) {
+    // The signature covers the artifacts as Store::publish will record them.
+    record.artifacts.clear();
+    for (const auto& [from, name] : files) {
+      auto stamp = util::file_stamp(from);
+      if (!stamp) throw io_error("cannot stat " + from);
+      record.artifacts.push_back({name, stamp->size, util::sha256_file_hex(from)});
+    }
+  }
+  record.provenance = built_provenance(record, policy_.sign_key);
+  PublishResult p = store_.publish(staging, request.entry_dir, std::move(record), files, keep_occupant(request.entry_dir));
   if (p.ours) {
     stats_->stores += 1;
     stats_->bytes_stored += p.entry.artifacts.front().size;
@@ -222,6 +245,17 @@ Found Storage::get(const EntryRequest& request, Tier tier) {
   if (tier == Tier::kLocal) {
     Found f;
     f.entry = store_.lookup(request.entry_dir, request.key.hex, request.lookup);
+    // The trust policy holds at this door too: an entry adopted by a build
+    // without trusted keys is not a hit for one with them.
+    if (f.entry.hit && policy_.active()) {
+      if (auto why = policy_.refuses(*f.entry.entry)) {
+        f.entry.hit = false;
+        f.entry.miss_reason = "not trusted: " + *why;
+        replace_.insert(request.entry_dir);
+        if (counted_untrusted_.insert(request.entry_dir).second)
+          count_untrusted("cache entry " + request.entry_dir, request.name, *why);
+      }
+    }
     spdlog::debug("cache: module {}: {}", request.name,
                   f.entry.hit ? "hit in " + f.entry.entry_dir : "miss (" + f.entry.miss_reason + ")");
     if (f.entry.hit) {
@@ -255,7 +289,7 @@ std::optional<Found> Storage::get_imported(const EntryRequest& request) {
     }
     Staging staging = store_.stage();
     stage_imported_entry(imported, staging);
-    auto adopted = adopt_portable_entry(store_, staging, adopt_request(request), record ? &*record : nullptr);
+    auto adopted = adopt_portable_entry(store_, staging, adopt_request(request, "imported"), record ? &*record : nullptr);
     if (!adopted) {
       spdlog::info("imported entry {} is not usable here: {}", imported,
                    adopted.error().kind == AdoptFailureKind::kStale ? "stale: " + adopted.why() : adopted.why());
@@ -314,7 +348,7 @@ std::optional<Found> Storage::get_remote(const EntryRequest& request) {
         unusable = RemoteFailure{K::kUntrusted, *rx.untrusted()};
       }
       if (!unusable) {
-        auto adopted = adopt_portable_entry(store_, staging, adopt_request(request), &rx.record());
+        auto adopted = adopt_portable_entry(store_, staging, adopt_request(request, s.shown), &rx.record());
         if (adopted) {
           stats_->remote_hits += 1;
           return Found{CacheStatus::kRemoteHit, std::move(adopted).value(), s.shown};
@@ -333,9 +367,23 @@ std::optional<Found> Storage::get_remote(const EntryRequest& request) {
   return std::nullopt;
 }
 
+AdoptRequest Storage::adopt_request(const EntryRequest& r, const std::string& source) const {
+  return AdoptRequest{r.name, r.key.portable_hex, r.base_dir, r.entry_dir, r.artifact, source, keep_occupant(r.entry_dir)};
+}
+
 void Storage::upload(const EntryRequest& request, const std::string& entry_dir) {
   // Every remote is behind the read-only wrapper: nothing to pack or connect for.
   if (options_.read_only) return;
+  if (policy_.sign_key && !servers_.empty()) {
+    // Never a signing oracle: only what this key's build made gets its signature.
+    std::string why;
+    auto entry = read_entry(entry_dir, &why);
+    if (!entry || !carries_own_signature(*policy_.sign_key, *entry)) {
+      spdlog::warn("not uploading {}: it does not carry the signature of {} (a signing build uploads only what it "
+                   "built itself)", entry_dir, policy_.sign_key->name);
+      return;
+    }
+  }
   std::string blob;
   for (auto& sp : servers_) {
     Server& s = *sp;

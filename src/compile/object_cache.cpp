@@ -28,6 +28,7 @@ void place_file(const std::string& from, const std::string& to) {
 UnitCache::UnitCache(const BuildPlan& plan, const Manifest& m, const toolchain::Toolchain& tc, const cache::Store& store,
                      CompilerIdentities& ids, const CachedBuildOptions& options, bool reuse_objects)
     : store_(store), options_(options), reuse_objects_(reuse_objects) {
+  policy_.sign_key = options.remote.sign_key ? &*options.remote.sign_key : nullptr;
   // Keys are computed up front, on this thread: compiler identities are
   // memoised in `ids`, which the workers must not share.
   for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
@@ -75,7 +76,17 @@ std::optional<CommandRecord> UnitCache::before_compile(const UnitRef& ref, const
   // would otherwise spread into every module linked from them.
   cache::LookupOptions verify_object;
   verify_object.verify_digest_up_to = cache::kVerifyAll;
-  cache::LookupResult r = store_.lookup(store_.object_entry_dir(u.key), u.key, verify_object);
+  auto look = [&] {
+    cache::LookupResult found = store_.lookup(store_.object_entry_dir(u.key), u.key, verify_object);
+    if (found.hit && policy_.active()) {
+      if (auto why = policy_.refuses(*found.entry)) {
+        found.hit = false;
+        found.miss_reason = "not trusted: " + *why;
+      }
+    }
+    return found;
+  };
+  cache::LookupResult r = look();
   spdlog::debug("cache: object of {}: {}", ref.step.display, r.hit ? "hit in " + r.entry_dir : "miss (" + r.miss_reason + ")");
   // Another module of a batch compiling this very unit now: wait for it and
   // take its object from the store (compile here only if it did not store one).
@@ -83,7 +94,7 @@ std::optional<CommandRecord> UnitCache::before_compile(const UnitRef& ref, const
     u.claim = options_.in_flight->claim(u.key);
     // Whoever held the key may have stored the object, also just before
     // this claim: look again either way.
-    r = store_.lookup(store_.object_entry_dir(u.key), u.key, verify_object);
+    r = look();
     if (u.claim.owned()) break;
   }
   if (r.hit) u.claim = {};  // nothing to compile: let waiters look it up
@@ -140,7 +151,17 @@ void UnitCache::store_object(const CompileStep& step, const std::string& key, co
                     {"compiler", step.compiler},
                     {"source", step.generated_text ? step.generated_name : step.input_path}};
     entry.compiler_output = capped_output(rec.output);
-    cache::PublishResult p = store_.publish(s, store_.object_entry_dir(key), entry, {{copy, name}});
+    if (policy_.sign_key) {
+      auto stamp = util::file_stamp(copy);
+      if (!stamp) throw io_error("cannot stat " + copy);
+      entry.artifacts = {{name, stamp->size, util::sha256_file_hex(copy)}};
+    }
+    entry.provenance = cache::built_provenance(entry, policy_.sign_key);
+    // --force replaces what is there; a signing build replaces what it would not link.
+    cache::KeepOccupant keep;
+    if (options_.force) keep = [](const cache::EntryRecord&) { return false; };
+    else if (policy_.active()) keep = [this](const cache::EntryRecord& e) { return !policy_.refuses(e); };
+    cache::PublishResult p = store_.publish(s, store_.object_entry_dir(key), entry, {{copy, name}}, keep);
     if (p.ours) {
       const uint64_t size = p.entry.artifacts.front().size;
       count([size](cache::StatsCounters& st) {

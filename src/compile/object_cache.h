@@ -10,6 +10,7 @@
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/store.h"
+#include "tvmffi_jit/cache/trust.h"
 #include "tvmffi_jit/compile/cached_build.h"
 #include "tvmffi_jit/compile/executor.h"
 
@@ -66,6 +67,10 @@ class UnitCache {
   const cache::Store& store_;
   const CachedBuildOptions& options_;
   const bool reuse_objects_;
+  // A signing build links only objects it compiled itself or that carry its
+  // key's signature (cache/trust.h): a planted object in a shared root is
+  // compiled again and replaced.
+  cache::TrustPolicy policy_;
   std::vector<Unit> units_;  // indexed like UnitRef::index; each touched by its unit's worker only
   std::mutex mutex_;         // guards the members below
   std::optional<std::string> moved_;

@@ -31,6 +31,8 @@
 #include "tvmffi_jit/cache/remote/backend.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/store.h"
+#include "tvmffi_jit/cache/transfer/portable_entry.h"
+#include "tvmffi_jit/cache/trust.h"
 #include "tvmffi_jit/util/lock.h"
 
 namespace tvmffi_jit::cache {
@@ -97,12 +99,19 @@ class Storage {
   Found get(const EntryRequest& request, Tier tier);
 
   // Store::publish() of the build's entry at the request's entry dir,
-  // counted (stores, bytes). Throws Error(kIo) as Store::publish does.
+  // counted (stores, bytes), with its provenance ("built", signed with the
+  // sign key). An occupant stays only if find() did not refuse or skip it
+  // (--force) and the trust policy admits it. Throws Error(kIo) as
+  // Store::publish does.
   PublishResult publish(Staging& staging, const EntryRequest& request, EntryRecord record,
                         const std::vector<std::pair<std::string, std::string>>& files);
 
-  // After this process published `entry_dir` (the request's entry).
+  // After this process published `entry_dir` (the request's entry). A
+  // signing build uploads only an entry that carries its key's signature.
   void upload(const EntryRequest& request, const std::string& entry_dir);
+
+  // The policy every door of this facade applies (cache/trust.h).
+  const TrustPolicy& policy() const { return policy_; }
 
  private:
   struct Server;
@@ -113,12 +122,17 @@ class Storage {
   void count_failure(Server& s, const RemoteFailure& f, const std::string& module);
   void give_up(Server& s, const RemoteFailure& f, double elapsed_ms);
   void count_untrusted(const std::string& source, const std::string& name, const std::string& why);
+  KeepOccupant keep_occupant(const std::string& entry_dir) const;
+  AdoptRequest adopt_request(const EntryRequest& r, const std::string& source) const;
 
   Store& store_;
   RemoteOptions options_;
   StatsCounters* stats_;
   std::vector<std::unique_ptr<Server>> servers_;
   std::set<std::string> counted_corrupt_;  // entry dirs: a corrupt entry counts once, however often it is looked up
+  TrustPolicy policy_;                     // from options_: trusted keys, the sign key
+  std::set<std::string> counted_untrusted_; // entry dirs refused by the policy: warned about and counted once
+  std::set<std::string> replace_;          // entry dirs whose occupant a publish replaces (--force, refused)
 };
 
 }  // namespace tvmffi_jit::cache

@@ -13,6 +13,7 @@
 // the compiler; waiting is bounded and names the holder's pid.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -88,6 +89,11 @@ class Staging {
   util::TempDir dir_;
 };
 
+// Whether an occupant found at the entry dir on publish (a valid entry for
+// the key) may stay and answer instead of ours. Empty: it may. --force and
+// the trust policy (cache/trust.h) say no, and the occupant is replaced.
+using KeepOccupant = std::function<bool(const EntryRecord& occupant)>;
+
 struct PublishResult {
   std::string entry_dir;  // the published entry (ours or the winner's)
   EntryRecord entry;
@@ -134,12 +140,14 @@ class Store {
   // the staging entry dir, which is the caller's to move out of the root
   // (a staging dir is removed by `cache gc` once its process is gone).
   PublishResult publish(Staging& staging, const std::string& entry_dir, EntryRecord record,
-                        const std::vector<std::pair<std::string, std::string>>& files) const;
+                        const std::vector<std::pair<std::string, std::string>>& files,
+                        const KeepOccupant& keep = {}) const;
 
   // Publishes a staging entry dir that already holds its files and a
   // complete entry.json (a verified remote or imported entry): the same
   // rename protocol as publish(). `record` is that entry.json, parsed.
-  PublishResult publish_prepared(Staging& staging, const std::string& entry_dir, EntryRecord record) const;
+  PublishResult publish_prepared(Staging& staging, const std::string& entry_dir, EntryRecord record,
+                                 const KeepOccupant& keep = {}) const;
 
   // Makes an entry disappear atomically (rename into tmp/), then deletes it.
   // Never follows symlinks. Returns false if there was nothing to remove.
@@ -148,7 +156,8 @@ class Store {
   void count(const StatsCounters& delta) const;
 
  private:
-  PublishResult commit(Staging& staging, const std::string& entry_dir, EntryRecord record) const;
+  PublishResult commit(Staging& staging, const std::string& entry_dir, EntryRecord record,
+                       const KeepOccupant& keep) const;
   CacheRoot root_;
 };
 

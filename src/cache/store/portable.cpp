@@ -142,6 +142,7 @@ nlohmann::json entry_to_portable(const nlohmann::json& local_entry) {
   BaseDir base(local_entry.value("base_dir", std::string()));
   p["key"] = local_entry["portable_key"];
   p.erase("base_dir");
+  p.erase("provenance");  // local: the reader records its own (cache/trust.h)
   if (p.contains("headers") && p["headers"].is_array()) {
     for (auto& h : p["headers"]) {
       if (!h.is_object() || !h.contains("path") || !h["path"].is_string()) throw io_error("malformed header record");
@@ -163,6 +164,7 @@ nlohmann::json entry_from_portable(const nlohmann::json& portable_entry, const B
   std::string portable = portable_entry["portable_key"].get<std::string>();
   l["key"] = local_key_hex(portable, base.path());
   l["base_dir"] = base.path();
+  l.erase("provenance");  // whatever a writer claimed: the adopter records where it came from
   if (l.contains("headers") && l["headers"].is_array()) {
     for (auto& h : l["headers"]) {
       if (!h.is_object() || !h.contains("path") || !h["path"].is_string()) throw io_error("malformed header record");

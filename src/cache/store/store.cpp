@@ -202,7 +202,8 @@ Staging Store::stage() const {
 }
 
 PublishResult Store::publish(Staging& staging, const std::string& entry_dir, EntryRecord record,
-                             const std::vector<std::pair<std::string, std::string>>& files) const {
+                             const std::vector<std::pair<std::string, std::string>>& files,
+                             const KeepOccupant& keep) const {
   record.format_version = kCacheFormatVersion;
   if (record.tool_version.empty()) record.tool_version = TVMFFI_JIT_VERSION;
   record.created = static_cast<int64_t>(std::time(nullptr));
@@ -220,14 +221,16 @@ PublishResult Store::publish(Staging& staging, const std::string& entry_dir, Ent
     record.artifacts.push_back(std::move(a));
   }
   util::write_file(util::join_path(staging.entry_dir(), kEntryFileName), entry_file_text(record));
-  return commit(staging, entry_dir, std::move(record));
+  return commit(staging, entry_dir, std::move(record), keep);
 }
 
-PublishResult Store::publish_prepared(Staging& staging, const std::string& entry_dir, EntryRecord record) const {
-  return commit(staging, entry_dir, std::move(record));
+PublishResult Store::publish_prepared(Staging& staging, const std::string& entry_dir, EntryRecord record,
+                                      const KeepOccupant& keep) const {
+  return commit(staging, entry_dir, std::move(record), keep);
 }
 
-PublishResult Store::commit(Staging& staging, const std::string& entry_dir, EntryRecord record) const {
+PublishResult Store::commit(Staging& staging, const std::string& entry_dir, EntryRecord record,
+                            const KeepOccupant& keep) const {
   util::make_directories(util::parent_path(entry_dir), 0700);
 
   // A few rounds: each either publishes, finds a valid winner, or clears a
@@ -249,6 +252,10 @@ PublishResult Store::commit(Staging& staging, const std::string& entry_dir, Entr
     check_all.verify_digest_up_to = kVerifyAll;
     for (const auto& a : record.artifacts) check_all.required_artifacts.push_back(a.file);
     LookupResult existing = lookup(entry_dir, record.key, check_all);
+    if (existing.hit && keep && !keep(*existing.entry)) {
+      existing.hit = false;
+      existing.miss_reason = "replaced (--force, or its provenance is not trusted here)";
+    }
     if (existing.hit) {
       PublishResult p;
       p.entry_dir = entry_dir;

@@ -13,6 +13,7 @@
 #include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/cache/portable.h"
+#include "tvmffi_jit/cache/trust.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
@@ -154,9 +155,12 @@ Expected<LookupResult, AdoptFailure> adopt_portable_entry(const Store& store, St
   // that this version does not read, and this machine's stats of what was
   // just checked (a portable entry has none), so later local hits of the
   // adopted entry skip re-hashing them.
+  // Where it came from and the signed record it was verified with: the
+  // trust policy checks it again at every later lookup (cache/trust.h).
+  record->provenance = adopted_provenance(request.source, manifest_record);
   util::write_file(json_path, entry_file_text(*record));
   // Checked above (headers re-hashed once: on a CUDA module they are most of a hit's time).
-  PublishResult p = store.publish_prepared(staging, request.entry_dir, *record);
+  PublishResult p = store.publish_prepared(staging, request.entry_dir, *record, request.keep);
   LookupResult r;
   r.hit = true;
   r.entry_dir = p.entry_dir;

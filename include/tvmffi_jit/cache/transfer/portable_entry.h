@@ -66,6 +66,8 @@ struct AdoptRequest {
   std::string base_dir;      // binds the portable paths
   std::string entry_dir;     // where the local entry is published
   std::string artifact;      // the file the build serves: the entry must list it
+  std::string source;        // "imported", or the server (redacted URL): its provenance (cache/trust.h)
+  KeepOccupant keep;         // whether a valid occupant of entry_dir may answer instead (Store::publish)
 };
 
 // Verifies the portable entry staged in `staging`'s entry dir (entry.json and
