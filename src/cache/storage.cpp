@@ -368,7 +368,8 @@ std::optional<Found> Storage::get_remote(const EntryRequest& request) {
 }
 
 AdoptRequest Storage::adopt_request(const EntryRequest& r, const std::string& source) const {
-  return AdoptRequest{r.name, r.key.portable_hex, r.base_dir, r.entry_dir, r.artifact, source, keep_occupant(r.entry_dir)};
+  return AdoptRequest{r.name,     r.key.portable_hex, r.base_dir, r.entry_dir, r.artifact,
+                      source,     keep_occupant(r.entry_dir), r.adoptable_roots};
 }
 
 void Storage::upload(const EntryRequest& request, const std::string& entry_dir) {

@@ -7,6 +7,7 @@
 
 #include <optional>
 
+#include "compile/adoptable_roots.h"
 #include "compile/compiler_identities.h"
 #include "compile/compiler_output.h"
 #include "compile/freshness.h"
@@ -55,6 +56,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   request.entry_dir = store.module_entry_dir(plan.name, key.hex);
   request.base_dir = options.base_dir;
   request.artifact = plan.artifact_name;
+  request.adoptable_roots = adoptable_roots(plan, tc, options.base_dir, *options.environment);
   // A hit serves only the artifact entry.json lists, at its recorded size,
   // re-hashed when small (docs/cache.md, "What the cache promises").
   request.lookup.required_artifacts = {plan.artifact_name};

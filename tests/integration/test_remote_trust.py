@@ -80,6 +80,9 @@ def portable_entry(entry_dir, base):
         h.pop("stat", None)
         if h["path"].startswith(str(base) + "/"):
             h["path"] = h["path"][len(str(base)) + 1:]
+        # Shadows under the base travel relative too, as the tool's own uploads do.
+        h["shadows"] = [x[len(str(base)) + 1:] if isinstance(x, str) and x.startswith(str(base) + "/") else x
+                        for x in h.get("shadows", [])]
     return e
 
 

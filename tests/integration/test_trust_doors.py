@@ -10,10 +10,12 @@ pull-request job does. Their module is a real one that returns 1337.
 """
 
 import hashlib
+import http.server
 import json
 import os
 import shutil
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -118,7 +120,8 @@ def test_a_signing_export_and_upload_sign_only_what_the_keys_builds_made(world):
     with remote_servers.server("redis", world.tmp / "redis") as srv:
         portable, blob = forge(victim, Path(evil["path"]).read_bytes())
         plant(srv, "redis", portable, blob)
-        assert world.b.build("--remote-read-only", remote=srv.url)["cache"] == "remote-hit"
+        ok = world.b.build("--remote-read-only", remote=srv.url)
+        assert ok["cache"] == "remote-hit", ok["stderr"]
     p = run("cache", "export", out, "--sign-key", world.keys / "ci.sec", "--cache-dir", world.b.cache, check=2)
     assert "adopted, not signed by that key" in p.stderr
     # What a build with the key made is exported signed, and trusted by readers.
@@ -197,3 +200,100 @@ def test_a_secret_key_file_others_can_read_is_refused_as_ssh_does(world):
     assert "chmod 600" in world.a.build(*world.sign, check=2).stderr
     os.chmod(sec, 0o600)
     assert world.a.build(*world.sign)["cache"] == "miss"
+
+
+# ---- secrets and parsing ----------------------------------------------------------
+
+def test_credentials_in_an_s3_url_or_aws_endpoint_url_are_redacted_in_exit_2_messages(world):
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    p = world.a.build(remote=f"s3://AKIAIOSFODNN7EXAMPLE:{secret}@team-cache/kernels", check=2)
+    assert secret not in p.stderr and "wJalr" not in p.stderr and "AKIAIOSFODNN7EXAMPLE" not in p.stderr, p.stderr
+    assert "s3://***@team-cache" in p.stderr and "AWS_ACCESS_KEY_ID" in p.stderr
+    env = dict(world.env, AWS_ENDPOINT_URL=f"http://minio:{secret}@127.0.0.1:9000?x=1")
+    p = world.a.build(remote="s3://team-cache", env=env, check=2)
+    assert "AWS_ENDPOINT_URL" in p.stderr and secret not in p.stderr and "wJalr" not in p.stderr, p.stderr
+    assert compiles(world.log) == 0
+
+
+@pytest.mark.parametrize("port", ["71915", "6379x", "0", "", "-1", "99999999999"])
+def test_a_redis_port_that_is_not_1_to_65535_is_exit_2_at_url_parse(world, port):
+    p = world.a.build(remote=f"redis://:hunter2@127.0.0.1:{port}", check=2)
+    assert "port" in p.stderr and "hunter2" not in p.stderr and p.stdout == "", p.stderr
+    assert compiles(world.log) == 0
+
+
+@pytest.mark.parametrize("var", ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"])
+def test_a_cr_or_lf_in_an_aws_variable_is_exit_2_naming_it(world, var):
+    env = dict(world.env, AWS_ENDPOINT_URL="http://127.0.0.1:1", AWS_ACCESS_KEY_ID="AKIDEXAMPLE",
+               AWS_SECRET_ACCESS_KEY="s3cr3t-value", AWS_SESSION_TOKEN="tok-value")
+    env[var] = env[var] + "\r\nX-Injected: yes"
+    p = world.a.build(remote="s3://team-cache", env=env, check=2)
+    assert var in p.stderr and "X-Injected" not in p.stderr and "s3cr3t" not in p.stderr, p.stderr
+    assert compiles(world.log) == 0
+
+
+class _EchoingS3(http.server.BaseHTTPRequestHandler):
+    """Refuses every request with an S3 error whose Message echoes the session
+    token and a signature, as some servers' InvalidToken answers do."""
+    signatures = []
+
+    def answer(self):
+        if self.command == "PUT":
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        token = self.headers.get("x-amz-security-token", "")
+        sig = self.headers.get("Authorization", "").split("Signature=")[-1]
+        self.signatures.append(sig)
+        body = (f"<?xml version='1.0'?><Error><Code>InvalidToken</Code><Message>The token {token} "
+                f"with signature {sig} is malformed</Message></Error>").encode()
+        self.send_response(400)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_PUT = answer
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_server_message_echoing_the_session_token_or_signature_is_redacted(world):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _EchoingS3)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    token = "FwoGZXIvYXdzEJr0123456789abcdefTOKEN"
+    try:
+        env = dict(world.env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{server.server_port}", AWS_ACCESS_KEY_ID="AKIDEXAMPLE",
+                   AWS_SECRET_ACCESS_KEY="secret-never-shown", AWS_SESSION_TOKEN=token)
+        a = world.a.build(remote="s3://team-cache", env=env)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert a["cache"] == "miss" and "InvalidToken" in a["stderr"] and "with signature ***" in a["stderr"], a["stderr"]
+    for text in (a["stderr"], json.dumps(a)):
+        assert token not in text and token[:20] not in text
+        assert _EchoingS3.signatures and all(sig[:16] not in text for sig in _EchoingS3.signatures), text
+
+
+@needs_redis
+def test_an_adopted_entry_may_not_name_paths_outside_the_base_and_the_toolchain(world):
+    victim = victim_entry(world)
+    artifact = Path(victim["path"]).read_bytes()
+    probe = world.tmp / "home" / "bob" / ".ssh" / "id_ed25519"
+    probe.parent.mkdir(parents=True)
+    probe.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    record = {"path": str(probe), "size": probe.stat().st_size,
+              "sha256": hashlib.sha256(probe.read_bytes()).hexdigest()}
+    with remote_servers.server("redis", world.tmp / "redis") as srv:
+        for edit in (lambda e: e["headers"].append(dict(record)),
+                     lambda e: e["headers"][0].setdefault("shadows", []).append(str(probe.parent / "k.h"))):
+            portable, blob = forge(victim, artifact, edit=edit)
+            plant(srv, "redis", portable, blob)
+            before = compiles(world.log)
+            b = world.b.build("--remote-read-only", remote=srv.url)
+            assert b["cache"] == "miss" and compiles(world.log) > before, b["stderr"]
+            assert "outside the base directory and the toolchain" in b["stderr"]
+            shutil.rmtree(world.b.cache)
+        # The same blob without the probe is adopted: the rule refuses only what it should.
+        portable, blob = forge(victim, artifact)
+        plant(srv, "redis", portable, blob)
+        ok = world.b.build("--remote-read-only", remote=srv.url)
+        assert ok["cache"] == "remote-hit", ok["stderr"]

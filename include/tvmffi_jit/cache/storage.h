@@ -50,6 +50,9 @@ struct EntryRequest {
   std::string base_dir;   // binds a portable entry to this checkout
   std::string artifact;   // the file the build serves: every tier's entry must list it
   LookupOptions lookup;   // what a local hit checks
+  // Where an adopted entry's header and library records may point besides
+  // base_dir (the toolchain's and the plan's directories: compile/adoptable_roots.h).
+  std::vector<std::string> adoptable_roots;
 };
 
 enum class Tier { kLocal, kShared };

@@ -43,6 +43,33 @@ void link_or_copy(const std::string& from, const std::string& to) {
   util::write_file(to, util::read_file(from));
 }
 
+bool is_under(const std::string& path, const std::string& dir) {
+  if (dir.empty()) return false;
+  if (dir == "/") return true;
+  return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
+}
+
+// The first header, shadow or library record naming a path outside the base
+// dir and the request's roots, as a message.
+std::optional<std::string> record_outside(const EntryRecord& record, const AdoptRequest& request) {
+  auto allowed = [&](const std::string& p) {
+    if (is_under(p, request.base_dir)) return true;
+    for (const auto& r : request.roots)
+      if (is_under(p, r)) return true;
+    return false;
+  };
+  for (const auto& h : record.headers) {
+    if (!allowed(h.path))
+      return "entry.json records " + quote_for_message(h.path) +
+             ", outside the base directory and the toolchain's directories (an adopted entry may not name it)";
+    for (const auto& s : h.shadows)
+      if (!allowed(s))
+        return "entry.json records the shadow " + quote_for_message(s) +
+               ", outside the base directory and the toolchain's directories (an adopted entry may not name it)";
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string imported_dir(const Store& store) { return util::join_path(store.root(), "imported"); }
@@ -124,6 +151,7 @@ Expected<LookupResult, AdoptFailure> adopt_portable_entry(const Store& store, St
   std::string why;
   std::optional<EntryRecord> record = entry_from_json(local, &why);
   if (!record) return fail(K::kCorrupt, why);
+  if (auto outside = record_outside(*record, request)) return fail(K::kCorrupt, *outside);
   bool serves_artifact = false;
   for (const auto& a : record->artifacts) serves_artifact = serves_artifact || a.file == request.artifact;
   if (!serves_artifact)

@@ -68,6 +68,10 @@ struct AdoptRequest {
   std::string artifact;      // the file the build serves: the entry must list it
   std::string source;        // "imported", or the server (redacted URL): its provenance (cache/trust.h)
   KeepOccupant keep;         // whether a valid occupant of entry_dir may answer instead (Store::publish)
+  // Besides base_dir, the directories (absolute, lexically normal) its header
+  // and library records may name: a record anywhere else is refused before
+  // it is looked at (a writer must not learn what exists on this machine).
+  std::vector<std::string> roots;
 };
 
 // Verifies the portable entry staged in `staging`'s entry dir (entry.json and
