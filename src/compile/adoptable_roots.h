@@ -20,6 +20,10 @@ namespace tvmffi_jit::compile {
 // each compiler's installation (include, lib, lib64, libexec beside its bin,
 // the CUDA and ROCm homes); tvm-ffi's include and library directories; every
 // absolute include and library directory the plan's steps search.
+// The toolchain's own part of those: the system's directories, each
+// compiler's installation, the CUDA and ROCm homes, tvm-ffi's directories.
+std::vector<std::string> toolchain_roots(const BuildPlan& plan, const toolchain::Toolchain& tc);
+
 std::vector<std::string> adoptable_roots(const BuildPlan& plan, const toolchain::Toolchain& tc,
                                          const std::string& base_dir,
                                          const std::vector<cache::ModuleKeyInputs::EnvVar>& env);

@@ -2,7 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
+#include "compile/adoptable_roots.h"
 #include "compile/compiler_output.h"
+#include "compile/include_probes.h"
 #include "compile/freshness.h"
 #include "compile/module_key.h"
 #include "compile/search_dirs.h"
@@ -29,6 +33,7 @@ UnitCache::UnitCache(const BuildPlan& plan, const Manifest& m, const toolchain::
                      CompilerIdentities& ids, const CachedBuildOptions& options, bool reuse_objects)
     : store_(store), options_(options), reuse_objects_(reuse_objects) {
   policy_.sign_key = options.remote.sign_key ? &*options.remote.sign_key : nullptr;
+  toolchain_roots_ = toolchain_roots(plan, tc);
   // Keys are computed up front, on this thread: compiler identities are
   // memoised in `ids`, which the workers must not share.
   for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
@@ -121,7 +126,13 @@ std::optional<CommandRecord> UnitCache::before_compile(const UnitRef& ref, const
 void UnitCache::after_compile(const UnitRef& ref, const std::string& dir, const CommandRecord& rec) {
   Unit& u = units_.at(ref.index);
   u.headers = cache::hash_headers(ref.unit.dependencies, dir, {dir}, {}, store_.digest_memo(true));
-  cache::record_shadows(u.headers, include_search_dirs(ref.step, dir, *options_.environment));
+  const std::vector<std::string> search = include_search_dirs(ref.step, dir, *options_.environment);
+  cache::record_shadows(u.headers, search);
+  std::optional<std::string> unkeyable = record_include_probes(ref.step, dir, search, u.headers);
+  if (unkeyable) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!unkeyable_) unkeyable_ = unkeyable;
+  }
   std::optional<std::string> moved = header_changed_during_build(u.headers, u.start_ns);
   if (moved) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -131,8 +142,28 @@ void UnitCache::after_compile(const UnitRef& ref, const std::string& dir, const 
   if (!reuse_objects_) return;
   u.sha256 = util::sha256_file_hex(ref.unit.object_path);
   count([](cache::StatsCounters& s) { ++s.object_misses; }, &compiled_);
-  if (store_.writable() && !moved) store_object(ref.step, u.key, ref.unit, u.headers, rec);
+  if (store_.writable() && !moved && !unkeyable) store_object(ref.step, u.key, ref.unit, u.headers, rec);
   u.claim = {};  // stored (or not storable): units waiting for it look it up now
+}
+
+std::optional<std::string> UnitCache::record_include_probes(const CompileStep& step, const std::string& dir,
+                                                          const std::vector<std::string>& search,
+                                                          std::vector<cache::HeaderRecord>& headers) {
+  std::vector<std::string> files;
+  if (!step.generated_text && !step.input_path.empty()) files.push_back(util::absolute_path(step.input_path));
+  for (const auto& h : headers) files.push_back(h.path);
+  IncludeProbes probes = has_include_probes(files, search, toolchain_roots_, dir);
+  if (!probes.found.empty())
+    cache::merge_headers(headers, cache::hash_headers(probes.found, dir, {dir}, {}, store_.digest_memo(true)));
+  if (!probes.absent.empty()) {
+    // "Did not exist, and would have changed the compile": a shadow, on any record.
+    if (headers.empty()) return probes.unkeyable ? probes.unkeyable
+                                                 : std::string("__has_include probes in a unit that read no header");
+    auto& shadows = headers.front().shadows;
+    for (const auto& p : probes.absent)
+      if (std::find(shadows.begin(), shadows.end(), p) == shadows.end()) shadows.push_back(p);
+  }
+  return probes.unkeyable;
 }
 
 void UnitCache::store_object(const CompileStep& step, const std::string& key, const CompiledUnit& unit,

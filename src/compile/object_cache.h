@@ -39,6 +39,9 @@ class UnitCache {
   // A header that changed while a unit compiled, if any: that unit may have
   // read it in its old state, so neither it nor the module may be stored.
   const std::optional<std::string>& moved_header() const { return moved_; }
+  // Why a unit's reads could not be keyed exactly (compile/include_probes.h):
+  // neither it nor the module may be stored.
+  const std::optional<std::string>& unkeyable() const { return unkeyable_; }
   size_t reused() const { return reused_; }
   size_t compiled() const { return compiled_; }
   const cache::StatsCounters& stats() const { return stats_; }
@@ -54,6 +57,11 @@ class UnitCache {
 
   std::optional<CommandRecord> before_compile(const UnitRef& ref, const std::string& dir);
   void after_compile(const UnitRef& ref, const std::string& dir, const CommandRecord& rec);
+  // __has_include probes of what the unit read, into `headers` (found
+  // answers as headers, absent candidates as shadows); why not keyable, if so.
+  std::optional<std::string> record_include_probes(const CompileStep& step, const std::string& dir,
+                                                   const std::vector<std::string>& search,
+                                                   std::vector<cache::HeaderRecord>& headers);
   void store_object(const CompileStep& step, const std::string& key, const CompiledUnit& unit,
                     const std::vector<cache::HeaderRecord>& headers, const CommandRecord& rec);
 
@@ -71,9 +79,11 @@ class UnitCache {
   // key's signature (cache/trust.h): a planted object in a shared root is
   // compiled again and replaced.
   cache::TrustPolicy policy_;
+  std::vector<std::string> toolchain_roots_;  // not scanned for __has_include (compile/adoptable_roots.h)
   std::vector<Unit> units_;  // indexed like UnitRef::index; each touched by its unit's worker only
   std::mutex mutex_;         // guards the members below
   std::optional<std::string> moved_;
+  std::optional<std::string> unkeyable_;
   size_t reused_ = 0;
   size_t compiled_ = 0;
   cache::StatsCounters stats_;
