@@ -218,3 +218,34 @@ def test_a_cuda_home_copy_with_nvcc_profile_edited_changes_the_key(proj, tmp_pat
     with open(home / "bin" / "nvcc.profile", "a") as f:
         f.write("# an edit\n")
     assert proj.key(env=env) != k1
+
+
+def nvrtc_ptx(proj, src):
+    r = subprocess.run([TOOL, "build", str(src), "--compiler", "nvrtc", "--emit", "ptx", "--arch", "9.0", "--json",
+                        "-v", "--cache-dir", str(proj.root)], env=proj.env, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0 and "NVRTC" in r.stderr and "cannot" in r.stderr.lower():
+        pytest.skip("no NVRTC here: " + r.stderr)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    j["stderr"] = r.stderr
+    return j
+
+
+def test_nvrtc_has_include_and_computed_includes_are_keyed_or_not_stored(proj):
+    (proj.dir / "value.cuh").write_text("#define BASE 40\n")
+    src = proj.dir / "probe.cu"
+    src.write_text('#include "value.cuh"\n#if __has_include("opt.cuh")\n#include "opt.cuh"\n#else\n#define EXTRA 1\n'
+                   '#endif\nextern "C" __global__ void probe(int* x) { x[0] = BASE + EXTRA; }\n')
+    first = Path(nvrtc_ptx(proj, src)["path"]).read_text()
+    assert nvrtc_ptx(proj, src)["cache"] == "hit"
+    (proj.dir / "opt.cuh").write_text("#define EXTRA 2\n")
+    second = nvrtc_ptx(proj, src)
+    assert second["cache"] != "hit", second["stderr"]
+    assert "%r1, 42;" in Path(second["path"]).read_text() and "%r1, 41;" in first
+    # A computed #include cannot be followed: built every time, never stored.
+    computed = proj.dir / "computed.cu"
+    computed.write_text('#define WHICH "value.cuh"\n#include WHICH\n'
+                        'extern "C" __global__ void computed(int* x) { x[0] = BASE; }\n')
+    r = nvrtc_ptx(proj, computed)
+    assert "computed #include" in r["stderr"], r["stderr"]
+    assert nvrtc_ptx(proj, computed)["cache"] == "miss"
