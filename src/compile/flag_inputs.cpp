@@ -90,8 +90,11 @@ class Reader {
   }
 
  private:
+  // The path first: the key writes it relative to the base dir when it is
+  // under it (BaseDir::portable_arg), so a response file in the checkout does
+  // not tie the portable key to one checkout's path.
   void key(const std::string& what, const std::string& path, const std::string& digest) {
-    result.keyed.push_back({"flag_input", what + " " + path + " " + digest});
+    result.keyed.push_back({"flag_input." + what, path + " " + digest});
   }
   void unkeyable(const std::string& why) {
     if (!result.unkeyable) result.unkeyable = why;

@@ -27,7 +27,7 @@
 namespace tvmffi_jit::compile {
 
 struct FlagReads {
-  std::vector<std::pair<std::string, std::string>> keyed;  // ("flag_input", "<what> <path> <digest|absent>")
+  std::vector<std::pair<std::string, std::string>> keyed;  // ("flag_input.<what>", "<path> <digest|absent>")
   std::optional<std::string> unkeyable;                    // why the step cannot be keyed exactly
 };
 
