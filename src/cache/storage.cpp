@@ -12,6 +12,7 @@
 #include "tvmffi_jit/cache/transfer/portable_entry.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/process.h"
 #include "tvmffi_jit/util/strings.h"
@@ -62,9 +63,6 @@ class EntryReceiver : public BlobFileWriter {
   std::optional<std::string> untrusted_;
 };
 
-AdoptRequest adopt_request(const EntryRequest& r, const std::string& result_id) {
-  return AdoptRequest{r.name, r.key.portable_hex, r.base_dir, r.key_dir, r.artifact, result_id};
-}
 
 // The remote's name of the key's result list, and of one of its results.
 std::string result_list_object(RemoteScheme scheme, const RemoteOptions& o, const std::string& portable_key) {
@@ -105,6 +103,8 @@ struct Storage::Server {
 
 Storage::Storage(Store& store, RemoteOptions options, StatsCounters* stats)
     : store_(store), options_(std::move(options)), stats_(stats) {
+  policy_.trusted = options_.trusted_keys;
+  policy_.sign_key = options_.sign_key ? &*options_.sign_key : nullptr;
   for (const auto& url : options_.servers) {
     auto s = std::make_unique<Server>();
     s->url = url;
@@ -117,6 +117,8 @@ Storage::Storage(Store& store, RemoteOptions options, StatsCounters* stats)
 Storage::Storage(Store& store, RemoteOptions options, StatsCounters* stats,
                  std::vector<std::unique_ptr<RemoteBackend>> backends)
     : store_(store), options_(std::move(options)), stats_(stats) {
+  policy_.trusted = options_.trusted_keys;
+  policy_.sign_key = options_.sign_key ? &*options_.sign_key : nullptr;
   for (auto& b : backends) {
     auto s = std::make_unique<Server>();
     s->shown = b->name();
@@ -165,8 +167,9 @@ LookupResult Storage::find_object(const std::string& key_hex) {
 }
 
 PublishResult Storage::publish_object(Staging& staging, const std::string& key_hex, EntryRecord record,
-                                      const std::vector<std::pair<std::string, std::string>>& files) {
-  PublishResult p = store_.publish(staging, store_.object_entry_dir(key_hex), std::move(record), files);
+                                      const std::vector<std::pair<std::string, std::string>>& files,
+                                      const KeepOccupant& keep) {
+  PublishResult p = store_.publish(staging, store_.object_entry_dir(key_hex), std::move(record), files, keep);
   if (p.ours) {
     tally(&StatsCounters::stores);
     tally(&StatsCounters::bytes_stored, p.entry.artifacts.front().size);
@@ -201,8 +204,9 @@ void Storage::count_untrusted(const std::string& source, const std::string& name
   // unsigned entries says it once; `cache stats` has the count.
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true))
-    spdlog::warn("{}: the entry for {} is not used: {}; only entries signed by a trusted key are used "
-                 "(--remote-trusted-key); building. Further untrusted entries are counted as `remote untrusted` "
+    spdlog::warn("{}: the entry for {} is not used: {}; building (with --remote-trusted-key only entries signed by "
+                 "a trusted key are used, and a signing build uses only what carries its own key's signature: "
+                 "docs/remote.md, \"Trust\"). Further untrusted entries are counted as `remote untrusted` "
                  "in `tvmffi-jit cache stats`",
                  source, name, why);
   else
@@ -242,9 +246,27 @@ std::optional<std::string> Storage::cannot_take_entry() {
   return std::nullopt;
 }
 
+KeepOccupant Storage::keep_occupant(const std::string& key_dir) const {
+  bool replace;
+  {
+    std::lock_guard<std::mutex> lock(counts_mutex_);
+    replace = replace_.count(key_dir) != 0;
+  }
+  if (replace) return [](const EntryRecord&) { return false; };
+  if (!policy_.active()) return {};
+  return [this](const EntryRecord& occupant) { return !policy_.refuses(occupant); };
+}
+
 Found Storage::find(const EntryRequest& request, const FindOptions& options) {
   Found miss;
   if (options.force) {
+    // --force replaces: what the build publishes takes the place of whatever
+    // is there, however valid it looks (it may be the stale or tampered entry
+    // the user is forcing out).
+    {
+      std::lock_guard<std::mutex> lock(counts_mutex_);
+      replace_.insert(request.key_dir);
+    }
     miss.miss_reason = "--force";
   } else {
     miss = get(request, Tier::kLocal);
@@ -276,7 +298,18 @@ Found Storage::find(const EntryRequest& request, const FindOptions& options) {
 
 PublishResult Storage::publish(Staging& staging, const EntryRequest& request, EntryRecord record,
                                const std::vector<std::pair<std::string, std::string>>& files) {
-  PublishResult p = store_.publish_result(staging, request.key_dir, std::move(record), files);
+  if (policy_.sign_key) {
+    // The signature covers the artifacts as Store::publish will record them.
+    record.artifacts.clear();
+    for (const auto& [from, name] : files) {
+      auto stamp = util::file_stamp(from);
+      if (!stamp) throw io_error("cannot stat " + from);
+      record.artifacts.push_back({name, stamp->size, util::sha256_file_hex(from)});
+    }
+  }
+  record.provenance = built_provenance(record, policy_.sign_key);
+  PublishResult p =
+      store_.publish_result(staging, request.key_dir, std::move(record), files, keep_occupant(request.key_dir));
   if (p.ours) {
     tally(&StatsCounters::stores);
     tally(&StatsCounters::bytes_stored, p.entry.artifacts.front().size);
@@ -287,9 +320,22 @@ PublishResult Storage::publish(Staging& staging, const EntryRequest& request, En
 Found Storage::get(const EntryRequest& request, Tier tier) {
   if (tier == Tier::kLocal) {
     Found f;
-    f.entry = store_.find_result(request.key_dir, request.key.hex, request.lookup);
+    LookupOptions lookup = request.lookup;
+    // The trust policy holds at this door too: a result adopted by a build
+    // without trusted keys is not a hit for one with them (the next result
+    // of the key is tried instead).
+    if (policy_.active()) lookup.refuses = [this](const EntryRecord& e) { return policy_.refuses(e); };
+    f.entry = store_.find_result(request.key_dir, request.key.hex, lookup);
     tally(&StatsCounters::rehashed_files, f.entry.rehashed.files);
     tally(&StatsCounters::rehashed_bytes, f.entry.rehashed.bytes);
+    for (const auto& [dir, why] : f.entry.refused) {
+      bool first;
+      {
+        std::lock_guard<std::mutex> lock(counts_mutex_);
+        first = counted_untrusted_.insert(dir).second;
+      }
+      if (first) count_untrusted("cache entry " + dir, request.name, why);
+    }
     spdlog::debug("cache: module {}: {}", request.name,
                   f.entry.hit ? "hit in " + f.entry.entry_dir : "miss (" + f.entry.miss_reason + ")");
     if (f.entry.hit) {
@@ -324,7 +370,7 @@ std::optional<Found> Storage::get_imported(const EntryRequest& request) {
       }
       Staging staging = store_.stage();
       stage_imported_entry(imported, staging);
-      auto adopted = adopt_portable_entry(store_, staging, adopt_request(request, ""), record ? &*record : nullptr);
+      auto adopted = adopt_portable_entry(store_, staging, adopt_request(request, "imported", ""), record ? &*record : nullptr);
       if (!adopted) {
         spdlog::info("imported entry {} is not usable here: {}", imported,
                      adopted.error().kind == AdoptFailureKind::kStale ? "stale: " + adopted.why() : adopted.why());
@@ -425,7 +471,7 @@ std::optional<Found> Storage::get_remote_result(Server& s, const EntryRequest& r
       unusable = RemoteFailure{K::kUntrusted, *rx.untrusted()};
     }
     if (!unusable) {
-      auto adopted = adopt_portable_entry(store_, staging, adopt_request(request, id), &rx.record());
+      auto adopted = adopt_portable_entry(store_, staging, adopt_request(request, s.shown, id), &rx.record());
       if (adopted) {
         tally(&StatsCounters::remote_hits);
         return Found{CacheStatus::kRemoteHit, std::move(adopted).value(), s.shown};
@@ -442,9 +488,26 @@ std::optional<Found> Storage::get_remote_result(Server& s, const EntryRequest& r
   return std::nullopt;
 }
 
+AdoptRequest Storage::adopt_request(const EntryRequest& r, const std::string& source,
+                                    const std::string& result_id) const {
+  return AdoptRequest{r.name,    r.key.portable_hex, r.base_dir, r.key_dir,
+                      r.artifact, result_id,         source,     keep_occupant(r.key_dir),
+                      r.adoptable_roots};
+}
+
 void Storage::upload(const EntryRequest& request, const std::string& entry_dir) {
   // Every remote is behind the read-only wrapper: nothing to pack or connect for.
   if (options_.read_only) return;
+  if (policy_.sign_key && !servers_.empty()) {
+    // Never a signing oracle: only what this key's build made gets its signature.
+    std::string why;
+    auto entry = read_entry(entry_dir, &why);
+    if (!entry || !carries_own_signature(*policy_.sign_key, *entry)) {
+      spdlog::warn("not uploading {}: it does not carry the signature of {} (a signing build uploads only what it "
+                   "built itself)", entry_dir, policy_.sign_key->name);
+      return;
+    }
+  }
   std::string blob;
   std::string id;
   for (auto& sp : servers_) {

@@ -104,6 +104,12 @@ cache::RemoteOptions remote_options_from_environment(cache::RemoteOptions o, boo
     if (auto v = env("TVMFFI_JIT_REMOTE_TRUSTED_KEYS")) {
       for (const auto& part : util::split_any(*v, ":"))
         if (!part.empty()) o.trusted_key_files.push_back(part);
+      // Fail closed: a set but empty list ("", ":") is a mistake (an unset
+      // CI secret), never "trust everything".
+      if (o.trusted_key_files.empty())
+        throw usage_error("TVMFFI_JIT_REMOTE_TRUSTED_KEYS is set but names no key file (" + quote_for_message(*v) +
+                          "); give the public key files separated by ':', or unset it to use entries without "
+                          "signature checks");
     }
   }
   cache::finish_remote_options(o);

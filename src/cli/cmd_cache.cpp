@@ -47,6 +47,7 @@ struct CacheArgs {
   std::string transfer_file;                 // export/import FILE
   std::vector<std::string> export_entries;   // export: names, entry dirs or key prefixes
   std::string sign_key;                      // export --sign-key FILE
+  std::vector<std::string> trusted_keys;     // verify --trusted-key FILE...
   std::string key_name;                      // keygen NAME
   std::string key_out_dir;                   // keygen --out DIR
   const CommandEnvironment* environment = nullptr;  // cli::run()'s, set at registration
@@ -171,7 +172,14 @@ int run_verify(const CacheArgs& a) {
   std::optional<cache::Store> deletable;
   if (a.verify_remove) deletable = open_store_to_delete(a);
   cache::Store store = deletable ? std::move(*deletable) : open_store(a);
-  auto report = cache::verify_cache(store, a.verify_remove);
+  // The keys as a build would trust them ($TVMFFI_JIT_REMOTE_TRUSTED_KEYS
+  // when --trusted-key is not given).
+  cache::RemoteOptions keys;
+  keys.trusted_key_files = a.trusted_keys;
+  keys = remote_options_from_environment(keys, false, a.environment->env);
+  cache::TrustPolicy policy;
+  policy.trusted = keys.trusted_keys;
+  auto report = cache::verify_cache(store, a.verify_remove, policy.active() ? &policy : nullptr);
   if (a.json) {
     nlohmann::json bad = nlohmann::json::array();
     for (const auto& p : report.problems) {
@@ -382,6 +390,9 @@ void register_cache_command(CLI::App& app, CommandContext& ctx) {
   CLI::App* verify = cache->add_subcommand("verify", "Re-hash every artifact against entry.json; exit 3 if any is bad");
   common(verify);
   verify->add_flag("--remove", args->verify_remove, "Remove the bad entries (the next build rebuilds them)");
+  verify->add_option("--trusted-key", args->trusted_keys,
+                     "Also count as bad an adopted entry no such public key signed (repeatable; default:\n"
+                     "$TVMFFI_JIT_REMOTE_TRUSTED_KEYS)");
   verify->callback([args, &ctx] { ctx.exit_code = run_verify(*args); });
 
   CLI::App* clean = cache->add_subcommand("clean", "Remove entries (all, or those unused for a while)");

@@ -5,8 +5,11 @@
 // uncached_build (building outside the root), compiler_output (replay).
 #include "tvmffi_jit/compile/cached_build.h"
 
+#include <mutex>
 #include <optional>
+#include <set>
 
+#include "compile/adoptable_roots.h"
 #include "compile/compiler_identities.h"
 #include "compile/compiler_output.h"
 #include "compile/freshness.h"
@@ -24,6 +27,19 @@
 
 namespace tvmffi_jit::compile {
 
+namespace {
+
+// Under -v, each reason once per process (a batch of modules sharing a flag
+// says it once).
+void say_once_verbose(bool verbose, const std::string& message) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (verbose && said.insert(message).second) spdlog::info("{}", message);
+}
+
+}  // namespace
+
 CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
                                const CachedBuildOptions& options) {
   if (!options.environment)
@@ -37,7 +53,8 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   CompilerIdentities ids(store.compilers_dir(), true);
   const int64_t key_start = now_ns();  // sources are read for the key from here on
 
-  ModuleKeyInputs key_inputs = key_inputs_with(plan, manifest, tc, ids, *options.environment);
+  std::optional<std::string> unkeyable;
+  ModuleKeyInputs key_inputs = key_inputs_with(plan, manifest, tc, ids, *options.environment, &unkeyable);
   key_inputs.base_dir = options.base_dir;
   cache::Key key = compute_module_key(key_inputs, options.keep_key_trace);
   if (options.keep_key_trace) spdlog::debug("cache: module key of {}: {}, hashed from:\n{}", plan.name, key.hex, key.trace);
@@ -57,6 +74,15 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
     storage.count(failed);
   };
 
+  if (unkeyable) {
+    // A hit would rest on less than what the compile reads: build, store nothing.
+    result.miss_reason = "not cacheable: " + *unkeyable;
+    if (options.only_if_cached) return result;
+    say_once_verbose(options.exec.verbose, "cache: not caching " + plan.name + ": " + *unkeyable);
+    result.build = build_without_cache(plan, options.exec);
+    return result;
+  }
+
   // The cache's tiers (cache/storage.h) answer, or say why not and hold the
   // per-key lock while this process builds.
   cache::EntryRequest request;
@@ -65,6 +91,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   request.key_dir = store.module_key_dir(plan.name, key.hex);
   request.base_dir = options.base_dir;
   request.artifact = plan.artifact_name;
+  request.adoptable_roots = adoptable_roots(plan, tc, options.base_dir, *options.environment);
   // A hit serves only the artifact entry.json lists, its content proven by
   // its stamp or re-hashed; --verify re-hashes it whatever the stamp says
   // (docs/cache.md, "What a hit proves").
@@ -114,23 +141,28 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
                                           "`tvmffi-jit cache gc` or `cache clean` removes it once this process is gone");
   result.objects_reused = units.reused();
   result.objects_compiled = units.compiled();
-  auto [headers, moved_header, unrecorded_link] =
+  auto [headers, moved_header, unrecorded_link, unkeyable_reads] =
       record_module_reads(plan, result.build, units, store, options, start, key_start);
 
   // The entry is published (or the artifact served unstored), then shared.
   // Not stored: the artifact leaves the staging dir (which gc removes once
   // this process is gone) for a directory of the caller's.
-  auto serve_unstored = [&](const std::string& why) {
+  auto serve_unstored = [&](const std::string& why, bool quiet = false) {
     count_store_failure();
     result.build.artifact_path =
         staging->move_artifact_out(result.build.artifact_path, plan.artifact_name, plan.name);
     result.build.build_dir = util::parent_path(result.build.artifact_path);
-    spdlog::warn("cache: {}; not caching this build: its artifact is in {} (yours to keep or delete)", why,
-                 result.build.build_dir);
+    if (quiet)
+      say_once_verbose(options.exec.verbose, "cache: not caching " + plan.name + ": " + why + "; its artifact is in " +
+                                                 result.build.build_dir + " (yours to keep or delete)");
+    else
+      spdlog::warn("cache: {}; not caching this build: its artifact is in {} (yours to keep or delete)", why,
+                   result.build.build_dir);
     return result;
   };
   if (auto moved = moved_header) return serve_unstored(*moved + " changed while " + plan.name + " was being built");
   if (unrecorded_link) return serve_unstored(*unrecorded_link);
+  if (unkeyable_reads) return serve_unstored(*unkeyable_reads, true);
 
   cache::EntryRecord record;
   record.kind = "module";

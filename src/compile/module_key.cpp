@@ -1,5 +1,7 @@
 #include "compile/module_key.h"
 
+#include "compile/flag_inputs.h"
+#include "compile/search_dirs.h"
 #include "tvmffi_jit/compile/nvrtc.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
 #include "tvmffi_jit/util/fs.h"
@@ -51,6 +53,15 @@ std::vector<std::string> include_paths(const Manifest& m, const toolchain::Toolc
   return out;
 }
 
+// What the step's flags make it read (compile/flag_inputs.h), into `extra`.
+std::optional<std::string> add_flag_reads(const std::vector<std::string>& flags,
+                                          const std::vector<std::string>& include_dirs,
+                                          std::vector<std::pair<std::string, std::string>>& extra) {
+  FlagReads r = flag_reads(flags, include_dirs);
+  for (auto& k : r.keyed) extra.push_back(std::move(k));
+  return r.unkeyable;
+}
+
 }  // namespace
 
 ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest& m, const toolchain::Toolchain& tc,
@@ -67,6 +78,7 @@ ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest& m, co
   in.extra.push_back({"object_name", step.object_name});
   if (step.language == Language::kCuda)
     if (auto host = ids.nvcc_host(step.flags)) in.extra.push_back({"nvcc_host", host->resolved + "\n" + host->identity});
+  add_flag_reads(in.flags, include_search_dirs(step, "", environment), in.extra);
   return in;
 }
 
@@ -96,8 +108,12 @@ nlohmann::json inputs_summary(const ModuleKeyInputs& in) {
 
 ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
                                        CompilerIdentities& ids,
-                                       const std::vector<ModuleKeyInputs::EnvVar>& environment) {
+                                       const std::vector<ModuleKeyInputs::EnvVar>& environment,
+                                       std::optional<std::string>* unkeyable) {
   ModuleKeyInputs in;
+  auto note_unkeyable = [&](std::optional<std::string> why) {
+    if (why && unkeyable && !*unkeyable) *unkeyable = std::move(why);
+  };
   in.emit_kind = emit_kind_name(plan.emit);
   in.name = plan.name;
   auto add_step = [&](const CompileStep& step, const char* group) {
@@ -105,6 +121,7 @@ ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& manifest,
     in.flags.push_back({std::string(group) + " " + step.display + " (" + language_name(step.language) + " -> " +
                             output_name(step.output) + ")",
                         step_flags(step)});
+    note_unkeyable(add_flag_reads(in.flags.back().flags, include_search_dirs(step, "", environment), in.extra));
     in.compilers.push_back(ids.get(language_name(step.language), step.compiler));
     if (step.language == Language::kCuda)
       if (auto host = ids.nvcc_host(step.flags)) in.compilers.push_back(*host);
@@ -135,6 +152,7 @@ ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& manifest,
       if (!input.empty() && input[0] == '/') link_flags.push_back("input sha256:" + util::sha256_file_hex(input));
       else link_flags.push_back("input " + input);
     }
+    note_unkeyable(add_flag_reads(l.flags, {}, in.extra));
     in.flags.push_back({std::string("link ") + link_kind_name(l.kind) + " -> " + l.output_name, link_flags});
     if (!l.program.empty()) in.compilers.push_back(ids.get("link", l.program));
   }

@@ -3,6 +3,7 @@
 // entry records.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,10 +19,12 @@ namespace tvmffi_jit::compile {
 
 // Everything the plan says, with compiler and tvm-ffi identities and the
 // keyed environment (reads every source file; identifies every compiler
-// through `ids`).
+// through `ids`), and what the flags make the compilers read
+// (compile/flag_inputs.h). `unkeyable`: why the plan cannot be keyed exactly
+// (its build must not be stored), when it cannot.
 ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
-                                       CompilerIdentities& ids,
-                                       const std::vector<ModuleKeyInputs::EnvVar>& environment);
+                                CompilerIdentities& ids, const std::vector<ModuleKeyInputs::EnvVar>& environment,
+                                std::optional<std::string>* unkeyable = nullptr);
 
 // One unit's key inputs (the per-TU object cache).
 ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest& m, const toolchain::Toolchain& tc,

@@ -1,8 +1,12 @@
 #include "compile/module_reads.h"
 
+#include <algorithm>
+
 #include "compile/freshness.h"
+#include "compile/include_probes.h"
 #include "compile/search_dirs.h"
 #include "tvmffi_jit/compile/nvrtc_includes.h"
+#include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/strings.h"
 
@@ -12,6 +16,7 @@ ModuleReads record_module_reads(const BuildPlan& plan, const BuildResult& build,
                                 const cache::Store& store, const CachedBuildOptions& options, int64_t build_start_ns,
                                 int64_t key_start_ns) {
   std::optional<std::string> moved_header;
+  std::optional<std::string> unkeyable = units.unkeyable();
   std::vector<cache::HeaderRecord> headers = units.headers();  // everything the module's units read
   if (plan.nvrtc) {
     // NVRTC writes no depfile: record the headers its #include lines reach
@@ -22,6 +27,43 @@ ModuleReads record_module_reads(const BuildPlan& plan, const BuildResult& build,
                    util::join(scan.computed.empty() ? scan.unresolved : scan.computed, ", "));
     std::vector<cache::HeaderRecord> scanned =
         cache::hash_headers(scan.files, build.build_dir, {build.build_dir}, {});
+    // What the scan cannot follow changes the compile without changing the
+    // key: a computed #include is not keyable; an #include or __has_include
+    // that found nothing is recorded as absent candidates (one appearing is
+    // a miss), one that found a header records it.
+    const NvrtcRequest& r = plan.nvrtc->request;
+    if (!scan.computed.empty())
+      unkeyable = "NVRTC source with a computed #include (" + util::join(scan.computed, ", ") +
+                  "): what it reads cannot be keyed";
+    IncludeProbes probes;
+    for (const auto& u : scan.unresolved) {
+      // "<file>:<line>: <name>[ (with N pre-include lines)]"
+      size_t sep = u.find(": ");
+      if (sep == std::string::npos) continue;
+      std::string name = u.substr(sep + 2);
+      if (size_t with = name.find(" (with "); with != std::string::npos) name.resize(with);
+      const std::string file = u.substr(0, u.find(':'));
+      add_candidates(name, file.empty() || file[0] != '/' ? std::string() : util::parent_path(file), r.include_paths,
+                     build.build_dir, probes);
+    }
+    add_has_include_probes(r.source_name.empty() ? "source.cu" : r.source_name, r.source, r.include_paths,
+                           build.build_dir, probes);
+    for (const auto& f : scan.files)
+      if (auto text = util::read_small_file(f, 16ull << 20)) add_has_include_probes(f, *text, r.include_paths,
+                                                                                     build.build_dir, probes);
+    if (!probes.found.empty())
+      cache::merge_headers(scanned, cache::hash_headers(probes.found, build.build_dir, {build.build_dir}, {}));
+    if (!probes.absent.empty()) {
+      if (scanned.empty()) {
+        // Absent candidates are kept as a record's shadows, and there is no record to keep them on.
+        if (!unkeyable) unkeyable = "NVRTC probes headers that do not exist and reads no header to record them on";
+      } else {
+        auto& shadows = scanned.front().shadows;
+        for (const auto& p : probes.absent)
+          if (std::find(shadows.begin(), shadows.end(), p) == shadows.end()) shadows.push_back(p);
+      }
+    }
+    if (probes.unkeyable && !unkeyable) unkeyable = probes.unkeyable;
     cache::merge_headers(headers, scanned);
     moved_header = header_changed_during_build(scanned, build_start_ns);
   }
@@ -50,7 +92,7 @@ ModuleReads record_module_reads(const BuildPlan& plan, const BuildResult& build,
     for (const auto& step : *steps)
       if (!moved_header && !step.generated_text && changed_since(step.input_path, key_start_ns))
         moved_header = step.input_path;
-  return {std::move(headers), std::move(moved_header), std::move(unrecorded_link)};
+  return {std::move(headers), std::move(moved_header), std::move(unrecorded_link), std::move(unkeyable)};
 }
 
 }  // namespace tvmffi_jit::compile

@@ -23,6 +23,9 @@ struct ModuleReads {
   std::optional<std::string> moved;
   // Why the linker's reads are unknown, if they are: not storable either.
   std::optional<std::string> unrecorded_link;
+  // Why what the build read cannot be keyed exactly (compile/include_probes.h,
+  // NVRTC's computed includes): built, not stored; said under -v.
+  std::optional<std::string> unkeyable;
 };
 
 // After `build` ran with `units` as its hooks.

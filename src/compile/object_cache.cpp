@@ -2,7 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
+#include "compile/adoptable_roots.h"
 #include "compile/compiler_output.h"
+#include "compile/include_probes.h"
 #include "compile/freshness.h"
 #include "compile/module_key.h"
 #include "compile/search_dirs.h"
@@ -29,6 +33,9 @@ UnitCache::UnitCache(const BuildPlan& plan, const Manifest& m, const toolchain::
                      cache::EntryStorage& storage, CompilerIdentities& ids, const CachedBuildOptions& options,
                      bool reuse_objects)
     : storage_(storage), options_(options), reuse_objects_(reuse_objects) {
+  // A signing build links only objects it compiled itself (cache/trust.h).
+  if (const cache::TrustPolicy* p = storage.trust_policy()) policy_.sign_key = p->sign_key;
+  toolchain_roots_ = toolchain_roots(plan, tc);
   // Keys are computed up front, on this thread: compiler identities are
   // memoised in `ids`, which the workers must not share.
   for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
@@ -83,7 +90,18 @@ std::optional<CommandRecord> UnitCache::before_compile(const UnitRef& ref, const
   if (!reuse_objects_ || options_.force) return std::nullopt;
   // Objects are re-hashed before they are linked (find_object): a same-size
   // corruption would otherwise spread into every module linked from them.
-  cache::LookupResult r = storage_.find_object(u.key);
+  // A signing build links only objects it compiled itself (cache/trust.h).
+  auto look = [&] {
+    cache::LookupResult found = storage_.find_object(u.key);
+    if (found.hit && policy_.active()) {
+      if (auto why = policy_.refuses(*found.entry)) {
+        found.hit = false;
+        found.miss_reason = "not trusted: " + *why;
+      }
+    }
+    return found;
+  };
+  cache::LookupResult r = look();
   spdlog::debug("cache: object of {}: {}", ref.step.display, r.hit ? "hit in " + r.entry_dir : "miss (" + r.miss_reason + ")");
   // Another module of a batch compiling this very unit now: wait for it and
   // take its object from the store (compile here only if it did not store one).
@@ -91,7 +109,7 @@ std::optional<CommandRecord> UnitCache::before_compile(const UnitRef& ref, const
     u.claim = options_.in_flight->claim(u.key);
     // Whoever held the key may have stored the object, also just before
     // this claim: look again either way.
-    r = storage_.find_object(u.key);
+    r = look();
     if (u.claim.owned()) break;
   }
   if (r.hit) u.claim = {};  // nothing to compile: let waiters look it up
@@ -115,7 +133,13 @@ std::optional<CommandRecord> UnitCache::before_compile(const UnitRef& ref, const
 void UnitCache::after_compile(const UnitRef& ref, const std::string& dir, const CommandRecord& rec) {
   Unit& u = units_.at(ref.index);
   u.headers = cache::hash_headers(ref.unit.dependencies, dir, {dir}, {}, storage_.local().digest_memo(true));
-  record_shadows(u.headers, include_search_dirs(ref.step, dir, *options_.environment));
+  const std::vector<std::string> search = include_search_dirs(ref.step, dir, *options_.environment);
+  record_shadows(u.headers, search);
+  std::optional<std::string> unkeyable = record_include_probes(ref.step, dir, search, u.headers);
+  if (unkeyable) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!unkeyable_) unkeyable_ = unkeyable;
+  }
   std::optional<std::string> moved = header_changed_during_build(u.headers, u.start_ns);
   if (moved) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -125,8 +149,28 @@ void UnitCache::after_compile(const UnitRef& ref, const std::string& dir, const 
   if (!reuse_objects_) return;
   u.sha256 = util::sha256_file_hex(ref.unit.object_path);
   count(&cache::StatsCounters::object_misses, &compiled_);
-  if (storage_.local().writable() && !moved) store_object(ref.step, u.key, ref.unit, u.headers, rec);
+  if (storage_.local().writable() && !moved && !unkeyable) store_object(ref.step, u.key, ref.unit, u.headers, rec);
   u.claim = {};  // stored (or not storable): units waiting for it look it up now
+}
+
+std::optional<std::string> UnitCache::record_include_probes(const CompileStep& step, const std::string& dir,
+                                                          const std::vector<std::string>& search,
+                                                          std::vector<cache::HeaderRecord>& headers) {
+  std::vector<std::string> files;
+  if (!step.generated_text && !step.input_path.empty()) files.push_back(util::absolute_path(step.input_path));
+  for (const auto& h : headers) files.push_back(h.path);
+  IncludeProbes probes = has_include_probes(files, search, toolchain_roots_, dir);
+  if (!probes.found.empty())
+    cache::merge_headers(headers, cache::hash_headers(probes.found, dir, {dir}, {}, storage_.local().digest_memo(true)));
+  if (!probes.absent.empty()) {
+    // "Did not exist, and would have changed the compile": a shadow, on any record.
+    if (headers.empty()) return probes.unkeyable ? probes.unkeyable
+                                                 : std::string("__has_include probes in a unit that read no header");
+    auto& shadows = headers.front().shadows;
+    for (const auto& p : probes.absent)
+      if (std::find(shadows.begin(), shadows.end(), p) == shadows.end()) shadows.push_back(p);
+  }
+  return probes.unkeyable;
 }
 
 void UnitCache::store_object(const CompileStep& step, const std::string& key, const CompiledUnit& unit,
@@ -145,7 +189,17 @@ void UnitCache::store_object(const CompileStep& step, const std::string& key, co
                     {"compiler", step.compiler},
                     {"source", step.generated_text ? step.generated_name : step.input_path}};
     entry.compiler_output = capped_output(rec.output);
-    storage_.publish_object(s, key, std::move(entry), {{copy, name}});  // counted there
+    if (policy_.sign_key) {
+      auto stamp = util::file_stamp(copy);
+      if (!stamp) throw io_error("cannot stat " + copy);
+      entry.artifacts = {{name, stamp->size, util::sha256_file_hex(copy)}};
+    }
+    entry.provenance = cache::built_provenance(entry, policy_.sign_key);
+    // --force replaces what is there; a signing build replaces what it would not link.
+    cache::KeepOccupant keep;
+    if (options_.force) keep = [](const cache::EntryRecord&) { return false; };
+    else if (policy_.active()) keep = [this](const cache::EntryRecord& e) { return !policy_.refuses(e); };
+    storage_.publish_object(s, key, std::move(entry), {{copy, name}}, keep);  // counted there
   } catch (const Error& e) {
     spdlog::warn("could not cache the object of {}: {}", step.display, e.what());
   }

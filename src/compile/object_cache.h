@@ -11,6 +11,7 @@
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/cache/store.h"
+#include "tvmffi_jit/cache/trust.h"
 #include "tvmffi_jit/compile/cached_build.h"
 #include "tvmffi_jit/compile/executor.h"
 
@@ -41,6 +42,9 @@ class UnitCache {
   // A header that changed while a unit compiled, if any: that unit may have
   // read it in its old state, so neither it nor the module may be stored.
   const std::optional<std::string>& moved_header() const { return moved_; }
+  // Why a unit's reads could not be keyed exactly (compile/include_probes.h):
+  // neither it nor the module may be stored.
+  const std::optional<std::string>& unkeyable() const { return unkeyable_; }
   size_t reused() const { return reused_; }
   size_t compiled() const { return compiled_; }
 
@@ -55,6 +59,11 @@ class UnitCache {
 
   std::optional<CommandRecord> before_compile(const UnitRef& ref, const std::string& dir);
   void after_compile(const UnitRef& ref, const std::string& dir, const CommandRecord& rec);
+  // __has_include probes of what the unit read, into `headers` (found
+  // answers as headers, absent candidates as shadows); why not keyable, if so.
+  std::optional<std::string> record_include_probes(const CompileStep& step, const std::string& dir,
+                                                   const std::vector<std::string>& search,
+                                                   std::vector<cache::HeaderRecord>& headers);
   void store_object(const CompileStep& step, const std::string& key, const CompiledUnit& unit,
                     const std::vector<cache::HeaderRecord>& headers, const CommandRecord& rec);
 
@@ -64,9 +73,15 @@ class UnitCache {
   cache::EntryStorage& storage_;
   const CachedBuildOptions& options_;
   const bool reuse_objects_;
+  // A signing build links only objects it compiled itself or that carry its
+  // key's signature (cache/trust.h): a planted object in a shared root is
+  // compiled again and replaced.
+  cache::TrustPolicy policy_;
+  std::vector<std::string> toolchain_roots_;  // not scanned for __has_include (compile/adoptable_roots.h)
   std::vector<Unit> units_;  // indexed like UnitRef::index; each touched by its unit's worker only
   std::mutex mutex_;         // guards the members below
   std::optional<std::string> moved_;
+  std::optional<std::string> unkeyable_;
   size_t reused_ = 0;
   size_t compiled_ = 0;
 };

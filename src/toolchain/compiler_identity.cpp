@@ -1,5 +1,7 @@
 #include "tvmffi_jit/toolchain/compiler_identity.h"
 
+#include <sys/stat.h>
+
 #include <nlohmann/json.hpp>
 
 #include "tvmffi_jit/util/error.h"
@@ -15,11 +17,37 @@ namespace tvmffi_jit::toolchain {
 
 namespace {
 
-constexpr int kMemoVersion = 1;
+// 2: the identity holds the compiler's content (and nvcc.profile's), the
+// stamps hold ctime and cover nvcc.profile.
+constexpr int kMemoVersion = 2;
 constexpr uint64_t kMaxMemoBytes = 1ull << 20;  // a memo is a few hundred bytes; a bigger one is not ours
 
-nlohmann::json stamp_json(const util::FileStamp& s) {
-  return {{"size", s.size}, {"mtime_ns", s.mtime_ns}, {"inode", s.inode}, {"device", s.device}};
+// size, mtime, inode, device and ctime: an in-place edit that restores the
+// mtime (cp -p, touch -r, a tar extract) still changes the ctime. null: absent.
+nlohmann::json stamp_json(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return nullptr;
+  return {{"size", static_cast<uint64_t>(st.st_size)},
+          {"mtime_ns", static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec},
+          {"ctime_ns", static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec},
+          {"inode", static_cast<uint64_t>(st.st_ino)},
+          {"device", static_cast<uint64_t>(st.st_dev)}};
+}
+
+// Files beside a compiler that change what it does without changing it:
+// nvcc reads nvcc.profile from its own directory (include and library
+// paths, the cicc and ptxas it runs), so a CUDA_HOME copy with an edited
+// profile is another compiler.
+std::vector<std::string> companion_files(const std::string& resolved) {
+  if (util::file_name(resolved) == "nvcc") return {util::join_path(util::parent_path(resolved), "nvcc.profile")};
+  return {};
+}
+
+// The stamps the memo is checked against: the compiler's and its companions'.
+nlohmann::json stamps_json(const std::string& resolved) {
+  nlohmann::json j = {{resolved, stamp_json(resolved)}};
+  for (const auto& c : companion_files(resolved)) j[c] = stamp_json(c);
+  return j;
 }
 
 std::string memo_path(const std::string& dir, const std::string& invoked) {
@@ -32,10 +60,15 @@ std::string query_identity(const std::string& invoked, const std::string& resolv
   Expected<std::string> version = version_of(invoked, query);  // LC_ALL=C: one compiler, one key
   // As it reads back from the memo: a --version text that is not UTF-8 gives
   // the same key whether it was just queried or memoised.
-  if (version && !version->empty()) return util::json_text(*version);
+  // The content too, as ccache's compiler_check=content: a wrapper script
+  // edited to pass other flags keeps its --version.
+  std::string content = "sha256:" + util::sha256_file_hex(resolved);
+  for (const auto& c : companion_files(resolved))
+    if (util::is_regular_file(c)) content += "\n" + util::file_name(c) + " sha256:" + util::sha256_file_hex(c);
+  if (version && !version->empty()) return util::json_text(*version) + "\n" + content;
   spdlog::debug("'{} --version' gave nothing to identify it by ({}); identifying it by content", invoked,
                 version ? "no output" : version.why());
-  return "sha256:" + util::sha256_file_hex(resolved);
+  return content;
 }
 
 }  // namespace
@@ -47,8 +80,8 @@ CompilerIdentity identify_compiler(const std::string& role, const std::string& p
   c.role = role;
   c.path = util::absolute_path(*found);
   c.resolved = util::canonical_path(c.path);
-  auto stamp = util::file_stamp(c.resolved);
-  if (!stamp) throw missing_tool_error("cannot stat the compiler " + c.resolved);
+  nlohmann::json stamps = stamps_json(c.resolved);
+  if (stamps[c.resolved].is_null()) throw missing_tool_error("cannot stat the compiler " + c.resolved);
 
   std::string memo;
   if (!options.memo_dir.empty()) {
@@ -65,7 +98,7 @@ CompilerIdentity identify_compiler(const std::string& role, const std::string& p
     });
     if (j) {
       if (j->is_object() && j->value("version", 0) == kMemoVersion && j->value("path", "") == c.path &&
-          j->value("resolved", "") == c.resolved && j->value("stamp", nlohmann::json()) == stamp_json(*stamp) &&
+          j->value("resolved", "") == c.resolved && j->value("stamps", nlohmann::json()) == stamps &&
           j->contains("identity") && (*j)["identity"].is_string()) {
         c.identity = (*j)["identity"].get<std::string>();
         return c;
@@ -75,7 +108,7 @@ CompilerIdentity identify_compiler(const std::string& role, const std::string& p
   c.identity = query_identity(c.path, c.resolved, options.timeout_seconds);
   if (!memo.empty() && options.memo_writable) {
     nlohmann::json j = {{"version", kMemoVersion}, {"path", c.path},         {"resolved", c.resolved},
-                        {"stamp", stamp_json(*stamp)}, {"identity", c.identity}};
+                        {"stamps", stamps}, {"identity", c.identity}};
     try {
       util::make_directories(options.memo_dir, 0700);
       util::write_file_atomic(memo, util::dump_json(j, 2) + "\n", 0600);

@@ -12,6 +12,7 @@
 #include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/process.h"
+#include "tvmffi_jit/toolchain/version.h"
 
 namespace tvmffi_jit::toolchain {
 
@@ -19,6 +20,46 @@ namespace {
 
 // The tvm-ffi location memo is a few hundred bytes; a bigger one is not ours.
 constexpr uint64_t kMaxMemoBytes = 1ull << 20;
+
+// A directory's stamp (inode, mtime, ctime): adding or removing an entry
+// (a tvm_ffi package, a .pth file) changes it. null: absent.
+nlohmann::json dir_stamp(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return nullptr;
+  return {{"inode", static_cast<uint64_t>(st.st_ino)},
+          {"device", static_cast<uint64_t>(st.st_dev)},
+          {"mtime_ns", static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec},
+          {"ctime_ns", static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec}};
+}
+
+// Where `import tvm_ffi` looks, asked of Python once per memo: its user site
+// (whether it exists yet or not) and sys.path, each with its stamp. A second
+// tvm_ffi installed in the user site (pip install --user) or anywhere on the
+// path changes one of them, and the memo is not believed.
+nlohmann::json python_dirs(const std::string& python) {
+  nlohmann::json out = nlohmann::json::object();
+  auto path = util::find_program(python);
+  if (!path) return out;
+  QueryOptions q;
+  q.merge_stderr = false;
+  Expected<std::string> text =
+      query_program({*path, "-c", "import json, site, sys; print(json.dumps([site.getusersitepackages()] + sys.path))"},
+                    q);
+  if (!text) return out;
+  auto dirs = nlohmann::json::parse(*text, nullptr, false);
+  if (!dirs.is_array()) return out;
+  for (const auto& d : dirs)
+    if (d.is_string() && !d.get<std::string>().empty() && d.get<std::string>()[0] == '/')
+      out[d.get<std::string>()] = dir_stamp(d.get<std::string>());
+  return out;
+}
+
+bool python_dirs_unchanged(const nlohmann::json& recorded) {
+  if (!recorded.is_object()) return false;  // empty: Python was not there to ask
+  for (const auto& [dir, stamp] : recorded.items())
+    if (dir_stamp(dir) != stamp) return false;
+  return true;
+}
 
 }  // namespace
 
@@ -35,9 +76,15 @@ Expected<TvmFfiLocation> find_tvm_ffi_memoized(const TvmFfiSearch& search, const
     return {{"path", *path}, {"resolved", *resolved}, {"size", st->size}, {"mtime_ns", st->mtime_ns},
             {"inode", st->inode}, {"device", st->device}};
   };
-  nlohmann::json state = {{"version", 1},
+  nlohmann::json state = {{"version", 2},
                           {"PATH", search.env("PATH").value_or("")},
                           {"PYTHONPATH", search.env("PYTHONPATH").value_or("")},
+                          // What decides Python's user site and prefix.
+                          {"HOME", search.env("HOME").value_or("")},
+                          {"PYTHONUSERBASE", search.env("PYTHONUSERBASE").value_or("")},
+                          {"PYTHONNOUSERSITE", search.env("PYTHONNOUSERSITE").value_or("")},
+                          {"PYTHONHOME", search.env("PYTHONHOME").value_or("")},
+                          {"VIRTUAL_ENV", search.env("VIRTUAL_ENV").value_or("")},
                           {"config", program_state(search.config_program)},
                           {"python", program_state(search.python_program)}};
   std::string memo = util::join_path(dirs.root_dir, "tvm-ffi.json");
@@ -56,7 +103,7 @@ Expected<TvmFfiLocation> find_tvm_ffi_memoized(const TvmFfiSearch& search, const
     if (!text) return std::nullopt;
     auto j = nlohmann::json::parse(*text, nullptr, false);
     if (!j.is_object() || j.value("state", nlohmann::json()) != state || !j.contains("location") ||
-        !j["location"].is_object())
+        !j["location"].is_object() || !python_dirs_unchanged(j.value("python_dirs", nlohmann::json())))
       return std::nullopt;
     const auto& l = j["location"];
     TvmFfiLocation loc{l.value("include_dir", ""), l.value("dlpack_include_dir", ""), l.value("lib_dir", ""),
@@ -74,6 +121,7 @@ Expected<TvmFfiLocation> find_tvm_ffi_memoized(const TvmFfiSearch& search, const
   if (!found) return found;
   const TvmFfiLocation& loc = *found;
   const std::string memo_text = util::dump_json({{"state", state},
+                                                 {"python_dirs", python_dirs(search.python_program)},
                                                  {"location",
                                                   {{"include_dir", loc.include_dir},
                                                    {"dlpack_include_dir", loc.dlpack_include_dir},

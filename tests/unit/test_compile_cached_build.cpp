@@ -145,7 +145,7 @@ TEST_CASE("a module uploaded from one root is a remote hit in another; its objec
     cache::Storage storage(store_a, {}, nullptr, memory(team));
     CHECK(p.build(m, storage, runner).cache == cache::CacheStatus::kMiss);
   }
-  CHECK(team->puts == 1);  // the module's blob only: objects go through the local tier alone
+  CHECK(team->puts == 2);  // the module's result and its key's result list only: objects go through the local tier alone
   const int runs = runner.runs;
 
   cache::Store store_b(cache::open_root(p.path("cache-b"), true));

@@ -1,17 +1,21 @@
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <sys/time.h>
 
 #include <string>
 
 #include "tvmffi_jit/toolchain/compiler_identity.h"
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/hash.h"
 
 using namespace tvmffi_jit;
 using namespace tvmffi_jit::toolchain;
 
-TEST_CASE("compiler identity is memoised by stamp and follows the version output, not the mtime", "[toolchain][identity]") {
+TEST_CASE("compiler identity is memoised by stamp and follows the version output and content, not the mtime",
+          "[toolchain][identity]") {
   util::TempDir dir;
   std::string log = util::join_path(dir.path(), "calls.log");
   std::string cc = util::join_path(dir.path(), "fakecc");
@@ -24,7 +28,8 @@ TEST_CASE("compiler identity is memoised by stamp and follows the version output
   opts.memo_dir = util::join_path(dir.path(), "compilers");
 
   CompilerIdentity first = identify_compiler("cxx", cc, opts);
-  CHECK(first.identity == "fakecc 1.0\n");
+  // --version, then the content (ccache's compiler_check=content).
+  CHECK(first.identity == "fakecc 1.0\n\nsha256:" + util::sha256_file_hex(cc));
   CHECK(first.path == cc);
   CompilerIdentity second = identify_compiler("cxx", cc, opts);
   CHECK(second.identity == first.identity);
@@ -39,7 +44,21 @@ TEST_CASE("compiler identity is memoised by stamp and follows the version output
 
   // Another version under the same path is another identity.
   write_compiler("fakecc 2.0");
-  CHECK(identify_compiler("cxx", cc, opts).identity == "fakecc 2.0\n");
+  CHECK(identify_compiler("cxx", cc, opts).identity.rfind("fakecc 2.0\n\nsha256:", 0) == 0);
+
+  // A wrapper edited in place, same size and mtime, same --version: the
+  // ctime in the memo's stamp notices it, the content hash tells it apart.
+  const CompilerIdentity before = identify_compiler("cxx", cc, opts);
+  struct stat st;
+  REQUIRE(::stat(cc.c_str(), &st) == 0);
+  std::string text = util::read_file(cc);
+  text.replace(text.find("called"), 6, "callee");  // same size, same --version
+  util::write_file(cc, text);
+  REQUIRE(::chmod(cc.c_str(), 0755) == 0);
+  struct timespec times[2] = {st.st_atim, st.st_mtim};
+  REQUIRE(::utimensat(AT_FDCWD, cc.c_str(), times, 0) == 0);
+  const CompilerIdentity after = identify_compiler("cxx", cc, opts);
+  CHECK(after.identity != before.identity);
 }
 
 TEST_CASE("a compiler whose --version fails is identified by its content", "[toolchain][identity]") {

@@ -21,7 +21,8 @@
 //                 // it was linked from and the digest each had when linked
 
 //     "inputs": { ... summary for `cache show`, never used for decisions ... },
-//     "compiler_output": "<warnings and notes the compilers printed>"   // at most 1 MiB kept
+//     "compiler_output": "<warnings and notes the compilers printed>",  // at most 1 MiB kept
+//     "provenance": {"origin": "built" | "adopted" | "imported", ...}    // cache/trust.h
 //   }
 // An entry directory appears only by the rename of a complete staging
 // directory, so entry.json and every artifact it names exist together; a
@@ -116,6 +117,10 @@ struct EntryRecord {
   std::vector<ObjectRecord> objects;  // modules only
   nlohmann::json inputs = nlohmann::json::object();
   std::string compiler_output;
+  // Who made it (cache/trust.h): {"origin": "built" | "adopted" | "imported",
+  // ...}; null for an entry written before provenance was recorded. Local
+  // only: the portable form never carries it (a server cannot claim "built").
+  nlohmann::json provenance;
 };
 
 nlohmann::json entry_to_json(const EntryRecord& e);

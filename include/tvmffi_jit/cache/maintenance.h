@@ -12,6 +12,7 @@
 
 #include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/store.h"
+#include "tvmffi_jit/cache/trust.h"
 
 namespace tvmffi_jit::cache {
 
@@ -75,7 +76,9 @@ struct VerifyReport {
 // bytes (docs/cache.md, "What the cache promises"). With `remove`, bad
 // entries that tvmffi-jit wrote are removed (EntryInfo::ours); anything
 // else is reported and left alone.
-VerifyReport verify_cache(const Store& store, bool remove);
+// With `policy` (`cache verify --trusted-key`), a module entry the trust
+// policy refuses (cache/trust.h: adopted without a trusted signature) is bad too.
+VerifyReport verify_cache(const Store& store, bool remove, const TrustPolicy* policy = nullptr);
 
 struct CleanReport {
   size_t entries_removed = 0;

@@ -42,6 +42,8 @@
 #include "tvmffi_jit/cache/remote/backend.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/store.h"
+#include "tvmffi_jit/cache/transfer/portable_entry.h"
+#include "tvmffi_jit/cache/trust.h"
 #include "tvmffi_jit/util/lock.h"
 
 namespace tvmffi_jit::cache {
@@ -59,6 +61,9 @@ struct EntryRequest {
   std::string base_dir;   // binds a portable entry to this checkout
   std::string artifact;   // the file the build serves: every tier's entry must list it
   LookupOptions lookup;   // what a local hit checks
+  // Where an adopted entry's header and library records may point besides
+  // base_dir (the toolchain's and the plan's directories: compile/adoptable_roots.h).
+  std::vector<std::string> adoptable_roots;
 };
 
 enum class Tier { kLocal, kShared };
@@ -94,6 +99,9 @@ class EntryStorage {
   virtual ~EntryStorage() = default;
   // The local store: entry names, staging dirs, the digest and compiler memos.
   virtual Store& local() = 0;
+  // The trust policy every door applies (cache/trust.h); none: everything
+  // self-consistent is served.
+  virtual const TrustPolicy* trust_policy() const { return nullptr; }
   // A module's entry through every tier in order (above). Counts a hit of
   // each kind, and a miss that is not local_only. Throws only what ends the
   // command: a termination signal, a missing client library (exit 4), a lock
@@ -111,8 +119,11 @@ class EntryStorage {
   // corrupt one is counted once.
   virtual LookupResult find_object(const std::string& key_hex) = 0;
   // Store::publish() of an object entry (counted when ours). Throws Error(kIo).
+  // `keep`: whether an occupant may answer instead (Store::publish; --force
+  // and a signing build replace what they would not use).
   virtual PublishResult publish_object(Staging& staging, const std::string& key_hex, EntryRecord record,
-                                       const std::vector<std::pair<std::string, std::string>>& files) = 0;
+                                       const std::vector<std::pair<std::string, std::string>>& files,
+                                       const KeepOccupant& keep = {}) = 0;
   // What the caller counted itself (units compiled, launcher fallbacks...).
   virtual void count(const StatsCounters& delta) = 0;
   // Appends what was counted since the last flush to the root's journal.
@@ -140,19 +151,27 @@ class Storage : public EntryStorage {
   Found get(const EntryRequest& request, Tier tier);
 
   // Store::publish_result() of the build's entry as a result of the
-  // request's key, counted (stores, bytes). Throws Error(kIo) as
-  // Store::publish does.
+  // request's key, counted (stores, bytes), with its provenance ("built",
+  // signed with the sign key). An occupant of the result's directory stays
+  // only if find() did not skip it (--force) and the trust policy admits it.
+  // Throws Error(kIo) as Store::publish does.
   PublishResult publish(Staging& staging, const EntryRequest& request, EntryRecord record,
                         const std::vector<std::pair<std::string, std::string>>& files) override;
   // After this process published `entry_dir` (a result of the request's
   // key): the result as its own object, then the key's result list merged
-  // with it (cache/results.h).
+  // with it (cache/results.h). A signing build uploads only an entry that
+  // carries its key's signature.
   void upload(const EntryRequest& request, const std::string& entry_dir) override;
   LookupResult find_object(const std::string& key_hex) override;
   PublishResult publish_object(Staging& staging, const std::string& key_hex, EntryRecord record,
-                               const std::vector<std::pair<std::string, std::string>>& files) override;
+                               const std::vector<std::pair<std::string, std::string>>& files,
+                               const KeepOccupant& keep = {}) override;
   void count(const StatsCounters& delta) override;
   void flush_counts() override;
+
+  // The policy every door of this facade applies (cache/trust.h).
+  const TrustPolicy& policy() const { return policy_; }
+  const TrustPolicy* trust_policy() const override { return &policy_; }
 
  private:
   struct Server;
@@ -170,15 +189,20 @@ class Storage : public EntryStorage {
   void tally(uint64_t StatsCounters::*counter, uint64_t n = 1);
   // A corrupt entry counts once, however often it is looked up.
   void count_corrupt(const std::string& entry_dir);
+  KeepOccupant keep_occupant(const std::string& key_dir) const;
+  AdoptRequest adopt_request(const EntryRequest& r, const std::string& source, const std::string& result_id) const;
 
   Store& store_;
   RemoteOptions options_;
   StatsCounters* stats_;
   std::vector<std::unique_ptr<Server>> servers_;  // each guarded by its own mutex (one transfer at a time)
+  TrustPolicy policy_;       // from options_: trusted keys, the sign key
   std::mutex root_mutex_;    // the root's write probe
-  std::mutex counts_mutex_;  // guards the members below
+  mutable std::mutex counts_mutex_;  // guards the members below
   StatsCounters unflushed_;
-  std::set<std::string> counted_corrupt_;  // entry dirs
+  std::set<std::string> counted_corrupt_;    // entry dirs
+  std::set<std::string> counted_untrusted_;  // entry dirs refused by the policy: warned about and counted once
+  std::set<std::string> replace_;            // key dirs whose occupants a publish replaces (--force)
 };
 
 }  // namespace tvmffi_jit::cache

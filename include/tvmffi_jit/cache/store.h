@@ -19,6 +19,7 @@
 // the compiler; waiting is bounded and names the holder's pid.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -45,6 +46,10 @@ struct LookupOptions {
   // Files the caller is going to use: each must be listed in entry.json, or
   // the entry is a (corrupt) miss.
   std::vector<std::string> required_artifacts;
+  // Store::find_result(): why a result that holds is still refused (the trust
+  // policy, cache/trust.h), or nullopt to take it. A refused result is
+  // skipped and the next one tried.
+  std::function<std::optional<std::string>(const EntryRecord&)> refuses;
 };
 
 struct LookupResult {
@@ -54,6 +59,9 @@ struct LookupResult {
   std::string miss_reason;           // "absent", "artifact x.so has 12 bytes, entry.json says 99", ...
   bool corrupt = false;              // an entry existed but was unusable (not just absent or stale headers)
   Rehashed rehashed;                 // what this lookup re-read (cache/proof.h)
+  // find_result(): results that held but LookupOptions::refuses refused:
+  // (result dir, why).
+  std::vector<std::pair<std::string, std::string>> refused;
   std::string artifact_path(size_t i = 0) const;
   // The path of the artifact named `file` if entry.json lists it, else "".
   std::string artifact_path(const std::string& file) const;
@@ -92,6 +100,11 @@ class Staging {
   explicit Staging(util::TempDir dir) : dir_(std::move(dir)) {}
   util::TempDir dir_;
 };
+
+// Whether an occupant found at the entry dir on publish (a valid entry for
+// the key) may stay and answer instead of ours. Empty: it may. --force and
+// the trust policy (cache/trust.h) say no, and the occupant is replaced.
+using KeepOccupant = std::function<bool(const EntryRecord& occupant)>;
 
 struct PublishResult {
   std::string entry_dir;  // the published entry (ours or the winner's)
@@ -149,19 +162,22 @@ class Store {
   // the staging entry dir, which is the caller's to move out of the root
   // (a staging dir is removed by `cache gc` once its process is gone).
   PublishResult publish(Staging& staging, const std::string& entry_dir, EntryRecord record,
-                        const std::vector<std::pair<std::string, std::string>>& files) const;
+                        const std::vector<std::pair<std::string, std::string>>& files,
+                        const KeepOccupant& keep = {}) const;
 
   // publish() of a module result: into <key_dir>/<result16>, named by the
   // result id of the finished record, then the key's least recently used
   // results beyond kMaxResultsPerKey are removed (never the one published).
   PublishResult publish_result(Staging& staging, const std::string& key_dir, EntryRecord record,
-                               const std::vector<std::pair<std::string, std::string>>& files) const;
+                               const std::vector<std::pair<std::string, std::string>>& files,
+                               const KeepOccupant& keep = {}) const;
 
   // Publishes a staging entry dir that already holds its files and a
   // complete entry.json (a verified remote or imported result) as a result
   // of `key_dir`: the same protocol as publish_result(). `record` is that
   // entry.json, parsed.
-  PublishResult publish_prepared(Staging& staging, const std::string& key_dir, EntryRecord record) const;
+  PublishResult publish_prepared(Staging& staging, const std::string& key_dir, EntryRecord record,
+                                 const KeepOccupant& keep = {}) const;
 
   // Makes an entry disappear atomically (rename into tmp/), then deletes it.
   // Never follows symlinks. Returns false if there was nothing to remove.
@@ -179,8 +195,10 @@ class Store {
   bool record_stamps(const std::string& entry_dir, const EntryRecord& checked, const util::FullStamp& read_stamp) const;
 
  private:
-  PublishResult commit(Staging& staging, const std::string& entry_dir, EntryRecord record) const;
-  PublishResult commit_result(Staging& staging, const std::string& key_dir, EntryRecord record) const;
+  PublishResult commit(Staging& staging, const std::string& entry_dir, EntryRecord record,
+                       const KeepOccupant& keep) const;
+  PublishResult commit_result(Staging& staging, const std::string& key_dir, EntryRecord record,
+                              const KeepOccupant& keep) const;
   void evict_results(const std::string& key_dir, const std::string& keep) const;
   CacheRoot root_;
 };

@@ -20,7 +20,7 @@ struct CompilerIdentity {
   std::string role;      // "cxx", "cc", "nvcc", "nvcc-host", "link"...
   std::string path;      // absolute path as invoked
   std::string resolved;  // symlinks resolved
-  std::string identity;  // `--version` output, or "sha256:<content hash>" when that failed
+  std::string identity;  // `--version` output, then "sha256:<content hash>" (and nvcc.profile's); only the hash when --version failed
 };
 
 struct IdentifyOptions {

@@ -20,7 +20,7 @@ _tvmffi_jit_components="c++ cc nvcc nvrtc tvm-ffi driver gpu cache"
 _tvmffi_jit_cache_opts() {
   case $1 in
     show) echo "$_tvmffi_jit_cache_common_opts" ;;
-    verify) echo "$_tvmffi_jit_cache_common_opts --remove" ;;
+    verify) echo "$_tvmffi_jit_cache_common_opts --remove --trusted-key" ;;
     clean) echo "$_tvmffi_jit_cache_common_opts --older-than" ;;
     gc) echo "$_tvmffi_jit_cache_common_opts --max-size" ;;
     stats) echo "$_tvmffi_jit_cache_common_opts --zero" ;;

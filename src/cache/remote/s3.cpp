@@ -51,6 +51,30 @@ const char* hint_for(std::string_view code) {
   return nullptr;
 }
 
+// A server's words with every credential-shaped run hidden: a run of 20 or
+// more characters of [A-Za-z0-9+/=_-] (a session token, a secret key, a
+// SigV4 signature, a string to sign's hash) becomes "***". Servers echo
+// them in <Message> ("The provided token ... <token>"), and the message goes
+// into warnings and --json.
+std::string redact_credentials(std::string_view text) {
+  auto token_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/' || c == '=' || c == '_' || c == '-';
+  };
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = i;
+    while (j < text.size() && token_char(text[j])) ++j;
+    if (j == i) {
+      out.push_back(text[i++]);
+      continue;
+    }
+    out += j - i >= 20 ? std::string("***") : std::string(text.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string s3_error_code(std::string_view body) {
@@ -67,8 +91,11 @@ std::string s3_error_reason(std::string_view body) {
   std::string code = s3_error_code(body);
   if (code.empty()) return "";
   std::string out = code;
-  if (auto message = element(body.substr(0, kMaxErrorBodyBytes), "Message", 300); message && !message->empty())
-    out += ": " + quote_for_message(*message);
+  if (auto message = element(body.substr(0, kMaxErrorBodyBytes), "Message", 4096); message && !message->empty()) {
+    std::string shown = redact_credentials(*message);
+    if (shown.size() > 300) shown = shown.substr(0, 300) + "...";
+    out += ": " + quote_for_message(shown);
+  }
   if (const char* hint = hint_for(code)) out += "; " + std::string(hint);
   return out;
 }

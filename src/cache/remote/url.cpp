@@ -40,7 +40,11 @@ void parse_s3(RemoteUrl& u) {
   size_t slash = rest.find('/');
   u.bucket = rest.substr(0, slash);
   u.prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
-  const std::string shown = quote_for_message(u.text);
+  const std::string shown = quote_for_message(u.shown);  // never the userinfo a URL should not carry
+  if (rest.find('@') != std::string::npos)
+    throw usage_error("remote " + shown +
+                      ": an s3:// URL carries no credentials; export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                      "(docs/remote.md, S3)");
   bool ok = u.bucket.size() >= 3 && u.bucket.size() <= 63 && is_lower_alnum(u.bucket.front()) &&
             is_lower_alnum(u.bucket.back()) && u.bucket.find("..") == std::string::npos;
   for (char c : u.bucket) ok = ok && (is_lower_alnum(c) || c == '-' || c == '.');
@@ -86,7 +90,16 @@ void parse_authority(RemoteUrl& u, size_t scheme_size) {
   size_t bracket = authority.rfind(']');
   size_t colon = authority.rfind(':');
   if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
-    u.port = std::atoi(authority.substr(colon + 1).c_str());
+    // 1-65535 in decimal, nothing else: atoi's "6379x" and 71915 (which
+    // wraps to 6379 in a sockaddr) would send the password to another port.
+    const std::string port = authority.substr(colon + 1);
+    long value = 0;
+    bool port_ok = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos;
+    if (port_ok) value = std::strtol(port.c_str(), nullptr, 10);
+    if (!port_ok || value < 1 || value > 65535)
+      throw usage_error("remote " + u.shown + ": the port " + quote_for_message(port) +
+                        " is not a number from 1 to 65535");
+    u.port = static_cast<int>(value);
     authority = authority.substr(0, colon);
   }
   if (authority.size() >= 2 && authority.front() == '[' && authority.back() == ']')
@@ -136,8 +149,10 @@ bool is_s3_url(const std::string& url) { return scheme_text(url) == "s3"; }
 std::string redact_url(const std::string& url) {
   size_t p = url.find("://");
   if (p == std::string::npos) return url;
-  size_t slash = url.find('/', p + 3);
-  size_t at = url.rfind('@', slash == std::string::npos ? std::string::npos : slash);
+  // The last '@' anywhere: a secret pasted with a '/' in it (AWS secret
+  // keys have them) must not end the hidden part early. A path with an '@'
+  // is shown shorter than it is, which only costs a display.
+  size_t at = url.rfind('@');
   if (at == std::string::npos || at < p) return url;
   return url.substr(0, p + 3) + "***" + url.substr(at);
 }
@@ -150,9 +165,19 @@ void check_s3_settings(const S3Settings& s3) {
     std::string host = p == std::string::npos ? "" : e.substr(p + 3, e.find('/', p + 3) - (p + 3));
     if ((scheme != "http" && scheme != "https") || host.empty() || host[0] == ':' ||
         host.find('@') != std::string::npos || e.find_first_of("?# \t\r\n") != std::string::npos)
-      throw usage_error("AWS_ENDPOINT_URL " + quote_for_message(e) +
+      throw usage_error("AWS_ENDPOINT_URL " + quote_for_message(redact_url(e)) +
                         ": expected http(s)://host[:port][/path] (the S3 server; unset it for AWS itself)");
   }
+  // A CR or LF would end the header it is sent in and start another: refused
+  // by name, never echoed (they are credentials).
+  const std::pair<const char*, const std::string*> sent[] = {{"AWS_ACCESS_KEY_ID", &s3.access_key_id},
+                                                             {"AWS_SECRET_ACCESS_KEY", &s3.secret_access_key},
+                                                             {"AWS_SESSION_TOKEN", &s3.session_token}};
+  for (const auto& [name, value] : sent)
+    for (char c : *value)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+        throw usage_error(std::string(name) + " contains a control character (CR, LF or another byte below 0x20); "
+                          "it is sent in a request header: remove the stray newline from the variable");
   bool region_ok = !s3.region.empty() && s3.region.size() <= 32;
   for (char c : s3.region) region_ok = region_ok && (is_lower_alnum(c) || c == '-');
   if (!region_ok)

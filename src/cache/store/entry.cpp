@@ -88,6 +88,7 @@ nlohmann::json entry_to_json(const EntryRecord& e) {
     j["portable_key"] = e.portable_key;
     j["base_dir"] = e.base_dir;
   }
+  if (!e.provenance.is_null()) j["provenance"] = e.provenance;
   return j;
 }
 
@@ -180,6 +181,10 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
     }
     if (j.contains("inputs")) e.inputs = j.at("inputs");
     if (j.contains("compiler_output")) e.compiler_output = j.at("compiler_output").get<std::string>();
+    if (j.contains("provenance")) {
+      if (!j.at("provenance").is_object()) return fail("malformed provenance record");
+      e.provenance = j.at("provenance");
+    }
     return e;
   } catch (const nlohmann::json::exception& ex) {
     return fail(std::string("malformed entry.json: ") + ex.what());

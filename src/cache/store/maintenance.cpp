@@ -293,7 +293,7 @@ std::vector<EntryInfo> find_entries(const std::string& root, const std::string& 
   return out;
 }
 
-VerifyReport verify_cache(const Store& store, bool remove) {
+VerifyReport verify_cache(const Store& store, bool remove, const TrustPolicy* policy) {
   VerifyReport report;
   std::vector<EntryInfo> entries = list_entries(store.root(), true);
   std::vector<std::string> problems(entries.size());
@@ -314,6 +314,8 @@ VerifyReport verify_cache(const Store& store, bool remove) {
       if (!problem.empty()) break;
       if (auto p = check_artifact(info.dir, a, true)) problem = *p;
     }
+    if (problem.empty() && policy && !info.is_object)
+      if (auto why = policy->refuses(e)) problem = "not trusted: " + *why;
     if (!problem.empty() && info.is_object && e.artifacts.size() == 1) {
       std::string current;
       try {

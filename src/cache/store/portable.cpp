@@ -145,6 +145,7 @@ nlohmann::json entry_to_portable(const nlohmann::json& local_entry) {
   if (p.contains("artifacts") && p["artifacts"].is_array())
     for (auto& a : p["artifacts"])
       if (a.is_object()) a.erase("stat");  // stamps are machine-local (cache/proof.h)
+  p.erase("provenance");  // local: the reader records its own (cache/trust.h)
   if (p.contains("headers") && p["headers"].is_array()) {
     for (auto& h : p["headers"]) {
       if (!h.is_object() || !h.contains("path") || !h["path"].is_string()) throw io_error("malformed header record");
@@ -166,6 +167,7 @@ nlohmann::json entry_from_portable(const nlohmann::json& portable_entry, const B
   std::string portable = portable_entry["portable_key"].get<std::string>();
   l["key"] = local_key_hex(portable, base.path());
   l["base_dir"] = base.path();
+  l.erase("provenance");  // whatever a writer claimed: the adopter records where it came from
   if (l.contains("headers") && l["headers"].is_array()) {
     for (auto& h : l["headers"]) {
       if (!h.is_object() || !h.contains("path") || !h["path"].is_string()) throw io_error("malformed header record");

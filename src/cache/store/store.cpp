@@ -195,8 +195,16 @@ LookupResult Store::find_result(const std::string& key_dir, const std::string& k
     LookupResult r = lookup(result.path, key_hex, options);
     rehashed.files += r.rehashed.files;
     rehashed.bytes += r.rehashed.bytes;
+    if (r.hit && options.refuses) {
+      if (auto why = options.refuses(*r.entry)) {
+        r.hit = false;
+        r.miss_reason = "not trusted: " + *why;
+        miss.refused.emplace_back(result.path, *why);
+      }
+    }
     if (r.hit) {
       r.rehashed = rehashed;
+      r.refused = std::move(miss.refused);
       return r;
     }
     if (miss.miss_reason.empty()) miss.miss_reason = r.miss_reason;
@@ -275,22 +283,26 @@ void prepare_entry(Staging& staging, EntryRecord& record,
 }  // namespace
 
 PublishResult Store::publish(Staging& staging, const std::string& entry_dir, EntryRecord record,
-                             const std::vector<std::pair<std::string, std::string>>& files) const {
+                             const std::vector<std::pair<std::string, std::string>>& files,
+                             const KeepOccupant& keep) const {
   prepare_entry(staging, record, files, staging.entry_dir());
-  return commit(staging, entry_dir, std::move(record));
+  return commit(staging, entry_dir, std::move(record), keep);
 }
 
 PublishResult Store::publish_result(Staging& staging, const std::string& key_dir, EntryRecord record,
-                                    const std::vector<std::pair<std::string, std::string>>& files) const {
+                                    const std::vector<std::pair<std::string, std::string>>& files,
+                                    const KeepOccupant& keep) const {
   prepare_entry(staging, record, files, staging.entry_dir());
-  return commit_result(staging, key_dir, std::move(record));
+  return commit_result(staging, key_dir, std::move(record), keep);
 }
 
-PublishResult Store::publish_prepared(Staging& staging, const std::string& key_dir, EntryRecord record) const {
-  return commit_result(staging, key_dir, std::move(record));
+PublishResult Store::publish_prepared(Staging& staging, const std::string& key_dir, EntryRecord record,
+                                      const KeepOccupant& keep) const {
+  return commit_result(staging, key_dir, std::move(record), keep);
 }
 
-PublishResult Store::commit_result(Staging& staging, const std::string& key_dir, EntryRecord record) const {
+PublishResult Store::commit_result(Staging& staging, const std::string& key_dir, EntryRecord record,
+                                   const KeepOccupant& keep) const {
   struct stat st;
   if (::lstat(key_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
     // A symlink or file where the key's directory should be: never followed, replaced.
@@ -298,7 +310,7 @@ PublishResult Store::commit_result(Staging& staging, const std::string& key_dir,
     remove_entry(key_dir);
   }
   const std::string dir = util::join_path(key_dir, result_dir_name(result_id(record)));
-  PublishResult p = commit(staging, dir, std::move(record));
+  PublishResult p = commit(staging, dir, std::move(record), keep);
   if (p.ours) evict_results(key_dir, dir);
   return p;
 }
@@ -320,7 +332,8 @@ void Store::evict_results(const std::string& key_dir, const std::string& keep) c
   }
 }
 
-PublishResult Store::commit(Staging& staging, const std::string& entry_dir, EntryRecord record) const {
+PublishResult Store::commit(Staging& staging, const std::string& entry_dir, EntryRecord record,
+                            const KeepOccupant& keep) const {
   util::make_directories(util::parent_path(entry_dir), 0700);
 
   // A few rounds: each either publishes, finds a valid winner, or clears a
@@ -347,6 +360,10 @@ PublishResult Store::commit(Staging& staging, const std::string& entry_dir, Entr
     check_all.rehash_artifacts = true;
     for (const auto& a : record.artifacts) check_all.required_artifacts.push_back(a.file);
     LookupResult existing = lookup(entry_dir, record.key, check_all);
+    if (existing.hit && keep && !keep(*existing.entry)) {
+      existing.hit = false;
+      existing.miss_reason = "replaced (--force, or its provenance is not trusted here)";
+    }
     if (existing.hit) {
       PublishResult p;
       p.entry_dir = entry_dir;

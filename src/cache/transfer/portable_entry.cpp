@@ -14,6 +14,7 @@
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/cache/portable.h"
 #include "tvmffi_jit/cache/results.h"
+#include "tvmffi_jit/cache/trust.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
@@ -41,6 +42,33 @@ std::vector<std::string> regular_files(const std::string& dir, bool everything =
 void link_or_copy(const std::string& from, const std::string& to) {
   if (::link(from.c_str(), to.c_str()) == 0) return;
   util::write_file(to, util::read_file(from));
+}
+
+bool is_under(const std::string& path, const std::string& dir) {
+  if (dir.empty()) return false;
+  if (dir == "/") return true;
+  return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
+}
+
+// The first header, shadow or library record naming a path outside the base
+// dir and the request's roots, as a message.
+std::optional<std::string> record_outside(const EntryRecord& record, const AdoptRequest& request) {
+  auto allowed = [&](const std::string& p) {
+    if (is_under(p, request.base_dir)) return true;
+    for (const auto& r : request.roots)
+      if (is_under(p, r)) return true;
+    return false;
+  };
+  for (const auto& h : record.headers) {
+    if (!allowed(h.path))
+      return "entry.json records " + quote_for_message(h.path) +
+             ", outside the base directory and the toolchain's directories (an adopted entry may not name it)";
+    for (const auto& s : h.shadows)
+      if (!allowed(s))
+        return "entry.json records the shadow " + quote_for_message(s) +
+               ", outside the base directory and the toolchain's directories (an adopted entry may not name it)";
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -144,6 +172,7 @@ Expected<LookupResult, AdoptFailure> adopt_portable_entry(const Store& store, St
   std::string why;
   std::optional<EntryRecord> record = entry_from_json(local, &why);
   if (!record) return fail(K::kCorrupt, why);
+  if (auto outside = record_outside(*record, request)) return fail(K::kCorrupt, *outside);
   bool serves_artifact = false;
   for (const auto& a : record->artifacts) serves_artifact = serves_artifact || a.file == request.artifact;
   if (!serves_artifact)
@@ -178,9 +207,12 @@ Expected<LookupResult, AdoptFailure> adopt_portable_entry(const Store& store, St
   // that this version does not read, and this machine's stats of what was
   // just checked (a portable entry has none), so later local hits of the
   // adopted entry skip re-hashing them.
+  // Where it came from and the signed record it was verified with: the
+  // trust policy checks it again at every later lookup (cache/trust.h).
+  record->provenance = adopted_provenance(request.source, manifest_record);
   util::write_file(json_path, entry_file_text(*record));
   // Checked above (headers re-hashed once: on a CUDA module they are most of a hit's time).
-  PublishResult p = store.publish_prepared(staging, request.key_dir, *record);
+  PublishResult p = store.publish_prepared(staging, request.key_dir, *record, request.keep);
   LookupResult r;
   r.hit = true;
   r.entry_dir = p.entry_dir;

@@ -9,6 +9,7 @@
 #include <openssl/rand.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <memory>
 
 #include "tvmffi_jit/cache/root.h"
@@ -198,6 +199,16 @@ SecretKey read_secret_key(const std::string& file) {
     throw usage_error("secret key file " + quote_for_message(file) +
                       " is damaged (its public half is not the one its private half derives); make a new key pair "
                       "with `tvmffi-jit cache keygen`");
+  // As ssh does with a private key: one that others may read is refused, not
+  // used (whoever can read it can sign entries every reader trusts).
+  struct stat st;
+  if (::stat(file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    throw usage_error("secret key file " + quote_for_message(file) + " has mode " + mode +
+                      ": it is accessible by others, so it is not used; `chmod 600 " + quote_for_message(file) +
+                      "` (as ssh requires of a private key)");
+  }
   return k;
 }
 
@@ -217,9 +228,17 @@ std::string signed_message(const std::string& signer, const std::string& portabl
   return m;
 }
 
-BlobSignature sign_blob_entry(const SecretKey& key, const BlobEntry& entry) {
+std::string local_signed_message(const std::string& signer, const std::string& key, const std::string& record_digest) {
+  std::string m;
+  append_field(m, "domain", "tvmffi-jit local entry signature v1");
+  append_field(m, "signer", signer);
+  append_field(m, "key", key);
+  append_field(m, "record_digest", record_digest);
+  return m;
+}
+
+std::string sign_message(const SecretKey& key, const std::string& msg, const std::string& what) {
   init_crypto();
-  const std::string msg = signed_message(key.name, entry.key, blob_entry_digest(entry));
   Pkey k(EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr, bytes(key.seed), key.seed.size()));
   MdCtx ctx(EVP_MD_CTX_new());
   std::string sig(kEd25519SignatureBytes, '\0');
@@ -227,8 +246,21 @@ BlobSignature sign_blob_entry(const SecretKey& key, const BlobEntry& entry) {
   if (!k || !ctx || EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, k.get()) != 1 ||
       EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &n, bytes(msg), msg.size()) != 1 ||
       n != kEd25519SignatureBytes)
-    throw io_error("OpenSSL could not sign " + entry.dir + " with the key " + key.name);
-  return BlobSignature{key.name, sig};
+    throw io_error("OpenSSL could not sign " + what + " with the key " + key.name);
+  return sig;
+}
+
+bool verify_message(const std::string& public_key, const std::string& signature, const std::string& msg) {
+  if (signature.size() != kEd25519SignatureBytes || public_key.size() != kEd25519PublicKeyBytes) return false;
+  init_crypto();
+  Pkey k(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, bytes(public_key), public_key.size()));
+  MdCtx ctx(EVP_MD_CTX_new());
+  return k && ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, k.get()) == 1 &&
+         EVP_DigestVerify(ctx.get(), bytes(signature), signature.size(), bytes(msg), msg.size()) == 1;
+}
+
+BlobSignature sign_blob_entry(const SecretKey& key, const BlobEntry& entry) {
+  return BlobSignature{key.name, sign_message(key, signed_message(key.name, entry.key, blob_entry_digest(entry)), entry.dir)};
 }
 
 void prepare_signature_check() {
@@ -248,14 +280,8 @@ std::optional<std::string> trusted_signer(const std::vector<PublicKey>& trusted,
   for (const auto& sig : entry.signatures) {
     if (sig.signature.size() != kEd25519SignatureBytes) continue;
     const std::string msg = signed_message(sig.signer, entry.key, digest);
-    for (const auto& key : trusted) {
-      if (key.name != sig.signer) continue;
-      Pkey k(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, bytes(key.key), key.key.size()));
-      MdCtx ctx(EVP_MD_CTX_new());
-      if (k && ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, k.get()) == 1 &&
-          EVP_DigestVerify(ctx.get(), bytes(sig.signature), sig.signature.size(), bytes(msg), msg.size()) == 1)
-        return key.name;
-    }
+    for (const auto& key : trusted)
+      if (key.name == sig.signer && verify_message(key.key, sig.signature, msg)) return key.name;
   }
   return std::nullopt;
 }

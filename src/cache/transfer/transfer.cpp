@@ -15,6 +15,7 @@
 #include "tvmffi_jit/cache/results.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/transfer/portable_entry.h"
+#include "tvmffi_jit/cache/trust.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
@@ -71,12 +72,34 @@ ExportReport export_entries(const std::vector<std::string>& entry_dirs, const st
   std::vector<BlobPackEntry> pack;
   for (const auto& dir : entry_dirs) {
     try {
+      if (sign_key) {
+        // Never a signing oracle: the key signs only what a build with it
+        // made, or what already carries its signature (cache/trust.h).
+        std::string why;
+        auto entry = read_entry(dir, &why);
+        if (!entry) throw io_error(why);
+        if (!carries_own_signature(*sign_key, *entry)) {
+          const std::string origin = provenance_origin(*entry);
+          report.skipped.push_back(
+              util::file_name(dir) + ": it does not carry the signature of " + sign_key->name + " (" +
+              (origin.empty() ? std::string("no provenance recorded")
+                              : origin == "built" ? std::string("built without that key")
+                                                  : origin + ", not signed by that key") +
+              "); --sign-key signs only what a build with that key made: rebuild it with `build --force "
+              "--remote-sign-key " + sign_key->name + ".sec`, or export without --sign-key");
+          continue;
+        }
+      }
       pack.push_back(portable_pack_entry(dir));
     } catch (const Error& e) {
       report.skipped.push_back(util::file_name(dir) + ": " + e.what());
     }
   }
-  if (pack.empty()) throw usage_error("nothing to export: no module entry with a portable key was selected");
+  if (pack.empty()) {
+    std::string why = "no module entry with a portable key was selected";
+    for (const auto& skipped : report.skipped) why += "; not exported: " + skipped;
+    throw usage_error("nothing to export: " + why);
+  }
   // A unique name created with O_EXCL|O_NOFOLLOW: a symlink planted at a
   // guessable FILE.tmp.<pid> must not redirect the write (util::AtomicFile).
   util::AtomicFile out(file);

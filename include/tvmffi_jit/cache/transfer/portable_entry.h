@@ -80,6 +80,12 @@ struct AdoptRequest {
   std::string key_dir;       // the key's local directory: the result is published inside
   std::string artifact;      // the file the build serves: the entry must list it
   std::string result_id;     // the result asked for: the entry must have this id (cache/results.h)
+  std::string source;        // "imported", or the server (redacted URL): its provenance (cache/trust.h)
+  KeepOccupant keep;         // whether a valid occupant of the result's dir may answer instead (Store::publish)
+  // Besides base_dir, the directories (absolute, lexically normal) its header
+  // and library records may name: a record anywhere else is refused before
+  // it is looked at (a writer must not learn what exists on this machine).
+  std::vector<std::string> roots;
 };
 
 // Verifies the portable entry staged in `staging`'s entry dir (entry.json and

@@ -72,6 +72,15 @@ PublicKey read_public_key(const std::string& file);
 std::string signed_message(const std::string& signer, const std::string& portable_key,
                            const std::string& manifest_digest);
 
+// The bytes a local "built" signature covers (cache/trust.h): domain
+// "tvmffi-jit local entry signature v1", signer, the entry's full key, the
+// digest of its record (entry_record_digest), in the same encoding.
+std::string local_signed_message(const std::string& signer, const std::string& key, const std::string& record_digest);
+// The raw ed25519 signature of `msg` (throws Error(kIo) naming `what` if
+// OpenSSL fails) and its check against 32 raw public key bytes.
+std::string sign_message(const SecretKey& key, const std::string& msg, const std::string& what);
+bool verify_message(const std::string& public_key, const std::string& signature, const std::string& msg);
+
 // The signature `key` makes over one manifest record (a blob entry).
 BlobSignature sign_blob_entry(const SecretKey& key, const BlobEntry& entry);
 
