@@ -441,7 +441,6 @@ def _base_manifest(
     backend: str | None,
     output: str | None,
 ) -> tuple[dict[str, Any], str | None]:
-    _check_name(caller, name)
     _check_backend(backend)
     emit, output_name = _output_kind(output)
     manifest: dict[str, Any] = {"name": name, "emit": emit}
@@ -510,6 +509,7 @@ def _build_inline(  # noqa: PLR0913
     caller, name, cpp_sources, cuda_sources, functions, extra_cflags, extra_cuda_cflags, extra_ldflags,
     extra_include_paths, build_directory, embed_cubin, backend, output,
 ) -> _Built:
+    _check_name(caller, name)
     cpp_list = _str_seq2list(cpp_sources, caller, "cpp_sources")
     cuda_list = _str_seq2list(cuda_sources, caller, "cuda_sources")
     manifest, output_name = _base_manifest(
@@ -613,6 +613,7 @@ def _build(  # noqa: PLR0913
     caller, name, sources, cpp_files, cuda_files, extra_cflags, extra_cuda_cflags, extra_ldflags,
     extra_include_paths, build_directory, backend, output,
 ) -> _Built:
+    _check_name(caller, name)
     merged = []
     for arg, value in (("sources", sources), ("cpp_files", cpp_files), ("cuda_files", cuda_files)):
         given = _str_seq2list(value, caller, arg, paths=True)
