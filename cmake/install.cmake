@@ -8,7 +8,8 @@ set(_tvmffi_jit_share ${CMAKE_CURRENT_SOURCE_DIR}/share/tvmffi-jit)
 
 install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/man/tvmffi-jit.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 install(FILES ${_tvmffi_jit_share}/manifest.schema.json ${_tvmffi_jit_share}/build.schema.json
-              ${_tvmffi_jit_share}/cache.schema.json DESTINATION ${CMAKE_INSTALL_DATADIR}/tvmffi-jit)
+              ${_tvmffi_jit_share}/cache.schema.json ${_tvmffi_jit_share}/inspect.schema.json
+              ${_tvmffi_jit_share}/doctor.schema.json DESTINATION ${CMAKE_INSTALL_DATADIR}/tvmffi-jit)
 install(DIRECTORY ${_tvmffi_jit_share}/completions ${_tvmffi_jit_share}/examples
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tvmffi-jit)
 install(FILES ${_tvmffi_jit_share}/completions/tvmffi-jit.bash

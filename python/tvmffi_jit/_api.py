@@ -61,36 +61,89 @@ class InspectError(RuntimeError):
 
 
 # ---------------------------------------------------------------------------
-# Normalisation, as tvm_ffi.cpp.extension does it.
+# Normalisation, as tvm_ffi.cpp.extension does it, and the arguments checked
+# here, in the caller's terms: the tool reads them from a temp manifest that
+# the caller never wrote, so its messages would name that file and its keys.
+
+_C_IDENTIFIER = "a C identifier ([A-Za-z_][A-Za-z0-9_]*)"
 
 
-def _str_seq2list(seq: Sequence[str] | str | None) -> list[str]:
+def _is_c_identifier(text: str) -> bool:
+    return text.isascii() and text.isidentifier()  # ASCII Python identifiers are exactly C's
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def _check_name(caller: str, name: object) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"{caller}(): name must be a str, not {_type_name(name)}")
+    if not _is_c_identifier(name):
+        raise ValueError(f"{caller}(): name = {name!r} is not {_C_IDENTIFIER}: it names the module's file")
+    return name
+
+
+def _str_seq2list(seq: Sequence[str] | str | None, caller: str = "", arg: str = "", paths: bool = False) -> list[str]:
+    """A str or a sequence of them (file paths too, with ``paths``) as a list; anything else is a TypeError naming ``arg``."""
     if seq is None:
         return []
-    if isinstance(seq, str):
-        return [seq]
-    return list(seq)
+    if isinstance(seq, str) or (paths and isinstance(seq, os.PathLike)):
+        return [os.fspath(seq)] if paths else [seq]
+    if isinstance(seq, (bytes, bytearray)) or not isinstance(seq, (Sequence, set, frozenset)):
+        raise TypeError(f"{caller}(): {arg} must be a str or a list of str, not {_type_name(seq)}")
+    out = list(seq)
+    for i, item in enumerate(out):
+        if isinstance(item, str) or (paths and isinstance(item, os.PathLike)):
+            continue
+        raise TypeError(f"{caller}(): {arg}[{i}] must be a str{' or a path' if paths else ''}, not {_type_name(item)}")
+    return [os.fspath(item) for item in out] if paths else out
 
 
-def _function_map(functions: Mapping[str, str] | Sequence[str] | str | None) -> dict[str, str]:
+def _function_map(functions: Mapping[str, str] | Sequence[str] | str | None, caller: str = "") -> dict[str, str]:
     if functions is None:
         return {}
-    if isinstance(functions, str):
-        return {functions: ""}
     if isinstance(functions, Mapping):
-        return dict(functions)
-    return {name: "" for name in functions}
+        out = {}
+        for name, doc in functions.items():
+            if not isinstance(name, str) or not _is_c_identifier(name):
+                raise ValueError(f"{caller}(): functions key {name!r} is not {_C_IDENTIFIER}")
+            if not isinstance(doc, str):
+                raise TypeError(f"{caller}(): functions[{name!r}] (its docstring) must be a str, not {_type_name(doc)}")
+            out[name] = doc
+        return out
+    names = _str_seq2list(functions, caller, "functions")
+    for i, name in enumerate(names):
+        if not _is_c_identifier(name):
+            where = "functions" if isinstance(functions, str) else f"functions[{i}]"
+            raise ValueError(f"{caller}(): {where} = {name!r} is not {_C_IDENTIFIER}")
+    return {name: "" for name in names}
 
 
-def _flag_list(flags: Sequence[str] | None) -> list[str]:
+def _list_argument(value: object, caller: str, arg: str, paths: bool = False) -> list:
+    """A list-typed argument (``extra_cflags``, ...): a list or tuple of str
+    (or paths, with ``paths``). A str is a TypeError, not a list of its
+    characters (tvm_ffi.cpp turns ``extra_cflags="-O3"`` into ``- O 3``)."""
+    if value is None:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        raise TypeError(
+            f"{caller}(): {arg} must be a list of str, not a {_type_name(value)}: write {arg}=[{os.fspath(value)!r}]"
+        )
+    if isinstance(value, (bytes, bytearray)):
+        raise TypeError(f"{caller}(): {arg} must be a list of str, not {_type_name(value)}")
+    return _str_seq2list(value, caller, arg, paths)
+
+
+def _flag_list(flags: Sequence[str] | None, caller: str = "", arg: str = "") -> list[str]:
     # tvm_ffi writes its flags space-joined into build.ninja, whose commands
     # run through /bin/sh, so "-O3 -g" is two flags there and quotes are
     # shell quotes. The tool passes each flag as one argv element (no shell),
     # so a flag holding whitespace, quotes or backslashes is split as sh
     # would split it (shlex); plain flags pass through untouched.
     out: list[str] = []
-    for flag in list(flags) if flags is not None else []:
-        flag = str(flag).strip()
+    for flag in _list_argument(flags, caller, arg):
+        flag = flag.strip()
         if not flag:
             continue
         if any(c in flag for c in " \t\n'\"\\"):
@@ -107,6 +160,21 @@ def _resolve(path: str | os.PathLike[str]) -> str:
     # (absolute, symlinks followed); the tool reads relative paths from the
     # manifest's folder, which is a temp folder here.
     return os.path.realpath(os.fspath(path))
+
+
+def _existing(caller: str, arg: str, index: int, path: str, directory: bool) -> str:
+    """``path`` resolved, or FileNotFoundError / NotADirectoryError /
+    IsADirectoryError naming the argument, its index and the value given."""
+    resolved = _resolve(path)
+    where = f"{caller}(): {arg}[{index}] = {path!r}"
+    shown = "" if resolved == path else f" (resolved: {resolved})"
+    if not os.path.exists(resolved):
+        raise FileNotFoundError(f"{where}: no such {'directory' if directory else 'file'}{shown}")
+    if directory and not os.path.isdir(resolved):
+        raise NotADirectoryError(f"{where}: not a directory{shown}")
+    if not directory and os.path.isdir(resolved):
+        raise IsADirectoryError(f"{where}: a directory, not a source file{shown}")
+    return resolved
 
 
 def _check_backend(backend: str | None) -> None:
@@ -278,7 +346,8 @@ def _remove_tree(path: str) -> None:
 _PYTHON_WORDS = (
     # toolchain/cuda_arch.cpp: no arch from anywhere.
     (
-        r"pass --arch \(e\.g\. --arch [0-9.]+\), set \"cuda_arch\" in the manifest, or set TVM_FFI_CUDA_ARCH_LIST",
+        r"pass --arch \(e\.g\. --arch [0-9.]+\), set \"cuda_arch\" in the manifest, or set TVM_FFI_CUDA_ARCH_LIST"
+        r"(?: \(e\.g\. TVM_FFI_CUDA_ARCH_LIST=\"[^\"]*\"\))?",
         'set TVM_FFI_CUDA_ARCH_LIST (e.g. os.environ["TVM_FFI_CUDA_ARCH_LIST"] = "8.0 9.0", before the call)',
     ),
     (r"(?<![\w-])--arch(?![\w-])", "TVM_FFI_CUDA_ARCH_LIST"),
@@ -301,6 +370,18 @@ def _python_words(text: str) -> str:
     for pattern, replacement in _PYTHON_WORDS:
         text = re.sub(pattern, lambda _m, r=replacement: r, text)
     return text
+
+
+def _caller_terms(text: str, manifest_path: str) -> str:
+    """The tool's message about the temp manifest (``/tmp/x.json: /functions/1add: ...``)
+    as one about the argument (``functions: ...``): the caller never saw that file.
+    What the arguments' checks here catch never gets that far; this is for the rest."""
+    if manifest_path not in text:
+        return text
+    import re  # noqa: PLC0415 - errors only
+
+    text = re.sub(re.escape(manifest_path) + r": /([A-Za-z_]+)(?:/[^:\s]*)?: ", r"argument \1: ", text)
+    return text.replace(manifest_path, "the arguments")
 
 
 def _warn(result: dict[str, Any]) -> None:
@@ -356,7 +437,7 @@ def _run_build(manifest: dict[str, Any], build_directory: str | None, output_nam
     if proc.returncode != 0:
         _remove_tree(call_dir)  # a failed compile's kept directory: the message shows its command
         shown = [_binary.find_binary(), *argv]
-        message = _python_words(proc.stderr.rstrip())
+        message = _python_words(_caller_terms(proc.stderr.rstrip(), path))
         if call_dir in message:
             message += f"\n(the build directory under {call_dir} was removed: tvmffi_jit leaves no temp dir behind)"
         raise BuildError(
@@ -381,6 +462,7 @@ def _run_build(manifest: dict[str, Any], build_directory: str | None, output_nam
 
 
 def _base_manifest(
+    caller: str,
     name: str,
     extra_cflags: Sequence[str] | None,
     extra_cuda_cflags: Sequence[str] | None,
@@ -392,10 +474,13 @@ def _base_manifest(
     _check_backend(backend)
     emit, output_name = _output_kind(output)
     manifest: dict[str, Any] = {"name": name, "emit": emit}
-    manifest["extra_cflags"] = _flag_list(extra_cflags)
-    manifest["extra_cuda_cflags"] = _flag_list(extra_cuda_cflags)
-    manifest["extra_ldflags"] = _flag_list(extra_ldflags)
-    manifest["extra_include_paths"] = [_resolve(p) for p in _str_seq2list(extra_include_paths)]
+    manifest["extra_cflags"] = _flag_list(extra_cflags, caller, "extra_cflags")
+    manifest["extra_cuda_cflags"] = _flag_list(extra_cuda_cflags, caller, "extra_cuda_cflags")
+    manifest["extra_ldflags"] = _flag_list(extra_ldflags, caller, "extra_ldflags")
+    include_paths = _list_argument(extra_include_paths, caller, "extra_include_paths", paths=True)
+    manifest["extra_include_paths"] = [
+        _existing(caller, "extra_include_paths", i, p, directory=True) for i, p in enumerate(include_paths)
+    ]
     return manifest, output_name
 
 
@@ -445,19 +530,20 @@ def build_inline(  # noqa: PLR0913
     module is built in that directory and returned from it.
     """
     return _build_inline(
-        name, cpp_sources, cuda_sources, functions, extra_cflags, extra_cuda_cflags, extra_ldflags,
+        "build_inline", name, cpp_sources, cuda_sources, functions, extra_cflags, extra_cuda_cflags, extra_ldflags,
         extra_include_paths, build_directory, embed_cubin, backend, output,
     ).path
 
 
 def _build_inline(  # noqa: PLR0913
-    name, cpp_sources, cuda_sources, functions, extra_cflags, extra_cuda_cflags, extra_ldflags,
+    caller, name, cpp_sources, cuda_sources, functions, extra_cflags, extra_cuda_cflags, extra_ldflags,
     extra_include_paths, build_directory, embed_cubin, backend, output,
 ) -> _Built:
-    cpp_list = _str_seq2list(cpp_sources)
-    cuda_list = _str_seq2list(cuda_sources)
+    _check_name(caller, name)
+    cpp_list = _str_seq2list(cpp_sources, caller, "cpp_sources")
+    cuda_list = _str_seq2list(cuda_sources, caller, "cuda_sources")
     manifest, output_name = _base_manifest(
-        name, extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths, backend, output
+        caller, name, extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths, backend, output
     )
     # tvm_ffi joins the pieces with "\n" and counts a side as present when
     # the list is non-empty (even [""]); the tool does the same with a list.
@@ -465,10 +551,17 @@ def _build_inline(  # noqa: PLR0913
         manifest["cpp_sources"] = ["\n".join(cpp_list)]
     if cuda_list:
         manifest["cuda_sources"] = ["\n".join(cuda_list)]
-    function_map = _function_map(functions)
+    function_map = _function_map(functions, caller)
     if function_map:
         manifest["functions"] = function_map
     _resolve_backend(manifest, backend, bool(cuda_list))
+    if embed_cubin is not None and not isinstance(embed_cubin, Mapping):
+        raise TypeError(f"{caller}(): embed_cubin must be a mapping of name to bytes, not {_type_name(embed_cubin)}")
+    for cubin_name, data in (embed_cubin or {}).items():
+        if not isinstance(cubin_name, str) or not _is_c_identifier(cubin_name):
+            raise ValueError(f"{caller}(): embed_cubin key {cubin_name!r} is not {_C_IDENTIFIER}")
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"{caller}(): embed_cubin[{cubin_name!r}] must be bytes, not {_type_name(data)}")
     if not embed_cubin:
         return _run_build(manifest, build_directory, output_name)
     # The tool embeds files; the bytes go to files named after their key, in
@@ -512,7 +605,7 @@ def load_inline(  # noqa: PLR0913
 ) -> Module:
     """:func:`build_inline`, then ``tvm_ffi.load_module(path, keep_module_alive)``."""
     built = _build_inline(
-        name, cpp_sources, cuda_sources, functions, extra_cflags, extra_cuda_cflags, extra_ldflags,
+        "load_inline", name, cpp_sources, cuda_sources, functions, extra_cflags, extra_cuda_cflags, extra_ldflags,
         extra_include_paths, build_directory, embed_cubin, backend, None,
     )
     return _load_built(built, keep_module_alive)
@@ -541,24 +634,28 @@ def build(  # noqa: PLR0913
     Returns the absolute path of the artifact.
     """
     return _build(
-        name, sources, cpp_files, cuda_files, extra_cflags, extra_cuda_cflags, extra_ldflags,
+        "build", name, sources, cpp_files, cuda_files, extra_cflags, extra_cuda_cflags, extra_ldflags,
         extra_include_paths, build_directory, backend, output,
     ).path
 
 
 def _build(  # noqa: PLR0913
-    name, sources, cpp_files, cuda_files, extra_cflags, extra_cuda_cflags, extra_ldflags,
+    caller, name, sources, cpp_files, cuda_files, extra_cflags, extra_cuda_cflags, extra_ldflags,
     extra_include_paths, build_directory, backend, output,
 ) -> _Built:
-    merged = _str_seq2list(sources) + _str_seq2list(cpp_files) + _str_seq2list(cuda_files)
+    _check_name(caller, name)
+    merged = []
+    for arg, value in (("sources", sources), ("cpp_files", cpp_files), ("cuda_files", cuda_files)):
+        given = _str_seq2list(value, caller, arg, paths=True)
+        merged += [_existing(caller, arg, i, p, directory=False) for i, p in enumerate(given)]
     if not merged:
-        raise ValueError(f"build({name!r}): sources must be provided (sources=, cpp_files= or cuda_files=)")
+        raise ValueError(f"{caller}({name!r}): sources must be provided (sources=, cpp_files= or cuda_files=)")
     manifest, output_name = _base_manifest(
-        name, extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths, backend, output
+        caller, name, extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths, backend, output
     )
     # tvm_ffi compiles the files in sorted order of their resolved paths
     # (which decides the object numbering); the tool keeps the given order.
-    manifest["sources"] = sorted(_resolve(p) for p in merged)
+    manifest["sources"] = sorted(merged)
     gpu_files = any(os.path.splitext(p)[1].lower() in (".cu", ".hip") for p in manifest["sources"])
     _resolve_backend(manifest, backend, gpu_files)
     return _run_build(manifest, build_directory, output_name)
@@ -580,7 +677,7 @@ def load(  # noqa: PLR0913
 ) -> Module:
     """:func:`build`, then ``tvm_ffi.load_module(path, keep_module_alive)``."""
     built = _build(
-        name, sources, cpp_files, cuda_files, extra_cflags, extra_cuda_cflags, extra_ldflags,
+        "load", name, sources, cpp_files, cuda_files, extra_cflags, extra_cuda_cflags, extra_ldflags,
         extra_include_paths, build_directory, backend, None,
     )
     return _load_built(built, keep_module_alive)

@@ -82,17 +82,34 @@ def find_binary() -> str:
     )
 
 
+# How long the tool gets, after an interrupt is forwarded to it, to stop its
+# compilers (it gives them 2 s before SIGKILL) and remove its staging folder,
+# before its process group and those of everything it started are killed.
+INTERRUPT_GRACE_SECONDS = 5.0
+
+
 def run(argv: list[str], *, tmpdir: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``tvmffi-jit ARGV...`` with stdout and stderr captured as text.
 
     ``tmpdir``: the child's ``TMPDIR`` (where the tool puts builds it cannot
     cache), a folder the caller removes.
+
+    The tool runs in a process group of its own. When this thread is
+    interrupted while it runs (KeyboardInterrupt: Ctrl-C in a terminal, the
+    interrupt button of Jupyter, which signals the kernel process only), the
+    interrupt is forwarded to the tool as SIGINT, on which it stops its
+    compilers and removes its staging folder; if it has not exited within
+    :data:`INTERRUPT_GRACE_SECONDS` (or a second interrupt comes), its group
+    and the groups of the processes it started are killed. Then the
+    KeyboardInterrupt goes on. (``subprocess.run`` would SIGKILL the tool at
+    once, leaving its compilers running and its staging folder behind.)
     """
     env = None
     if tmpdir is not None:
         env = dict(os.environ)
         env["TMPDIR"] = tmpdir
-    return subprocess.run(
+    group: dict = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+    proc = subprocess.Popen(
         [find_binary(), *argv],
         env=env,
         stdin=subprocess.DEVNULL,
@@ -100,5 +117,71 @@ def run(argv: list[str], *, tmpdir: str | None = None) -> subprocess.CompletedPr
         stderr=subprocess.PIPE,
         text=True,
         errors="replace",
-        check=False,
+        **group,
     )
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        _stop(proc)
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop the tool after the calling thread was interrupted (see :func:`run`)."""
+    if proc.poll() is None:
+        import signal  # noqa: PLC0415 - only when interrupted
+
+        try:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=INTERRUPT_GRACE_SECONDS)  # drains its pipes while it cleans up
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):  # slow, or a second interrupt: no more waiting
+            _kill_tree(proc)
+        except OSError:
+            pass  # gone already
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+    proc.wait()
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL the tool's process group and the groups of every process
+    below it (it starts each compiler in a group of its own)."""
+    import signal  # noqa: PLC0415
+
+    groups = [proc.pid, *_descendant_groups(proc.pid)]
+    own = os.getpgrp()
+    for group in dict.fromkeys(groups):
+        if group > 1 and group != own:  # never this process's own group
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _descendant_groups(root: int) -> list[int]:
+    """The process groups of the processes below ``root`` (from /proc; none where there is no /proc)."""
+    parent_of: dict[int, tuple[int, int]] = {}  # pid -> (ppid, pgrp)
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()  # after "(comm)", which may hold spaces
+            parent_of[int(name)] = (int(fields[1]), int(fields[2]))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in parent_of.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(parent_of[child][1])
+            todo.append(child)
+    return out

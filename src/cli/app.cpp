@@ -280,14 +280,17 @@ void configure_app(CLI::App& app, CommandContext& ctx, bool embedded) {
   app.add_flag_function(
       "-v,--verbose", [&](std::int64_t n) { ctx.global.verbosity += static_cast<int>(n); },
       "Show every command (-vv: debug log); accepted anywhere on the command line");
-  app.add_flag("-q,--quiet", ctx.global.quiet, "No progress or log messages on stderr: errors and compiler warnings only; accepted anywhere on the command line");
+  app.add_flag_function(
+      "-q,--quiet", [&](std::int64_t n) { ctx.global.quiet += static_cast<int>(n); },
+      "No progress or info messages on stderr: warnings (one line each), errors and compiler output only;\n"
+      "-qq: errors and compiler output only. Accepted anywhere on the command line");
   // No probing here: `doctor` reports the toolchain.
   app.set_version_flag("--version", std::string("tvmffi-jit ") + TVMFFI_JIT_VERSION,
                        "Print tvmffi-jit's version (`tvmffi-jit doctor` reports tvm-ffi, nvcc and the driver)");
   // Re-initialise once -v/-q are known; this runs before any subcommand callback.
   app.parse_complete_callback([&] {
     util::init_logging(ctx.global.verbosity, ctx.global.quiet);
-    util::Progress::global().configure(status_line_options(ctx.global.quiet, ctx.environment));
+    util::Progress::global().configure(status_line_options(ctx.global.quiet > 0, ctx.environment));
   });
   // Embedded, the engine library serves `build` only (the Python package's
   // in-process hits): setting up the other commands' options was a fifth of
@@ -347,7 +350,7 @@ int run_program(int argc, char** argv, bool embedded) {
   CommandEnvironment environment = resolve_command_environment(toolchain::process_environment());
   apply_process_settings(environment);
   if (!embedded) util::install_termination_handlers();  // children never outlive a Ctrl-C (util/process.h)
-  util::init_logging(0, false);
+  util::init_logging(0, 0);
   if (!embedded) {
     CommandContext ctx;
     ctx.embedded = false;
@@ -393,7 +396,7 @@ EmbeddedResult run_embedded(const std::vector<std::string>& args) {
   }
   capture_output(nullptr);
   util::redirect_logging(nullptr);
-  util::init_logging(0, false);  // the logger must not keep pointing at `captured`
+  util::init_logging(0, 0);  // the logger must not keep pointing at `captured`
   result.out = std::move(captured.out);
   result.err = std::move(captured.err);
   return result;

@@ -1,9 +1,14 @@
 #include "batch_report.h"
 
 #include <algorithm>
+
+#include "tvmffi_jit/util/strings.h"
 #include <cstdio>
 
 namespace tvmffi_jit::cli {
+
+using util::pad_left;
+using util::pad_right;
 
 namespace {
 
@@ -13,8 +18,6 @@ std::string seconds_text(double s) {
   return buf;
 }
 
-std::string pad_right(const std::string& s, size_t width) { return s + std::string(width > s.size() ? width - s.size() : 0, ' '); }
-std::string pad_left(const std::string& s, size_t width) { return std::string(width > s.size() ? width - s.size() : 0, ' ') + s; }
 
 }  // namespace
 

@@ -23,11 +23,15 @@ namespace {
 
 // A size on the command line needs its unit: `--mem-per-job 4096` read as
 // 4096 bytes surprised whoever meant MiB (as `cache gc --max-size` already says).
+// The one unit suggested is the one that makes the number a plausible
+// memory size for a compile: 4096 -> 4096M, 4 -> 4G.
 uint64_t parse_size_with_unit(const std::string& flag, const std::string& text) {
   const std::string t(util::trim(text));
-  if (!t.empty() && std::isdigit(static_cast<unsigned char>(t.back())))
-    throw usage_error(flag + " " + text + ": a size needs a unit; write " + t + "M, " + t + "G (or " + t +
-                      "B for bytes)");
+  if (!t.empty() && std::isdigit(static_cast<unsigned char>(t.back()))) {
+    const bool small = t.size() <= 2 && t.find_first_not_of("0123456789") == std::string::npos;  // < 100
+    throw usage_error(flag + " " + text + ": a size needs a unit; write " + t + (small ? "G" : "M") +
+                      " (units: K, M, G, T; B for bytes)");
+  }
   auto bytes = util::parse_size(t);
   if (!bytes || *bytes == 0) throw usage_error(flag + " " + text + ": expected a size such as 4G, 1500M or 8GiB");
   return *bytes;

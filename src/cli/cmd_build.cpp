@@ -99,6 +99,16 @@ nlohmann::json device_compiler_json(const compile::BuildPlan& plan) {
   return nullptr;
 }
 
+// One command of a build: "commands" lists them, "failed_command" is one.
+nlohmann::json command_json(const compile::CommandRecord& c) {
+  nlohmann::json cj;
+  cj["description"] = c.description;
+  cj["argv"] = c.argv;
+  cj["seconds"] = c.seconds;
+  cj["output"] = c.output;
+  return cj;
+}
+
 // The fields of share/tvmffi-jit/build.schema.json; a new field is added
 // there and in docs/build.md in the same change.
 nlohmann::json result_json(const compile::BuildPlan& plan, const compile::BuildResult& r) {
@@ -116,14 +126,7 @@ nlohmann::json result_json(const compile::BuildPlan& plan, const compile::BuildR
   if (!plan.arch_source.empty()) j["arch_source"] = plan.arch_source;
   j["build_dir"] = r.build_dir;
   j["commands"] = nlohmann::json::array();
-  for (const auto& c : r.commands) {
-    nlohmann::json cj;
-    cj["description"] = c.description;
-    cj["argv"] = c.argv;
-    cj["seconds"] = c.seconds;
-    cj["output"] = c.output;
-    j["commands"].push_back(std::move(cj));
-  }
+  for (const auto& c : r.commands) j["commands"].push_back(command_json(c));
   if (plan.nvrtc) {
     j["lowered_names"] = nlohmann::json::object();
     for (const auto& [expr, mangled] : r.lowered_names) j["lowered_names"][expr] = mangled;
@@ -147,9 +150,42 @@ nlohmann::json cached_result_json(const compile::BuildPlan& plan, const compile:
   return j;
 }
 
-void write_stdout(const std::string& s) {
+// What `build --json` prints when the command fails before it printed a
+// result: the module's name once known, the command that failed.
+struct FailureReport {
+  bool printed = false;  // stdout has the result (or a batch's lines): nothing more goes there
+  std::string name;
+  std::optional<compile::CommandRecord> failed_command;
+};
+
+void write_stdout(FailureReport& report, const std::string& s) {
   util::check_termination();  // a result is printed only by a build that was not stopped
+  report.printed = true;
   print_result(s);
+}
+
+// A failed command as the batch line and the failure object show it: the
+// whole record, its exit status included.
+nlohmann::json failed_command_json(const compile::CommandRecord& c) {
+  nlohmann::json j = command_json(c);
+  j["status"] = c.status;
+  return j;
+}
+
+// `build --json` that ends in an error still gives a script one object
+// (docs/build.md#json-output): the exit code the command returns, the error
+// as stderr shows it, the failed command and its whole output.
+void print_failure_json(const Error& e, const FailureReport& report) {
+  nlohmann::json j;
+  j["schema_version"] = kBuildJsonSchemaVersion;
+  if (!report.name.empty()) j["name"] = report.name;
+  j["status"] = "failed";
+  const int sig = util::termination_signal();
+  j["exit_code"] = sig ? 128 + sig : e.exit_code();
+  j["error"] = e.what();
+  if (report.failed_command) j["failed_command"] = failed_command_json(*report.failed_command);
+  j["warnings"] = util::logged_warnings();
+  print_result(util::dump_json(j, 2) + "\n");
 }
 
 // A module of the request with its toolchain and plan.
@@ -220,6 +256,7 @@ struct ModuleOutcome {
   nlohmann::json json;
   compile::BuildResult build;  // for --depfile and friends
   std::string entry_dir;
+  std::optional<compile::CommandRecord> failed_command;  // a compile or link of this module that failed
   bool only_if_cached_miss = false;  // --only-if-cached found nothing: out.json says so, there is no artifact
 };
 
@@ -292,7 +329,7 @@ toolchain::DetectedGpus no_gpu_detection() {
   return gpus;
 }
 
-int run_build(const BuildArgs& args, CommandContext& ctx) {
+int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report) {
   // SIGINT/SIGTERM/SIGHUP stop the compilers and unwind, so the staging and
   // temp dirs below are removed on the way out (util/process.h).
   util::UnwindOnTermination unwind_on_termination;
@@ -327,6 +364,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     Planned p;
     p.module = &m;
     p.name = m.manifest.name;
+    if (!r.batch) report.name = p.name;
     if (!m.error.empty()) {
       p.plan = fail(ExitCode::kUsage, m.error);
       planned.push_back(std::move(p));
@@ -336,6 +374,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
       p.tc = find_toolchain(m.manifest, r);
       p.plan = compile::make_plan(m.manifest, p.tc, plan_options);
       p.name = p.plan->name;
+      if (!r.batch) report.name = p.name;
       check_supported_archs(*p.plan, p.tc, r.use_cache ? r.cache_dir : std::string(), r.use_cache);
       total_steps += compile::progress_steps(*p.plan);
     } catch (const Error& e) {
@@ -377,7 +416,13 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     util::JobGate::Party party(&gate);  // checks in at the module's first job, or here when it ends
     const Planned& p = planned[i];
     if (!p.plan) throw Error(p.plan.error().kind, p.plan.why());
-    outcomes[i] = build_module(shared, p, &party);
+    try {
+      outcomes[i] = build_module(shared, p, &party);
+    } catch (const compile::CommandFailedError& e) {
+      outcomes[i].failed_command = e.record();  // its line (or the failure object) shows the command apart
+      if (!r.batch) report.failed_command = e.record();
+      throw;
+    }
     return outcomes[i].item;
   };
   const auto start = std::chrono::steady_clock::now();
@@ -427,7 +472,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
     ModuleOutcome& o = outcomes[0];
     if (o.only_if_cached_miss) {
       o.json["warnings"] = util::logged_warnings();
-      write_stdout(util::dump_json(o.json, 2) + "\n");
+      write_stdout(report, util::dump_json(o.json, 2) + "\n");
       return 0;
     }
     const bool ok = items[0].status != compile::BatchStatus::kFailed;
@@ -438,9 +483,9 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
       if (!r.outputs.output.empty()) o.json["output"] = shown;
       if (r.validate) o.json["validation"] = validations[0];
       o.json["warnings"] = util::logged_warnings();
-      write_stdout(util::dump_json(o.json, 2) + "\n");
+      write_stdout(report, util::dump_json(o.json, 2) + "\n");
     } else {
-      write_stdout(shown + "\n");
+      write_stdout(report, shown + "\n");
     }
     return items[0].exit_code;
   }
@@ -457,6 +502,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
         if (item.status == compile::BatchStatus::kFailed) {
           j["exit_code"] = item.exit_code;
           j["error"] = item.error;
+          if (outcomes[i].failed_command) j["failed_command"] = failed_command_json(*outcomes[i].failed_command);
         }
       }
       if (r.validate && !validations[i].is_null()) j["validation"] = validations[i];
@@ -469,8 +515,8 @@ int run_build(const BuildArgs& args, CommandContext& ctx) {
       out += (ok ? outcomes[i].path : std::string()) + "\n";
     }
   }
-  write_stdout(out);
-  if (!ctx.global.quiet) {
+  write_stdout(report, out);
+  if (ctx.global.quiet == 0) {
     std::vector<std::string> names;
     for (const auto& p : planned) names.push_back(p.name);
     std::string table = format_batch_summary(names, items, wall);
@@ -587,7 +633,13 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
   sub->callback([args, &ctx] {
     BuildArgs parsed = std::move(*args);
     *args = BuildArgs{};
-    ctx.exit_code = run_build(parsed, ctx);
+    FailureReport report;
+    try {
+      ctx.exit_code = run_build(parsed, ctx, report);
+    } catch (const Error& e) {
+      if (parsed.json && !report.printed) print_failure_json(e, report);
+      throw;  // stderr still says it, and the exit code is the error's
+    }
   });
 }
 

@@ -8,6 +8,7 @@
 // `show`, malformed size/duration, a bare number without a unit); 5 the root is
 // unsafe or unreadable, or a deleting command (clean, gc, verify --remove,
 // stats --zero) was pointed at a root without tvmffi-jit's markers.
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <optional>
@@ -128,14 +129,26 @@ void run_list(const CacheArgs& a) {
     out_json("list", {{"root", store.root()}, {"entries", arr}});
     return;
   }
+  // A header row and aligned columns (the last one, the artifact, unpadded);
+  // scripts read --json.
+  std::vector<std::vector<std::string>> rows = {{"NAME", "KEY", "SIZE", "LAST USED", "ARTIFACT"}};
   for (const auto& e : entries) {
     std::string name = e.entry ? e.entry->name : "?";
     // A result as "<key16>/<result16>" (several per key), an old-layout entry as "<key16>".
     std::string key = e.dir_name.substr(e.dir_name.find('_') == std::string::npos ? 0 : e.dir_name.rfind('_') + 1);
     std::string artifact = e.entry ? e.entry->artifacts.front().file : "(" + e.problem + ")";
-    out(name + "  " + key + "  " + util::format_bytes(e.bytes) + "  " + format_time(e.last_used) + "  " + artifact +
-        "\n");
+    rows.push_back({name, key, util::format_bytes(e.bytes), format_time(e.last_used), artifact});
   }
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& r : rows)
+    for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  std::string text;
+  for (const auto& r : rows) {
+    for (size_t c = 0; c + 1 < r.size(); ++c)
+      text += (c == 2 ? util::pad_left(r[c], width[c]) : util::pad_right(r[c], width[c])) + "  ";
+    text += r.back() + "\n";
+  }
+  out(text);
 }
 
 void run_show(const CacheArgs& a) {

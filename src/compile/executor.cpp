@@ -107,6 +107,21 @@ std::optional<std::string> missing_output(const CompileStep& step, const std::st
   return std::nullopt;
 }
 
+// The function among the unit's exports that the compiler says is not
+// declared (gcc: 'f' was not declared, clang: undeclared identifier 'f',
+// nvcc: identifier "f" is undefined), if any.
+std::optional<std::string> undeclared_export(const CompileStep& step, const std::string& output) {
+  for (const auto& f : step.exports)
+    for (const auto& [open, close] : {std::pair{"'", "'"}, std::pair{"\u2018", "\u2019"}}) {
+      const std::string quoted = open + f + close;
+      if (output.find(quoted + " was not declared") != std::string::npos ||
+          output.find("undeclared identifier " + quoted) != std::string::npos ||
+          output.find("identifier \"" + f + "\" is undefined") != std::string::npos)
+        return f;
+    }
+  return std::nullopt;
+}
+
 // Runs the compiler of one unit in `dir` (its generated source written
 // first) and checks what it wrote: a failed or silent compiler is returned,
 // what cannot go on (I/O, a compiler that cannot start) throws.
@@ -119,7 +134,19 @@ Expected<CommandRecord, CommandFailure> compile_unit(const CompileStep& step, co
   if (!step.depfile_name.empty()) util::remove_all(util::join_path(dir, step.depfile_name));
   // launch.h: the job gate, the launcher, its output check and fallback.
   auto rec = run_step_command(step, dir, options);
-  if (!rec) return rec;
+  if (!rec) {
+    // An export defined in another source of a mixed module (a .cu beside
+    // the .cc that holds the wrappers) fails with dozens of lines of macro
+    // errors; one line first says what to do.
+    if (auto f = undeclared_export(step, rec.error().record.output))
+      return Unexpected<CommandFailure>{CommandFailure{
+          rec.error().kind,
+          "exported function " + quote_for_message(*f) + " is not declared in " + step.exports_source +
+              ", the source that holds the export wrappers (as in tvm_ffi.cpp): declare it there (a prototype "
+              "is enough when another source defines it)\n" + rec.error().message,
+          rec.error().record}};
+    return rec;
+  }
   if (auto missing = missing_output(step, dir))
     return Unexpected<CommandFailure>{CommandFailure{
         CommandFailureKind::kNoOutput,
@@ -524,7 +551,10 @@ Expected<BuildResult, CommandFailure> try_execute_plan(const BuildPlan& plan, co
 BuildResult execute_plan(const BuildPlan& plan, const std::string& build_dir, const ExecuteOptions& options,
                          const CompileHooks& hooks) {
   Expected<BuildResult, CommandFailure> built = try_execute_plan(plan, build_dir, options, hooks);
-  if (!built) throw build_error(built.error().message);
+  if (!built) {
+    const CommandFailure& failed = built.error();
+    throw CommandFailedError(failed.message, failed.record);
+  }
   return std::move(built).value();
 }
 

@@ -444,6 +444,10 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
     else if (!(host_file = first_file_with(Language::kCuda)).empty()) host = Host::kCudaFile;
   }
 
+  auto set_exports = [&](CompileStep& s, const std::string& source) {
+    for (const auto& [f, _] : m.functions) s.exports.push_back(f);
+    s.exports_source = source;
+  };
   int cpp_count = 0, c_count = 0, cuda_count = 0;
   auto add_step = [&](Language lang, CompileStep s) {
     s.language = lang;
@@ -474,6 +478,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
     s.generated_text = decorate_with_tvm_ffi(join_inline_sources(m.cpp_sources),
                                              host == Host::kInlineCpp ? m.functions : FunctionList{});
     s.display = s.generated_name;
+    if (host == Host::kInlineCpp) set_exports(s, "cpp_sources");
     add_step(Language::kCxx, std::move(s));
   }
   if (m.has_inline_cuda()) {
@@ -482,6 +487,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
     s.generated_text = decorate_with_tvm_ffi(join_inline_sources(m.cuda_sources),
                                              host == Host::kInlineCuda ? m.functions : FunctionList{});
     s.display = s.generated_name;
+    if (host == Host::kInlineCuda) set_exports(s, "cuda_sources");
     add_step(gpu, std::move(s));
   }
   std::vector<std::string> prebuilt_objects;
@@ -501,6 +507,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
       s.generated_name = std::string(on_gpu ? "cuda_" : "cpp_") + std::to_string(index) + "_" + stem(path) +
                          (!on_gpu ? ".exports.cpp" : ext == ".hip" ? ".exports.hip" : ".exports.cu");
       s.generated_text = file_export_unit(path, m.functions);
+      set_exports(s, s.display);
       host_file.clear();
     } else {
       s.input_path = path;

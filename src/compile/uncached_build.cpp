@@ -1,5 +1,7 @@
 #include "compile/uncached_build.h"
 
+#include "tvmffi_jit/compile/executor.h"
+
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/log.h"
@@ -18,8 +20,14 @@ BuildResult execute_in_disposable_dir(const BuildPlan& plan, const std::string& 
     keep();
     std::string message = e.what();
     if (!message.empty() && message.back() != '\n') message += '\n';
-    throw build_error(message + "(the build directory " + dir + " is kept so that the command above can be re-run; " +
-                      removed_by + ")");
+    // A command of the plan failed: it is shown above, to be pasted. NVRTC
+    // runs in-process: there is no command, only its sources and log.
+    const auto* command = dynamic_cast<const CommandFailedError*>(&e);
+    message += "(the build directory " + dir + " is kept" +
+               (command ? " so that the command above can be re-run; " : " with what the build wrote; ") +
+               removed_by + ")";
+    if (command) throw CommandFailedError(message, command->record());
+    throw build_error(message);
   }
 }
 

@@ -8,7 +8,7 @@ namespace tvmffi_jit::util {
 
 namespace {
 int g_verbosity = 0;
-bool g_quiet = false;
+int g_quiet = 0;
 std::string* g_redirect = nullptr;
 
 // Appends formatted lines to a string (the engine library's captured stderr).
@@ -55,7 +55,7 @@ std::shared_ptr<WarningSink> g_warnings;
 
 void redirect_logging(std::string* to) { g_redirect = to; }
 
-void init_logging(int verbosity, bool quiet) {
+void init_logging(int verbosity, int quiet) {
   g_verbosity = verbosity;
   g_quiet = quiet;
   spdlog::drop("tvmffi-jit");
@@ -68,9 +68,11 @@ void init_logging(int verbosity, bool quiet) {
   spdlog::set_default_logger(logger);
   // Plain "tvmffi-jit: warning: ..." lines, like a compiler, not timestamped log records.
   spdlog::set_pattern("tvmffi-jit: %^%l%$: %v");
-  if (quiet) {
-    // The logger passes warnings on for the list; stderr shows errors only.
-    out->set_level(spdlog::level::err);
+  if (quiet > 0) {
+    // -q hides progress, not problems: a remote that failed, a cache that
+    // cannot store are still one warning line each. -qq: errors only on
+    // stderr. The logger passes warnings on for the --json list either way.
+    out->set_level(quiet >= 2 ? spdlog::level::err : spdlog::level::warn);
     spdlog::set_level(spdlog::level::warn);
   } else if (verbosity >= 2) {
     spdlog::set_level(spdlog::level::debug);
@@ -81,7 +83,8 @@ void init_logging(int verbosity, bool quiet) {
 }
 
 int log_verbosity() { return g_verbosity; }
-bool log_quiet() { return g_quiet; }
+bool log_quiet() { return g_quiet > 0; }
+int log_quiet_level() { return g_quiet; }
 
 std::vector<std::string> logged_warnings() { return g_warnings ? g_warnings->taken() : std::vector<std::string>{}; }
 

@@ -63,6 +63,14 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   return r;
 }
 
+std::string pad_right(std::string_view s, size_t width) {
+  return std::string(s) + std::string(width > s.size() ? width - s.size() : 0, ' ');
+}
+
+std::string pad_left(std::string_view s, size_t width) {
+  return std::string(width > s.size() ? width - s.size() : 0, ' ') + std::string(s);
+}
+
 std::string shell_quote(std::string_view arg) {
   if (arg.empty()) return "''";
   bool safe = std::all_of(arg.begin(), arg.end(), [](char c) {

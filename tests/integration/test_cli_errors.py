@@ -258,7 +258,10 @@ def test_a_mistyped_option_with_a_value_is_reported_as_itself(argv, expected, en
 
 def test_mem_per_job_without_a_unit_is_exit_2_saying_so(source, env):
     p = run("build", source, "--mem-per-job", "4096", env=env, check=2)
-    assert "--mem-per-job 4096: a size needs a unit; write 4096M, 4096G" in p.stderr
+    assert "--mem-per-job 4096: a size needs a unit; write 4096M " in p.stderr
+    assert "4096G" not in p.stderr  # one suggestion, the plausible one
+    p = run("build", source, "--mem-per-job", "6", env=env, check=2)
+    assert "--mem-per-job 6: a size needs a unit; write 6G " in p.stderr and "6M" not in p.stderr
 
 
 @pytest.mark.skipif(not shutil.which("nvcc") and not os.path.exists("/usr/local/cuda/bin/nvcc"), reason="needs nvcc")

@@ -348,7 +348,7 @@ def test_usage_and_missing_files(fx, tmp_path):
 
 def test_json_matches_the_documented_schema(fx):
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads(open(os.path.join(os.environ.get("TVMFFI_JIT_SOURCE_DIR", "."), "docs",
+    schema = json.loads(open(os.path.join(os.environ.get("TVMFFI_JIT_SOURCE_DIR", "."), "share", "tvmffi-jit",
                                           "inspect.schema.json")).read())
     lib = fx["dir"] / "schema.a"
     run("ar", "rcs", str(lib), str(fx["rdc"]))

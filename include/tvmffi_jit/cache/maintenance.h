@@ -95,6 +95,13 @@ struct CleanReport {
 // (require_marked_root).
 CleanReport clean_cache(const Store& store, std::optional<int64_t> older_than_seconds);
 
+// Removes the staging dirs of this host whose process is gone (killed before
+// it cleaned up) and that were not kept for the user (kStagingKeptMarker);
+// never another host's (a shared root: only their age tells, and gc decides).
+// Every build that stages calls it; failures to remove are ignored. Returns
+// how many it removed.
+size_t remove_interrupted_staging(const Store& store);
+
 // Removes least recently used entries (only those EntryInfo::ours) until they
 // total at most `max_bytes`, and abandoned staging directories.
 CleanReport gc_cache(const Store& store, uint64_t max_bytes);

@@ -77,6 +77,9 @@ std::optional<std::string> check_artifact(const std::string& entry_dir, const Ar
 
 // A private build directory under <root>/tmp, removed on destruction unless
 // published or kept.
+// The file Staging::keep() leaves in a staging dir kept for the user.
+inline constexpr const char* kStagingKeptMarker = "kept";
+
 class Staging {
  public:
   Staging(Staging&&) noexcept = default;
@@ -84,7 +87,10 @@ class Staging {
   const std::string& path() const { return dir_.path(); }
   std::string build_dir() const;  // <staging>/build: give this to the executor
   std::string entry_dir() const;  // <staging>/entry: what gets renamed
-  void keep() { dir_.keep(); }
+  // Keeps the directory for the user (a failed build's, whose command can be
+  // re-run there), marked with kStagingKeptMarker: a later build leaves it,
+  // `cache gc` removes it once this process is gone.
+  void keep();
   // When a build cannot be published (a source changed during it, the
   // filesystem is full...), its artifact must not be served from here: `cache
   // gc` removes the staging dir once this process is gone. Moves the artifact

@@ -11,7 +11,7 @@ namespace tvmffi_jit::cli {
 
 struct GlobalOptions {
   int verbosity = 0;   // -v, -vv
-  bool quiet = false;  // -q
+  int quiet = 0;       // -q 1 (no progress), -qq 2 (no warnings either)
 };
 
 struct CommandContext {

@@ -21,6 +21,7 @@
 
 #include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/compile/runner.h"
+#include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/expected.h"
 #include "tvmffi_jit/util/job_gate.h"
 
@@ -175,6 +176,20 @@ struct CommandFailure {
   CommandRecord record;  // the command that failed: argv, output, status
 };
 inline const std::string& failure_message(const CommandFailure& f) { return f.message; }
+
+// Error(kBuildFailed) for a command of the plan that failed, as execute_plan()
+// throws it: the message as CommandFailure's, and the command itself (argv,
+// status, output) for a report that shows it apart (`build --json`'s
+// failed_command).
+class CommandFailedError : public Error {
+ public:
+  CommandFailedError(const std::string& message, CommandRecord record)
+      : Error(ExitCode::kBuildFailed, message), record_(std::move(record)) {}
+  const CommandRecord& record() const { return record_; }
+
+ private:
+  CommandRecord record_;
+};
 
 // The number of steps execute_plan() runs (compiles, NVRTC, embed, link): the
 // total of the "[3/7] nvcc kernel.cu" progress line (util/progress.h).

@@ -52,6 +52,13 @@ struct CompileStep {
   // so of no cache key: a launcher must not change what the compiler makes.
   std::vector<std::string> launcher;
   std::string launcher_source;  // where it came from ("--cuda-launcher", "manifest", "TVMFFI_JIT_CXX_LAUNCHER", "CXX")
+  // The functions whose export wrappers this unit holds (all of them go into
+  // one source, the first C++ one when there is any, as tvm_ffi.cpp does) and
+  // how the user names that source ("cpp_sources", "src/a.cc"): a compile
+  // that fails because one of them is undeclared there is diagnosed in one
+  // line (compile/executor.cpp). Not part of any key (generated_text is).
+  std::vector<std::string> exports;
+  std::string exports_source;
 
   // The input as the compiler is given it: input_path, or generated_name
   // (relative to the build dir, which is the working directory).

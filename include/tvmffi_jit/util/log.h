@@ -21,8 +21,9 @@ FMT_END_NAMESPACE
 namespace tvmffi_jit::util {
 
 // verbosity: 0 = warnings and errors + short progress, 1 = -v (every command),
-// 2 = -vv (debug). quiet: errors only.
-void init_logging(int verbosity, bool quiet);
+// 2 = -vv (debug). quiet: 1 = -q (no progress or info: warnings and errors),
+// 2 = -qq (errors only), as pip's -q/-qq.
+void init_logging(int verbosity, int quiet);
 int log_verbosity();
 // Log lines go to *to instead of stderr from the next init_logging() on (the
 // engine library, which runs the CLI inside a Python process, captures them);
@@ -32,6 +33,7 @@ void redirect_logging(std::string* to);
 // most 100): `build --json` lists them, so a quiet caller still learns of an
 // unwritable cache or a remote that failed.
 std::vector<std::string> logged_warnings();
-bool log_quiet();
+bool log_quiet();        // -q or -qq: no progress
+int log_quiet_level();  // 0, 1 (-q), 2 (-qq)
 
 }  // namespace tvmffi_jit::util

@@ -17,6 +17,9 @@ std::string to_lower(std::string_view s);
 std::vector<std::string> split_any(std::string_view s, std::string_view delims);
 std::vector<std::string> split_lines(std::string_view s);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
+// `s` padded with spaces to `width` (never cut): columns of a text table.
+std::string pad_right(std::string_view s, size_t width);
+std::string pad_left(std::string_view s, size_t width);
 
 // Quotes one argument for display so a user can paste the command into a shell.
 // (Display only: processes are always spawned with an argv, never a shell.)

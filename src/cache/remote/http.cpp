@@ -204,6 +204,17 @@ size_t on_read(char* buf, size_t size, size_t count, void* user) {
   return n;
 }
 
+// The host of an http(s) URL: between "://" (and any user@) and the port or path.
+std::string host_of(const std::string& url) {
+  size_t start = url.find("://");
+  start = start == std::string::npos ? 0 : start + 3;
+  size_t end = url.find_first_of("/?#", start);
+  std::string authority = url.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  if (size_t at = authority.rfind('@'); at != std::string::npos) authority = authority.substr(at + 1);
+  if (!authority.empty() && authority[0] == '[') return authority.substr(0, authority.find(']') + 1);
+  return authority.substr(0, authority.find(':'));
+}
+
 std::string seconds(int ms) {
   char b[32];
   std::snprintf(b, sizeof b, "%g s", ms / 1000.0);
@@ -212,8 +223,9 @@ std::string seconds(int ms) {
 
 class HttpBackend : public RemoteBackend {
  public:
-  HttpBackend(std::string url, std::string shown, const RemoteOptions& o, HttpSigning signing)
-      : api_(curl_api(o.libcurl)), options_(o), signing_(std::move(signing)) {
+  HttpBackend(std::string url, std::string shown, const RemoteOptions& o, HttpSigning signing,
+              std::string unresolved_hint)
+      : api_(curl_api(o.libcurl)), options_(o), signing_(std::move(signing)), unresolved_hint_(std::move(unresolved_hint)) {
     while (!url.empty() && url.back() == '/') url.pop_back();
     base_ = url;
     shown_ = std::move(shown);
@@ -359,6 +371,9 @@ class HttpBackend : public RemoteBackend {
                      " bytes, TVMFFI_JIT_REMOTE_MAX_BLOB); not downloaded");
     // libcurl's own connect timeout (the others are checked above).
     if (rc == CURLE_OPERATION_TIMEDOUT) remote_timeout(where + ": " + api_.easy_strerror(rc));
+    // Name the host that did not resolve (the URL may hide it: s3:// builds it).
+    if (rc == CURLE_COULDNT_RESOLVE_HOST)
+      remote_fault(where + ": " + api_.easy_strerror(rc) + " " + quote_for_message(host_of(base_)) + unresolved_hint_);
     if (rc != CURLE_OK) remote_fault(where + ": " + api_.easy_strerror(rc));
     long status = 0;
     api_.easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &status);
@@ -368,6 +383,7 @@ class HttpBackend : public RemoteBackend {
   const CurlApi& api_;
   RemoteOptions options_;
   HttpSigning signing_;
+  std::string unresolved_hint_;
   std::string base_, shown_, url_;
   CURL* curl_ = nullptr;
   CURLM* multi_ = nullptr;
@@ -378,12 +394,13 @@ class HttpBackend : public RemoteBackend {
 }  // namespace
 
 std::unique_ptr<RemoteBackend> make_http_backend(const RemoteUrl& url, const RemoteOptions& options) {
-  return std::make_unique<HttpBackend>(url.text, url.shown, options, HttpSigning{});
+  return std::make_unique<HttpBackend>(url.text, url.shown, options, HttpSigning{}, std::string());
 }
 
 std::unique_ptr<RemoteBackend> make_http_backend(std::string base_url, std::string shown, const RemoteOptions& options,
-                                                 HttpSigning signing) {
-  return std::make_unique<HttpBackend>(std::move(base_url), std::move(shown), options, std::move(signing));
+                                                 HttpSigning signing, std::string unresolved_hint) {
+  return std::make_unique<HttpBackend>(std::move(base_url), std::move(shown), options, std::move(signing),
+                                       std::move(unresolved_hint));
 }
 
 }  // namespace tvmffi_jit::cache

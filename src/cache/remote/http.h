@@ -22,9 +22,11 @@ struct HttpSigning {
 };
 
 // `base_url` (no trailing '/') + "/" + object is what GET and PUT address;
-// `shown` is how messages name the server (no secret in it).
+// `shown` is how messages name the server (no secret in it). `unresolved_hint`
+// follows the host's name when it cannot be resolved (S3: where the host came
+// from and which variable changes it).
 std::unique_ptr<RemoteBackend> make_http_backend(std::string base_url, std::string shown, const RemoteOptions& options,
-                                                 HttpSigning signing);
+                                                 HttpSigning signing, std::string unresolved_hint = {});
 
 // What an error reply body says, for a warning: S3's XML error
 // (`<Code>AccessDenied</Code><Message>...</Message>`) as

@@ -123,7 +123,13 @@ std::unique_ptr<RemoteBackend> make_s3_backend(const RemoteUrl& u, const RemoteO
     signing.session_token = s3.session_token;
   }
   std::string shown = "s3://" + u.bucket + (u.prefix.empty() ? "" : "/" + u.prefix);
-  return make_http_backend(std::move(base), std::move(shown), options, std::move(signing));
+  // Without AWS_ENDPOINT_URL an s3:// URL means AWS: a name that does not
+  // resolve is most often a server of one's own that the variable should name.
+  std::string hint = s3.endpoint_url.empty()
+                         ? " (AWS_ENDPOINT_URL is not set, so s3:// goes to AWS, region " + s3.region +
+                               "; for another S3 server set AWS_ENDPOINT_URL=http://HOST:PORT)"
+                         : " (from AWS_ENDPOINT_URL)";
+  return make_http_backend(std::move(base), std::move(shown), options, std::move(signing), std::move(hint));
 }
 
 }  // namespace tvmffi_jit::cache

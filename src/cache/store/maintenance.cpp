@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <ctime>
 #include <map>
 
@@ -158,6 +159,30 @@ size_t remove_temporaries(const Store& store, int64_t max_age) {
   }
   return removed;
 }
+
+}  // namespace
+
+size_t remove_interrupted_staging(const Store& store) {
+  size_t removed = 0;
+  try {
+    for (const auto& n : read_names(store.tmp_dir())) {
+      if (!util::starts_with(n, "stage.")) continue;
+      const std::string p = util::join_path(store.tmp_dir(), n);
+      struct stat st;
+      if (::lstat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+      // Age never decides here: only a process known to be gone on this host.
+      if (!is_abandoned_temporary(n, 0, std::numeric_limits<int64_t>::max())) continue;
+      if (::lstat(util::join_path(p, kStagingKeptMarker).c_str(), &st) == 0) continue;
+      util::remove_all(p);
+      ++removed;
+    }
+  } catch (const Error& e) {
+    spdlog::debug("removing interrupted staging dirs: {}", e.what());  // gc tries again
+  }
+  return removed;
+}
+
+namespace {
 
 // Removes compiler identity memos (toolchain/compiler_identity.cpp names them
 // "<32 hex>.json") and file digest memos (headers.cpp: "digests/<32 hex>");

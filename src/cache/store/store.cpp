@@ -10,6 +10,7 @@
 
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/cache/entry.h"
+#include "tvmffi_jit/cache/maintenance.h"
 #include "tvmffi_jit/cache/results.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -68,6 +69,16 @@ std::optional<std::string> check_artifact(const std::string& entry_dir, const Ar
     case FileProblem::kUnreadable: return "artifact " + a.file + " cannot be read: " + c.detail;
   }
   return std::nullopt;
+}
+
+void Staging::keep() {
+  try {
+    util::write_file(util::join_path(path(), kStagingKeptMarker),
+                     "kept for the user by tvmffi-jit (pid " + std::to_string(::getpid()) + ")\n");
+  } catch (const Error&) {
+    // Without the marker a later build may remove it once this process is gone: no worse than gc.
+  }
+  dir_.keep();
 }
 
 std::string Staging::build_dir() const { return util::join_path(path(), "build"); }
@@ -247,6 +258,9 @@ util::FileLock Store::lock(const std::string& entry_dir, const std::string& what
 
 Staging Store::stage() const {
   util::make_directories(tmp_dir(), 0700);
+  // What an interrupted build of this host left (its process killed before
+  // it could clean up): a build removes it, not only `cache gc`.
+  remove_interrupted_staging(*this);
   util::TempDir dir(tmp_dir(), "stage." + util::host_name() + "." + std::to_string(::getpid()) + ".");
   Staging s(std::move(dir));
   if (::mkdir(s.build_dir().c_str(), 0700) != 0 || ::mkdir(s.entry_dir().c_str(), 0700) != 0)
