@@ -11,16 +11,17 @@ namespace tvmffi_jit::compile {
 BuildResult execute_in_disposable_dir(const BuildPlan& plan, const std::string& dir, const ExecuteOptions& exec,
                                       const CompileHooks& hooks, const std::function<void()>& keep,
                                       const std::string& removed_by) {
-  try {
-    return execute_plan(plan, dir, exec, hooks);
-  } catch (const Error& e) {
-    if (e.code() != ExitCode::kBuildFailed || util::termination_signal() != 0) throw;
-    keep();
-    std::string message = e.what();
-    if (!message.empty() && message.back() != '\n') message += '\n';
-    throw build_error(message + "(the build directory " + dir + " is kept so that the command above can be re-run; " +
-                      removed_by + ")");
-  }
+  // A failed command is a value (try_execute_plan); anything else it throws
+  // leaves `dir` to its owner.
+  Expected<BuildResult, CommandFailure> built = try_execute_plan(plan, dir, exec, hooks);
+  if (built) return std::move(built).value();
+  // Stopped by a signal: nothing to re-run, the directory goes.
+  if (util::termination_signal() != 0) throw build_error(built.why());
+  keep();
+  std::string message = built.why();
+  if (!message.empty() && message.back() != '\n') message += '\n';
+  throw build_error(message + "(the build directory " + dir + " is kept so that the command above can be re-run; " +
+                    removed_by + ")");
 }
 
 BuildResult build_outside_cache(const BuildPlan& plan, const std::string& why, const CachedBuildOptions& options) {

@@ -40,6 +40,7 @@
 #include "tvmffi_jit/cache/remote/backend.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/store.h"
+#include "tvmffi_jit/util/expected.h"
 #include "tvmffi_jit/util/lock.h"
 
 namespace tvmffi_jit::cache {
@@ -68,11 +69,12 @@ struct Found {
   LookupResult entry;
   std::string source;  // shared hits: the server (redacted URL) or "imported"
   bool hit() const { return status != CacheStatus::kMiss; }
-  // find()'s misses: why the lookup missed ("absent", "--force", ...); why the
-  // root cannot take the entry (the caller builds outside it), or else the
-  // per-key lock, held until the caller has published.
+  // find()'s misses: why the lookup missed ("absent", "--force", ...);
+  // whether the root can take the entry, or why not (then the caller builds
+  // outside it); when it can, the per-key lock, held until the caller has
+  // published.
   std::string miss_reason;
-  std::optional<std::string> cannot_store;
+  Expected<void> storable;
   util::FileLock lock;
 };
 
@@ -147,7 +149,7 @@ class Storage : public EntryStorage {
 
  private:
   struct Server;
-  std::optional<std::string> cannot_take_entry();
+  Expected<void> can_take_entry();
   std::optional<Found> get_imported(const EntryRequest& request);
   std::optional<Found> get_remote(const EntryRequest& request);
   RemoteBackend* open(Server& s);
