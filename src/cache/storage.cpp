@@ -32,6 +32,13 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// What EntryReceiver raises to stop the blob reader before any file is
+// written. Like the backends' RemoteFault it never leaves this file:
+// get_remote() returns it as a kUntrusted failure.
+struct UntrustedBlob {
+  std::string reason;
+};
+
 // The files of a one-entry blob into a staging entry dir, as they arrive. The
 // manifest is checked first (begin): the entry asked for, and under trusted
 // keys its signature, so an untrusted blob writes nothing at all.
@@ -46,13 +53,10 @@ class EntryReceiver : public BlobFileWriter {
     const BlobEntry& e = m.entries.front();
     if (e.key != expected_key_ || e.dir != expected_dir_)
       throw io_error("the blob holds " + e.dir + ", not " + expected_dir_);
-    untrusted_ = untrusted_reason(options_, e);
-    // Stops the reader before any file is written; the caller asks untrusted().
-    if (untrusted_) throw io_error(*untrusted_);
+    if (auto why = untrusted_reason(options_, e)) throw UntrustedBlob{std::move(*why)};
     record_ = e;
   }
   const BlobEntry& record() const { return record_; }
-  const std::optional<std::string>& untrusted() const { return untrusted_; }
 
  private:
   std::string path_for(const BlobEntry&, const BlobFile& f) override { return util::join_path(dir_, f.name); }
@@ -60,7 +64,6 @@ class EntryReceiver : public BlobFileWriter {
   std::string expected_dir_, expected_key_;
   const RemoteOptions& options_;
   BlobEntry record_;
-  std::optional<std::string> untrusted_;
 };
 
 
@@ -95,7 +98,7 @@ struct Storage::Server {
   std::mutex mutex;
   std::optional<RemoteUrl> url;  // empty: `backend` was given
   // How it names objects: given backends (in-memory ones) as paths.
-  RemoteScheme scheme = RemoteScheme::kHttp;
+  const RemoteScheme* scheme = nullptr;
   std::string shown;  // redacted
   std::unique_ptr<RemoteBackend> backend;
   bool down = false;
@@ -232,18 +235,18 @@ void Storage::count_failure(Server& s, const RemoteFailure& f, const std::string
   }
 }
 
-std::optional<std::string> Storage::cannot_take_entry() {
+Expected<void> Storage::can_take_entry() {
   {
     std::lock_guard<std::mutex> lock(root_mutex_);
-    if (!store_.check_writable()) return store_.unwritable_why();
+    if (!store_.check_writable()) return Unexpected{store_.unwritable_why()};
   }
   struct statvfs vfs;
   if (::statvfs(store_.root().c_str(), &vfs) == 0) {
     uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
     if (free_bytes < kMinFreeBytes)
-      return "the filesystem of " + store_.root() + " is full (" + util::format_bytes(free_bytes) + " free)";
+      return Unexpected{"the filesystem of " + store_.root() + " is full (" + util::format_bytes(free_bytes) + " free)"};
   }
-  return std::nullopt;
+  return {};
 }
 
 KeepOccupant Storage::keep_occupant(const std::string& key_dir) const {
@@ -277,8 +280,8 @@ Found Storage::find(const EntryRequest& request, const FindOptions& options) {
   if (options.local_only) return miss;  // the caller builds (or asks the remotes) in a process of its own
   // A shared hit is published locally: a root that cannot take an entry
   // goes straight to a build outside it.
-  miss.cannot_store = cannot_take_entry();
-  if (!miss.cannot_store) {
+  miss.storable = can_take_entry();
+  if (miss.storable) {
     miss.lock = store_.lock(request.key_dir, options.lock_what, options.lock_timeout_seconds);
     // Whoever held the lock may have just published this very entry.
     if (!options.force || miss.lock.waited_seconds() > 0.05) {
@@ -466,9 +469,8 @@ std::optional<Found> Storage::get_remote_result(Server& s, const EntryRequest& r
                      options_);
     try {
       read_blob(blob_source(bytes), rx, BlobLimits{});
-    } catch (const Error&) {
-      if (!rx.untrusted() || util::termination_signal() != 0) throw;
-      unusable = RemoteFailure{K::kUntrusted, *rx.untrusted()};
+    } catch (UntrustedBlob& u) {
+      unusable = RemoteFailure{K::kUntrusted, std::move(u.reason)};
     }
     if (!unusable) {
       auto adopted = adopt_portable_entry(store_, staging, adopt_request(request, s.shown, id), &rx.record());

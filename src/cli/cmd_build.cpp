@@ -25,6 +25,7 @@
 #include "tvmffi_jit/compile/batch.h"
 #include "output.h"
 #include "tvmffi_jit/compile/key.h"
+#include "tvmffi_jit/cache/remote/backend.h"
 #include "tvmffi_jit/cache/remote/options.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/storage.h"
@@ -585,7 +586,7 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                 "Answer from the local cache only: a hit as usual, else {\"cache\": \"miss\"} with --json, building nothing")
       ->group("");
   sub->add_option("--remote", args->remote_urls,
-                  "Remote cache (http://, https://, redis:// or s3://BUCKET[/PREFIX] URL), tried in order after a\nlocal miss; "
+                  "Remote cache (" + cache::remote_scheme_list() + " URL), tried in order after a\nlocal miss; "
                   "repeatable (default: $TVMFFI_JIT_REMOTE, URLs separated by spaces; docs/remote.md)")
       ->allow_extra_args(false);
   sub->add_flag("--remote-read-only", args->remote_read_only,

@@ -8,7 +8,8 @@
 
 namespace tvmffi_jit::compile::detail {
 
-CommandRecord run_nvrtc_step(const NvrtcStep& step, const std::string& dir, BuildResult* result) {
+Expected<CommandRecord, CommandFailure> run_nvrtc_step(const NvrtcStep& step, const std::string& dir,
+                                                       BuildResult* result) {
   auto start = std::chrono::steady_clock::now();
   NvrtcResult r = nvrtc_compile(step.request);
   CommandRecord rec;
@@ -16,9 +17,13 @@ CommandRecord run_nvrtc_step(const NvrtcStep& step, const std::string& dir, Buil
                     (r.effective_options.empty() ? "" : " (" + util::join(r.effective_options, " ") + ")");
   rec.output = r.log;
   rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!r.ok)
-    throw build_error("NVRTC failed to compile " + step.request.source_name + " for " + step.request.arch + ":\n" +
-                      r.log + nvrtc_missing_header_hint(r.log));
+  if (!r.ok) {
+    return Unexpected<CommandFailure>{CommandFailure{
+        CommandFailureKind::kFailed,
+        "NVRTC failed to compile " + step.request.source_name + " for " + step.request.arch + ":\n" + r.log +
+            nvrtc_missing_header_hint(r.log),
+        rec}};
+  }
   util::write_file_atomic(util::join_path(dir, step.output_name), r.binary);
   result->lowered_names = r.lowered_names;
   return rec;

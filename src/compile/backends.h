@@ -10,8 +10,12 @@
 namespace tvmffi_jit::compile::detail {
 
 // Compiles plan.nvrtc into <dir>/<output_name>; records lowered names in
-// `result`. Throws Error(kBuildFailed) with NVRTC's log on failure.
-CommandRecord run_nvrtc_step(const NvrtcStep& step, const std::string& dir, BuildResult* result);
+// `result`. NVRTC runs in this process (a library, not an argv: outside the
+// CommandRunner seam), but a compile it rejects is returned as a command's
+// failure is (kFailed, NVRTC's log as the output); what cannot go on (no
+// libnvrtc, I/O) throws.
+Expected<CommandRecord, CommandFailure> run_nvrtc_step(const NvrtcStep& step, const std::string& dir,
+                                                       BuildResult* result);
 
 // Runs argv in `dir` through options.command_runner(), stderr merged into
 // stdout. A failed command (non-zero exit, signal, timeout) is returned with

@@ -115,8 +115,8 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   result.miss_reason = found.miss_reason;
   if (options.only_if_cached) return result;
 
-  if (found.cannot_store) {
-    result.build = build_outside_cache(plan, *found.cannot_store, options);
+  if (!found.storable) {
+    result.build = build_outside_cache(plan, found.storable.why(), options);
     count_store_failure();
     return result;
   }

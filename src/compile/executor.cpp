@@ -529,9 +529,10 @@ Expected<BuildResult, CommandFailure> try_execute_plan(const BuildPlan& plan, co
     const std::string label = "nvrtc " + plan.nvrtc->request.source_name;
     status.started(label);
     if (options.verbose) spdlog::info("nvrtc {} --gpu-architecture={}", plan.nvrtc->request.source_name, plan.nvrtc->request.arch);
-    CommandRecord rec = detail::run_nvrtc_step(*plan.nvrtc, dir, &result);
-    status.finished(label, shown_output(rec, options));
-    result.commands.push_back(std::move(rec));
+    auto rec = detail::run_nvrtc_step(*plan.nvrtc, dir, &result);
+    if (!rec) return Unexpected<CommandFailure>{std::move(rec).error()};
+    status.finished(label, shown_output(*rec, options));
+    result.commands.push_back(std::move(*rec));
   }
 
   if (plan.embed_step)

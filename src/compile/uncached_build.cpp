@@ -13,22 +13,22 @@ namespace tvmffi_jit::compile {
 BuildResult execute_in_disposable_dir(const BuildPlan& plan, const std::string& dir, const ExecuteOptions& exec,
                                       const CompileHooks& hooks, const std::function<void()>& keep,
                                       const std::string& removed_by) {
-  try {
-    return execute_plan(plan, dir, exec, hooks);
-  } catch (const Error& e) {
-    if (e.code() != ExitCode::kBuildFailed || util::termination_signal() != 0) throw;
-    keep();
-    std::string message = e.what();
-    if (!message.empty() && message.back() != '\n') message += '\n';
-    // A command of the plan failed: it is shown above, to be pasted. NVRTC
-    // runs in-process: there is no command, only its sources and log.
-    const auto* command = dynamic_cast<const CommandFailedError*>(&e);
-    message += "(the build directory " + dir + " is kept" +
-               (command ? " so that the command above can be re-run; " : " with what the build wrote; ") +
-               removed_by + ")";
-    if (command) throw CommandFailedError(message, command->record());
-    throw build_error(message);
-  }
+  // A failed command is a value (try_execute_plan); anything else it throws
+  // leaves `dir` to its owner.
+  Expected<BuildResult, CommandFailure> built = try_execute_plan(plan, dir, exec, hooks);
+  if (built) return std::move(built).value();
+  // Stopped by a signal: nothing to re-run, the directory goes.
+  if (util::termination_signal() != 0) throw build_error(built.why());
+  keep();
+  std::string message = built.why();
+  if (!message.empty() && message.back() != '\n') message += '\n';
+  // A command of the plan failed: it is shown above, to be pasted. NVRTC
+  // runs in-process: there is no command, only its sources and log.
+  const bool command = !built.error().record.argv.empty();
+  message += "(the build directory " + dir + " is kept" +
+             (command ? " so that the command above can be re-run; " : " with what the build wrote; ") + removed_by +
+             ")";
+  throw CommandFailedError(message, built.error().record);
 }
 
 BuildResult build_outside_cache(const BuildPlan& plan, const std::string& why, const CachedBuildOptions& options) {

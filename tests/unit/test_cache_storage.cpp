@@ -295,16 +295,16 @@ TEST_CASE("under trusted keys an unsigned or foreign-signed entry is refused and
 
 TEST_CASE("a remote URL is parsed once into its parts", "[cache][storage][url]") {
   RemoteUrl r = parse_remote_url("redis://user:secret@[::1]:7000/3");
-  CHECK(r.scheme == RemoteScheme::kRedis);
+  CHECK(r.scheme == find_remote_scheme("redis"));
   CHECK((r.host == "::1" && r.port == 7000 && r.db == 3));
   CHECK((r.user == "user" && r.password == "secret"));
   CHECK(r.shown == "redis://***@[::1]:7000/3");
   CHECK(parse_remote_url("redis://h").port == 6379);
 
   RemoteUrl s3 = parse_remote_url("s3://my-bucket/team/ci/");
-  CHECK((s3.scheme == RemoteScheme::kS3 && s3.bucket == "my-bucket" && s3.prefix == "team/ci"));
+  CHECK((s3.scheme == find_remote_scheme("s3") && s3.bucket == "my-bucket" && s3.prefix == "team/ci"));
   RemoteUrl http = parse_remote_url("https://cache.example:8443/ac");
-  CHECK((http.scheme == RemoteScheme::kHttps && http.host == "cache.example" && http.port == 8443));
+  CHECK((http.scheme == find_remote_scheme("https") && http.host == "cache.example" && http.port == 8443));
 
   auto usage = [](const std::string& url) {
     try {
@@ -323,10 +323,29 @@ TEST_CASE("a remote URL is parsed once into its parts", "[cache][storage][url]")
 }
 
 TEST_CASE("a namespace is joined to a key in one place: '/' for paths, ':' for Redis", "[cache][storage][url]") {
-  CHECK(remote_object_name(RemoteScheme::kRedis, "ns", "k") == "ns:k");
-  CHECK(remote_object_name(RemoteScheme::kHttp, "ns", "k") == "ns/k");
-  CHECK(remote_object_name(RemoteScheme::kS3, "ns", "k") == "ns/k");
-  CHECK(remote_object_name(RemoteScheme::kRedis, "", "k") == "k");
+  CHECK(remote_object_name(find_remote_scheme("redis"), "ns", "k") == "ns:k");
+  CHECK(remote_object_name(find_remote_scheme("http"), "ns", "k") == "ns/k");
+  CHECK(remote_object_name(find_remote_scheme("s3"), "ns", "k") == "ns/k");
+  CHECK(remote_object_name(find_remote_scheme("redis"), "", "k") == "k");
+  CHECK(remote_object_name(nullptr, "ns", "k") == "ns/k");  // a backend given directly
+}
+
+TEST_CASE("the scheme table is the one registration point: parsing, messages and backends read it",
+          "[cache][storage][url]") {
+  CHECK(remote_scheme_list() == "http://, https://, redis:// or s3://");
+  CHECK(find_remote_scheme("ftp") == nullptr);
+  for (const char* name : {"http", "https", "redis", "s3"}) {
+    const RemoteScheme* s = find_remote_scheme(name);
+    REQUIRE(s != nullptr);
+    CHECK((s->parse != nullptr && s->make != nullptr));
+  }
+  // A URL carries its row; a backend is made from the row, not from the text.
+  RemoteUrl u = parse_remote_url("http://127.0.0.1:1/c");
+  CHECK(u.scheme == find_remote_scheme("http"));
+  RemoteUrl none;
+  none.shown = "unparsed";
+  RemoteOpen opened = make_remote_backend(none, RemoteOptions{});
+  CHECK((!opened && opened.error().kind == RemoteFailureKind::kError));
 }
 
 TEST_CASE("find: local first, then under the lock the shared tiers; a remote hit is not a miss", "[cache][storage]") {
@@ -355,7 +374,7 @@ TEST_CASE("find: --force asks no tier and holds the lock for the rebuild; publis
   Found f = storage.find(w.request_b(), FindOptions{true, false, 5, "building m"});
   CHECK(f.status == CacheStatus::kMiss);
   CHECK(f.miss_reason == "--force");
-  CHECK(!f.cannot_store);
+  CHECK(f.storable);
   CHECK(f.lock.locked());
   CHECK(remote->gets == 0);
   CHECK(w.stats.misses == 1);

@@ -11,7 +11,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/compile/nvrtc.h"
+#include "tvmffi_jit/compile/runner.h"
 #include "tvmffi_jit/toolchain/nvrtc_locate.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -141,6 +143,25 @@ TEST_CASE("an NVRTC compile error is a failed result carrying the log with file 
   CHECK(result.binary.empty());
   CHECK(result.log.find("kernels.cu(2): error") != std::string::npos);
   CHECK(result.log.find("undefined_name") != std::string::npos);
+}
+
+TEST_CASE("an NVRTC compile error is the plan's failed command, returned as a compiler's is", "[build][nvrtc]") {
+  // NVRTC runs in-process, outside the CommandRunner seam, but its failure
+  // takes the same shape: try_execute_plan() returns it, nothing is thrown.
+  compile::BuildPlan plan;
+  plan.name = "k";
+  plan.nvrtc = compile::NvrtcStep{request("extern \"C\" __global__ void k(int* x) {\n  x[0] = undefined_name;\n}\n"),
+                                  "k.cubin"};
+  plan.artifact_name = "k.cubin";
+  util::TempDir dir;
+  compile::ExecuteOptions exec;
+  exec.status = &compile::silent_sink();
+  auto built = compile::try_execute_plan(plan, dir.path(), exec);
+  REQUIRE_FALSE(built);
+  CHECK(built.error().kind == compile::CommandFailureKind::kFailed);
+  CHECK(built.why().find("NVRTC failed to compile") != std::string::npos);
+  CHECK(built.error().record.output.find("undefined_name") != std::string::npos);
+  CHECK_FALSE(util::is_regular_file(util::join_path(dir.path(), "k.cubin")));
 }
 
 TEST_CASE("an NVRTC name expression naming nothing fails the compile with a log", "[build][nvrtc]") {

@@ -44,6 +44,7 @@
 #include "tvmffi_jit/cache/store.h"
 #include "tvmffi_jit/cache/transfer/portable_entry.h"
 #include "tvmffi_jit/cache/trust.h"
+#include "tvmffi_jit/util/expected.h"
 #include "tvmffi_jit/util/lock.h"
 
 namespace tvmffi_jit::cache {
@@ -76,11 +77,12 @@ struct Found {
   std::string source;  // shared hits: the server (redacted URL) or "imported"
   Rehashed rehashed;   // what the local lookups of this find() re-read (cache/proof.h)
   bool hit() const { return status != CacheStatus::kMiss; }
-  // find()'s misses: why the lookup missed ("absent", "--force", ...); why the
-  // root cannot take the entry (the caller builds outside it), or else the
-  // per-key lock, held until the caller has published.
+  // find()'s misses: why the lookup missed ("absent", "--force", ...);
+  // whether the root can take the entry, or why not (then the caller builds
+  // outside it); when it can, the per-key lock, held until the caller has
+  // published.
   std::string miss_reason;
-  std::optional<std::string> cannot_store;
+  Expected<void> storable;
   util::FileLock lock;
 };
 
@@ -175,7 +177,7 @@ class Storage : public EntryStorage {
 
  private:
   struct Server;
-  std::optional<std::string> cannot_take_entry();
+  Expected<void> can_take_entry();
   std::optional<Found> get_imported(const EntryRequest& request);
   std::optional<Found> get_remote(const EntryRequest& request);
   // One result object of a remote: nullopt when absent or unusable (counted).

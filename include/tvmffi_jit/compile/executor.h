@@ -168,14 +168,16 @@ enum class CommandFailureKind {
   kFailed,    // a non-zero exit, a signal or a timeout
   kNoOutput,  // exit 0 without writing what the plan expects of it
 };
-struct CommandFailure {
-  CommandFailureKind kind = CommandFailureKind::kFailed;
-  // What Error(kBuildFailed) says: which step failed and why, the command as
-  // a shell line (for pasting) and its whole output.
-  std::string message;
+// The documented Failure<Kind> shape (util/expected.h): `kind` to branch on,
+// `message` what Error(kBuildFailed) says (which step failed and why, the
+// command as a shell line for pasting, its whole output), plus the record of
+// the command, which doctor reports.
+struct CommandFailure : Failure<CommandFailureKind> {
   CommandRecord record;  // the command that failed: argv, output, status
+  CommandFailure() = default;
+  CommandFailure(CommandFailureKind k, std::string m, CommandRecord r)
+      : Failure<CommandFailureKind>{k, std::move(m)}, record(std::move(r)) {}
 };
-inline const std::string& failure_message(const CommandFailure& f) { return f.message; }
 
 // Error(kBuildFailed) for a command of the plan that failed, as execute_plan()
 // throws it: the message as CommandFailure's, and the command itself (argv,

@@ -6,17 +6,22 @@ namespace tvmffi_jit::cache {
 
 namespace {
 
-using Factory = std::unique_ptr<RemoteBackend> (*)(const RemoteUrl&, const RemoteOptions&);
+}  // namespace
 
-struct SchemeBackend {
-  RemoteScheme scheme;
-  Factory make;
-};
-constexpr SchemeBackend kBackends[] = {
-    {RemoteScheme::kHttp, make_http_backend},
-    {RemoteScheme::kHttps, make_http_backend},
-    {RemoteScheme::kRedis, make_redis_backend},
-    {RemoteScheme::kS3, make_s3_backend},
+// The backends' factories, each defined in its own file.
+std::unique_ptr<RemoteBackend> make_http_backend(const RemoteUrl& url, const RemoteOptions& options);  // http.cpp
+std::unique_ptr<RemoteBackend> make_redis_backend(const RemoteUrl& url, const RemoteOptions& options);  // redis.cpp
+std::unique_ptr<RemoteBackend> make_s3_backend(const RemoteUrl& url, const RemoteOptions& options);  // s3.cpp
+
+namespace {
+
+// The scheme table: the one place a scheme is registered (cache/remote/backend.h).
+constexpr RemoteScheme kSchemes[] = {
+    // http(s): the URL itself (less a trailing '/') is the base of every object.
+    {"http", parse_host_url, '/', make_http_backend},
+    {"https", parse_host_url, '/', make_http_backend},
+    {"redis", parse_redis_url, ':', make_redis_backend},
+    {"s3", parse_s3_url, '/', make_s3_backend},
 };
 
 class ReadOnlyBackend : public RemoteBackend {
@@ -63,10 +68,23 @@ class MemoryBackend : public RemoteBackend {
 
 }  // namespace
 
+const RemoteScheme* find_remote_scheme(const std::string& name) {
+  for (const auto& s : kSchemes)
+    if (name == s.name) return &s;
+  return nullptr;
+}
+
+std::string remote_scheme_list() {
+  std::string list;
+  const size_t n = sizeof kSchemes / sizeof kSchemes[0];
+  for (size_t i = 0; i < n; ++i)
+    list += std::string(i == 0 ? "" : i + 1 == n ? " or " : ", ") + kSchemes[i].name + "://";
+  return list;
+}
+
 RemoteOpen make_remote_backend(const RemoteUrl& url, const RemoteOptions& options) {
-  for (const auto& b : kBackends)
-    if (b.scheme == url.scheme) return guarded([&] { return b.make(url, options); });
-  return fail(RemoteFailureKind::kError, "no backend for " + url.shown);
+  if (!url.scheme) return fail(RemoteFailureKind::kError, "no backend for " + url.shown);
+  return guarded([&] { return url.scheme->make(url, options); });
 }
 
 std::unique_ptr<RemoteBackend> read_only(std::unique_ptr<RemoteBackend> backend) {

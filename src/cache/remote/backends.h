@@ -47,9 +47,12 @@ auto guarded(Body&& body) -> Expected<std::invoke_result_t<Body>, RemoteFailure>
   }
 }
 
-std::unique_ptr<RemoteBackend> make_redis_backend(const RemoteUrl& url, const RemoteOptions& options);
-std::unique_ptr<RemoteBackend> make_s3_backend(const RemoteUrl& url, const RemoteOptions& options);
-// http(s) URLs: the URL itself (less a trailing '/') is the base of every object.
-std::unique_ptr<RemoteBackend> make_http_backend(const RemoteUrl& url, const RemoteOptions& options);
+// The URL syntaxes a scheme's row can name (url.cpp):
+//   [[user]:password@]host[:port][/path]: http(s) and any host-based server
+void parse_host_url(RemoteUrl& u);
+//   the same with port 6379 unless given and /db a database number
+void parse_redis_url(RemoteUrl& u);
+//   s3://BUCKET[/PREFIX]
+void parse_s3_url(RemoteUrl& u);
 
 }  // namespace tvmffi_jit::cache

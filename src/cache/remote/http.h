@@ -34,7 +34,7 @@ std::unique_ptr<RemoteBackend> make_http_backend(std::string base_url, std::stri
 // when the body is not one. Reads at most the first 64 KiB of the body.
 std::string s3_error_reason(std::string_view body);
 // $AWS_ENDPOINT_URL (http(s)://host[:port][/path]) and the region; usage_error
-// naming the variable. (In remote_url.cpp, with the other syntax checks.)
+// naming the variable. (In url.cpp, with the other syntax checks.)
 void check_s3_settings(const S3Settings& s3);
 
 // The bare <Code> of an S3 XML error body, "" when none (bounded as above).

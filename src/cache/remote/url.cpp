@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "cache/remote/backends.h"
 #include "cache/remote/http.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/strings.h"
@@ -10,18 +11,6 @@
 namespace tvmffi_jit::cache {
 
 namespace {
-
-// The schemes a remote may have, and nothing else accepts one.
-struct SchemeName {
-  std::string_view name;
-  RemoteScheme scheme;
-};
-constexpr SchemeName kSchemes[] = {
-    {"http", RemoteScheme::kHttp},
-    {"https", RemoteScheme::kHttps},
-    {"redis", RemoteScheme::kRedis},
-    {"s3", RemoteScheme::kS3},
-};
 
 constexpr size_t kMaxPrefixBytes = 512;
 
@@ -32,9 +21,11 @@ std::string_view scheme_text(std::string_view url) {
 
 bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
+}  // namespace
+
 // s3://BUCKET[/PREFIX[/]]: the bucket's and the prefix's rules (what every S3
 // server accepts, and what works as a DNS label for virtual-hosted addressing).
-void parse_s3(RemoteUrl& u) {
+void parse_s3_url(RemoteUrl& u) {
   std::string rest = u.text.substr(5);
   while (!rest.empty() && rest.back() == '/') rest.pop_back();
   size_t slash = rest.find('/');
@@ -68,9 +59,12 @@ void parse_s3(RemoteUrl& u) {
   }
 }
 
-// [[user]:password@]host[:port][/rest] of http(s) and redis URLs.
-void parse_authority(RemoteUrl& u, size_t scheme_size) {
-  std::string rest = u.text.substr(scheme_size + 3);
+namespace {
+
+// [[user]:password@]host[:port][/rest] of host-based URLs; returns /rest
+// without its '/' ("" when none).
+std::string parse_authority(RemoteUrl& u, int default_port) {
+  std::string rest = u.text.substr(u.text.find("://") + 3);
   size_t slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
   size_t at = authority.rfind('@');
@@ -86,7 +80,7 @@ void parse_authority(RemoteUrl& u, size_t scheme_size) {
     }
   }
   if (authority.empty() || authority[0] == ':') throw usage_error("remote " + u.shown + ": the URL names no host");
-  if (u.scheme == RemoteScheme::kRedis) u.port = 6379;
+  u.port = default_port;
   size_t bracket = authority.rfind(']');
   size_t colon = authority.rfind(':');
   if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
@@ -105,36 +99,35 @@ void parse_authority(RemoteUrl& u, size_t scheme_size) {
   if (authority.size() >= 2 && authority.front() == '[' && authority.back() == ']')
     authority = authority.substr(1, authority.size() - 2);
   u.host = authority;
-  if (u.scheme != RemoteScheme::kRedis) return;
-  if (slash != std::string::npos && slash + 1 < rest.size()) {
-    std::string db = rest.substr(slash + 1);
-    if (db.find_first_not_of("0123456789") != std::string::npos || db.size() > 4)
-      throw usage_error("remote " + u.shown + ": the path of a redis:// URL is a database number (redis://host:6379/0)");
-    u.db = std::atoi(db.c_str());
-  }
+  return slash == std::string::npos ? "" : rest.substr(slash + 1);
 }
 
 }  // namespace
 
-std::string remote_object_name(RemoteScheme scheme, const std::string& key_namespace, const std::string& portable_key) {
+void parse_host_url(RemoteUrl& u) { parse_authority(u, 0); }
+
+void parse_redis_url(RemoteUrl& u) {
+  const std::string db = parse_authority(u, 6379);
+  if (db.empty()) return;
+  if (db.find_first_not_of("0123456789") != std::string::npos || db.size() > 4)
+    throw usage_error("remote " + u.shown + ": the path of a redis:// URL is a database number (redis://host:6379/0)");
+  u.db = std::atoi(db.c_str());
+}
+
+std::string remote_object_name(const RemoteScheme* scheme, const std::string& key_namespace,
+                               const std::string& portable_key) {
   if (key_namespace.empty()) return portable_key;
-  return key_namespace + (scheme == RemoteScheme::kRedis ? ":" : "/") + portable_key;
+  return key_namespace + (scheme ? scheme->separator : '/') + portable_key;
 }
 
 RemoteUrl parse_remote_url(const std::string& url) {
   RemoteUrl u;
   u.text = url;
   u.shown = redact_url(url);
-  const std::string_view scheme = scheme_text(url);
-  const SchemeName* known = nullptr;
-  for (const auto& s : kSchemes)
-    if (s.name == scheme) known = &s;
-  if (!known)
-    throw usage_error("remote " + u.shown +
-                      ": the URL must start with http://, https://, redis:// or s3:// (docs/remote.md)");
-  u.scheme = known->scheme;
-  if (u.scheme == RemoteScheme::kS3) parse_s3(u);
-  else parse_authority(u, scheme.size());
+  u.scheme = find_remote_scheme(std::string(scheme_text(url)));
+  if (!u.scheme)
+    throw usage_error("remote " + u.shown + ": the URL must start with " + remote_scheme_list() + " (docs/remote.md)");
+  u.scheme->parse(u);
   return u;
 }
 

@@ -49,7 +49,29 @@ class RemoteBackend {
 
 using RemoteOpen = Expected<std::unique_ptr<RemoteBackend>, RemoteFailure>;
 
-// The scheme table: the backend for `url`, connected where the protocol has
+// A row of the scheme table (kSchemes, cache/remote/backend.cpp): everything
+// a scheme is. Adding a backend is its file, its row, its CMake line and its
+// section of docs/remote.md; URL parsing, object names, messages and the
+// --remote help read the table.
+struct RemoteScheme {
+  const char* name;  // "redis": URLs start "redis://"
+  // Fills and checks the parsed URL (host, port, credentials, bucket...);
+  // throws usage_error naming u.shown. cache/remote/backends.h has the
+  // syntaxes there are (host[:port] URLs, Redis, S3).
+  void (*parse)(RemoteUrl& u);
+  char separator;  // between the namespace and the key in object names
+  // The backend for a parsed URL, connected where the protocol has a
+  // connection. Raises RemoteFault (cache/remote/backends.h) for a server
+  // that fails; throws Error only for what ends the command.
+  std::unique_ptr<RemoteBackend> (*make)(const RemoteUrl& url, const RemoteOptions& options);
+};
+
+// The row named `name` ("redis"), or null.
+const RemoteScheme* find_remote_scheme(const std::string& name);
+// "http://, https://, redis:// or s3://": what messages and --remote's help list.
+std::string remote_scheme_list();
+
+// The backend for `url` (its scheme's make), connected where the protocol has
 // a connection (Redis). A server that cannot be reached is a failure.
 RemoteOpen make_remote_backend(const RemoteUrl& url, const RemoteOptions& options);
 

@@ -4,10 +4,11 @@
 //   redis://[[user]:password@]host[:port][/db]     key "<namespace>:<portable key>"
 //   s3://BUCKET[/PREFIX]                           object "PREFIX/<namespace>/<portable key>"
 //
-// The scheme table (remote_url.cpp) says which schemes exist; the backends
-// (cache/remote/backend.h) take the parsed struct and never look at the text
-// again, and remote_object_name() is the one place a namespace is joined
-// to a key.
+// The scheme table (kSchemes in cache/remote/backend.cpp, RemoteScheme in
+// cache/remote/backend.h) is the one place a scheme is registered: its name,
+// the syntax of its URLs, its object names and its backend. The backends take
+// the parsed struct and never look at the text again, and
+// remote_object_name() is the one place a namespace is joined to a key.
 #pragma once
 
 #include <string>
@@ -15,10 +16,10 @@
 
 namespace tvmffi_jit::cache {
 
-enum class RemoteScheme { kHttp, kHttps, kRedis, kS3 };
+struct RemoteScheme;  // a row of the scheme table (cache/remote/backend.h)
 
 struct RemoteUrl {
-  RemoteScheme scheme = RemoteScheme::kHttp;
+  const RemoteScheme* scheme = nullptr;  // its row of the scheme table
   std::string text;   // as given: may hold a password, so never shown
   std::string shown;  // redact_url(text): what messages and logs name
   // http(s) and redis: the host (IPv6 without its brackets); s3: empty.
@@ -34,12 +35,15 @@ struct RemoteUrl {
 };
 
 // A server's name for the blob of `portable_key` under `key_namespace`
-// (empty: none): "<ns>/<key>" for HTTP and S3 (a path), "<ns>:<key>" for
-// Redis (its usual separator).
-std::string remote_object_name(RemoteScheme scheme, const std::string& key_namespace, const std::string& portable_key);
+// (empty: none), joined by the scheme's separator: "<ns>/<key>" for HTTP and
+// S3 (a path), "<ns>:<key>" for Redis (its usual separator). A null scheme
+// (a backend given directly, as tests do) names objects as paths.
+std::string remote_object_name(const RemoteScheme* scheme, const std::string& key_namespace,
+                               const std::string& portable_key);
 
-// Parses and checks one URL: scheme, host, Redis database number, S3 bucket
-// name and prefix. Throws usage_error (exit 2) naming the (redacted) URL.
+// Parses and checks one URL with its scheme's syntax (host, Redis database
+// number, S3 bucket name and prefix...). Throws usage_error (exit 2) naming
+// the (redacted) URL.
 RemoteUrl parse_remote_url(const std::string& url);
 std::vector<RemoteUrl> parse_remote_urls(const std::vector<std::string>& urls);
 
