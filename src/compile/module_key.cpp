@@ -65,6 +65,9 @@ cache::ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest
   in.environment = environment;
   in.extra.push_back({"output", output_name(step.output)});
   in.extra.push_back({"object_name", step.object_name});
+  // nvcc's --split-compile chosen per job: the output may differ from an
+  // unsplit compile's, so "auto" is keyed (the number is not: any is accepted).
+  if (step.split_compile == kSplitCompileAuto) in.extra.push_back({"split_compile", "auto"});
   if (step.language == Language::kCuda)
     if (auto host = ids.nvcc_host(step.flags)) in.extra.push_back({"nvcc_host", host->resolved + "\n" + host->identity});
   return in;
@@ -106,6 +109,7 @@ cache::ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& ma
                             output_name(step.output) + ")",
                         step_flags(step)});
     in.compilers.push_back(ids.get(language_name(step.language), step.compiler));
+    if (step.split_compile == kSplitCompileAuto) in.extra.push_back({"split_compile " + step.display, "auto"});
     if (step.language == Language::kCuda)
       if (auto host = ids.nvcc_host(step.flags)) in.compilers.push_back(*host);
   };
