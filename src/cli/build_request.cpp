@@ -128,6 +128,17 @@ MachineResources read_machine_resources(const std::string& cgroup_root) {
   return m;
 }
 
+// --split-compile: "off" (or unset) 0, "auto" the scheduler's choice, N > 1
+// a fixed --split-compile=N on every nvcc unit (nvcc's 0, every core, is
+// not offered: the job gate hands out the cores).
+static int parse_split_compile(const std::string& text) {
+  if (text.empty() || text == "off") return 0;
+  if (text == "auto") return compile::kSplitCompileAuto;
+  auto n = util::parse_size(text);
+  if (n && *n >= 2 && *n <= 256 && text.find_first_not_of("0123456789") == std::string::npos) return static_cast<int>(*n);
+  throw usage_error("--split-compile " + quote_for_message(text) + ": expected off, auto or a number of threads from 2 to 256");
+}
+
 JobLimits resolve_job_limits(int jobs, const std::string& mem_per_job, const MachineResources& machine) {
   JobLimits l;
   if (jobs < 0) throw usage_error("-j " + std::to_string(jobs) + ": expected 0 (one per core) or more");
@@ -174,6 +185,7 @@ BuildRequest resolve_build_request(const BuildArgs& args, const toolchain::EnvLo
   r.plan.env_cuda_launcher = env("TVMFFI_JIT_CUDA_LAUNCHER");
   r.plan.env_gpu_backend = env("TVM_FFI_GPU_BACKEND");
   r.plan.env_rocm_arch_list = env("TVM_FFI_ROCM_ARCH_LIST");
+  r.plan.split_compile = parse_split_compile(args.split_compile);
   if (!args.tvm_ffi_root.empty()) r.tvm_ffi.root = args.tvm_ffi_root;
   r.tvm_ffi.env = env;
   r.keep_going = args.keep_going;

@@ -46,6 +46,7 @@ struct BuildArgs {
   int jobs = 0;
   std::string mem_per_job;  // --mem-per-job SIZE (a CUDA unit's reservation in the job gate)
   std::string job_trace;    // --job-trace FILE
+  std::string split_compile;  // --split-compile off|auto|N (nvcc)
   bool json = false;
   bool validate = false;        // --validate: check the artifact offline and through the driver
   bool require_driver = false;  // --require-driver: no driver is exit 4 instead of a warning

@@ -30,6 +30,7 @@
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/compile/cached_build.h"
+#include "tvmffi_jit/compile/cost_log.h"
 #include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/compile/launch.h"
 #include "tvmffi_jit/compile/manifest.h"
@@ -198,15 +199,6 @@ struct Planned {
   // (--keep-going reports it and builds the other modules).
   Expected<compile::BuildPlan, Failure<ExitCode>> plan = fail(ExitCode::kUsage, "not planned");
 };
-
-// The work of a module for ordering a batch: nvcc steps weigh most (each
-// -gencode target a device pass), host compiles one each, a link half.
-double estimated_work(const compile::BuildPlan& plan) {
-  double w = plan.link ? 0.5 : 0;
-  for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
-    for (const auto& s : *steps) w += s.language == compile::Language::kCuda ? 4.0 * std::max(1, s.gencode_targets()) : 1.0;
-  return w;
-}
 
 // Everything a module's build shares with the other modules of its request.
 struct Shared {
@@ -389,9 +381,12 @@ int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report)
     planned.push_back(std::move(p));
   }
 
-  // 3. Build: one job gate for every compile and link of the request.
+  // 3. Build: one job gate for every compile and link of the request, and
+  //    one cost model (what each job cost before, <root>/costs.log; read at
+  //    the first job that runs, so an all-hit command never reads it).
   util::JobGate gate(r.limits.slots, r.limits.memory_bytes);
   compile::JobMemory memory(r.limits.cuda_job_bytes, r.limits.learn_job_bytes);
+  compile::CostModel costs(r.use_cache && !r.only_if_cached ? util::join_path(r.cache_dir, "costs.log") : "");
   if (trace) {
     compile::CommandRecord planning;
     planning.description = "planning " + std::to_string(planned.size()) + " modules";
@@ -409,6 +404,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report)
   shared.exec.gate = &gate;
   shared.exec.cuda_job_bytes = r.limits.cuda_job_bytes;
   shared.exec.memory = &memory;
+  shared.exec.costs = &costs;
   shared.exec.trace = trace ? &*trace : nullptr;
 
   const size_t n = planned.size();
@@ -435,14 +431,15 @@ int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report)
     compile::BatchOptions bo;
     bo.keep_going = r.keep_going;
     bo.concurrency = 2 * gate.slots();
-    // Longest first (stable): a long module started last would run alone at the end.
+    // Longest chain first (stable): a long module started last would run
+    // alone at the end. The chains come from the cost log when there is one.
     bo.order.resize(n);
-    for (size_t i = 0; i < n; ++i) bo.order[i] = i;
-    std::stable_sort(bo.order.begin(), bo.order.end(), [&](size_t a, size_t b) {
-      const double wa = planned[a].plan ? estimated_work(*planned[a].plan) : 0;
-      const double wb = planned[b].plan ? estimated_work(*planned[b].plan) : 0;
-      return wa > wb;
-    });
+    std::vector<double> chain(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      bo.order[i] = i;
+      if (planned[i].plan) chain[i] = costs.module_chain_seconds(planned[i].plan->name, *planned[i].plan);
+    }
+    std::stable_sort(bo.order.begin(), bo.order.end(), [&](size_t a, size_t b) { return chain[a] > chain[b]; });
     // The first jobs are chosen among every starting module's (util/job_gate.h, hold).
     gate.hold(std::min<size_t>(n, static_cast<size_t>(bo.concurrency)), std::chrono::milliseconds(1000));
     bo.on_failure = [&](size_t i, const compile::BatchItem& item) {
@@ -454,6 +451,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report)
     items = compile::run_batch(n, bo, build_one);
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  costs.save();
   if (trace) util::write_file_atomic(r.job_trace, trace->json_lines());
 
   // 4. Validation loads through the driver one artifact at a time, after the pool is done.
@@ -611,6 +609,9 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                   "Memory one nvcc compile may need, with a unit (1500M, 4G). Default: 4G until an nvcc job has\n"
                   "finished, then 5/4 of the largest seen; host compiles and links: a quarter. Jobs run only while\n"
                   "their reservations fit in the memory available (MemAvailable, within the cgroup's limit)");
+  sub->add_option("--split-compile", args->split_compile,
+                  "nvcc split compilation: off (default), auto (a job gets the cores that would idle while it runs:\n"
+                  "the tail, or a job longer than its share of the work; docs/build.md#split-compilation) or N threads");
   sub->add_option("--job-trace", args->job_trace,
                   "Write one JSON line per compile/link process to FILE: module, step, queued/start/end seconds,\n"
                   "CPU seconds, peak RSS (docs/build.md#job-trace)");

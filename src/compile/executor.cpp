@@ -11,6 +11,7 @@
 
 #include "compile/backends.h"
 #include "tvmffi_jit/compile/build_log.h"
+#include "tvmffi_jit/compile/cost_log.h"
 #include "tvmffi_jit/compile/launch.h"
 #include "tvmffi_jit/compile/depfile.h"
 #include "tvmffi_jit/util/error.h"
@@ -170,6 +171,7 @@ std::vector<std::string> step_outputs(const CompileStep& step) {
 std::string unit_command(const CompileStep& step) {
   std::vector<std::pair<std::string, std::string>> extras;
   if (step.generated_text) extras.emplace_back("generated " + step.generated_name, util::sha256_hex(*step.generated_text));
+  if (step.split_compile == kSplitCompileAuto) extras.emplace_back("split_compile", "auto");
   return BuildLog::fingerprint(step.argv(), extras);
 }
 
@@ -301,6 +303,13 @@ void JobTrace::add(const std::string& module, const CommandRecord& record) {
   j["cpu"] = record.cpu_seconds;
   j["rss"] = record.max_rss_bytes;
   j["threads"] = record.threads;
+  if (record.slots > 0) j["slots"] = record.slots;
+  if (!record.estimate_source.empty()) {
+    // How good the estimate was: the cost model's CPU seconds beside the
+    // measured ones (cpu), and what it was based on.
+    j["estimate"] = record.estimated_cpu_seconds;
+    j["estimate_source"] = record.estimate_source;
+  }
   std::string line = util::dump_json(j, -1) + "\n";
   std::lock_guard<std::mutex> lock(mutex_);
   lines_ += line;
@@ -458,6 +467,8 @@ std::optional<CommandFailure> run_link(const LinkStep& link, const std::string& 
   } else {
     util::JobGate::Ticket ticket;
     const double queued_at = options.trace ? options.trace->now() : 0;
+    std::optional<CostEstimate> estimate;
+    if (options.costs) estimate = options.costs->estimate_link(options.plan_name);
     if (options.gate) {
       const uint64_t bytes = options.memory ? options.memory->host.reservation() : host_job_bytes(options.cuda_job_bytes);
       ticket = options.gate->acquire(1, bytes, util::JobGate::Priority::kFinish, 0, options.party);
@@ -482,6 +493,12 @@ std::optional<CommandFailure> run_link(const LinkStep& link, const std::string& 
       }
     rec.queued_at = queued_at;
     rec.started_at = started_at;
+    rec.slots = options.gate ? 1 : 0;
+    if (estimate) {
+      rec.estimated_cpu_seconds = estimate->cost.cpu_seconds;
+      rec.estimate_source = estimate_source_name(estimate->source);
+      options.costs->record_link(options.plan_name, JobCost{"", rec.cpu_seconds, rec.seconds, rec.max_rss_bytes});
+    }
     if (options.memory) options.memory->host.observe(rec.max_rss_bytes);
     if (options.trace) options.trace->add(options.module, rec);
     status.finished(step, shown_output(rec, options));
@@ -499,8 +516,10 @@ std::optional<CommandFailure> run_link(const LinkStep& link, const std::string& 
 }  // namespace
 
 Expected<BuildResult, CommandFailure> try_execute_plan(const BuildPlan& plan, const std::string& build_dir,
-                                                       const ExecuteOptions& options, const CompileHooks& hooks) {
+                                                       const ExecuteOptions& given_options, const CompileHooks& hooks) {
   const auto start = Clock::now();
+  ExecuteOptions options = given_options;
+  options.plan_name = plan.name;
   StatusSink& status = options.status_sink();
   StatusRun status_run(status, progress_steps(plan));
   util::make_directories(build_dir);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "compile/backends.h"
+#include "tvmffi_jit/compile/cost_log.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/strings.h"
@@ -39,6 +40,16 @@ Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step
   const int nvcc_threads = cuda && step.gencode_targets() > 1 ? step.gencode_targets() : 0;
   const double queued_at = options.trace ? options.trace->now() : 0;
   util::JobMemoryEstimate* estimate = nullptr;
+  // What this job is expected to cost (compile/cost_log.h): its weight in
+  // the gate is its chain, the unit then its module's link, so the longest
+  // chains start first whatever module they are in.
+  std::optional<CostEstimate> expected;
+  if (options.costs) expected = options.costs->estimate_unit(options.plan_name, step);
+  // --split-compile auto: up to 8 cores for one nvcc (its cicc and ptxas
+  // passes split; the host passes stay one thread), as many as the gate finds
+  // idle (util/job_gate.h: the tail, or a job longer than its share).
+  const int max_slots = step.split_compile == kSplitCompileAuto && options.gate ? std::min(8, options.gate->slots()) : 1;
+  int slots = 1;
   if (options.gate) {
     // hipcc (clang with device passes) is sized like nvcc.
     const bool device = cuda || step.language == Language::kHip;
@@ -47,24 +58,38 @@ Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step
       estimate = device ? &options.memory->cuda : &options.memory->host;
       bytes = estimate->reservation();
     }
-    // Heavier first (util/job_gate.h): an nvcc job weighs a device pass per
-    // target on top of its host passes; a host compile weighs one.
-    const double weight = device ? 2.0 + std::max(1, step.gencode_targets()) : 1.0;
-    ticket = options.gate->acquire(1, bytes, util::JobGate::Priority::kNormal, weight, options.party);
+    // A job whose own peak is known reserves that (and a quarter more), not
+    // the largest of its kind.
+    if (expected && expected->source == EstimateSource::kLog && expected->cost.peak_rss_bytes > 0 && options.memory)
+      bytes = std::max<uint64_t>(expected->cost.peak_rss_bytes + expected->cost.peak_rss_bytes / 4, 64ull << 20);
+    // Heavier first (util/job_gate.h): the estimated seconds of the job's
+    // chain; without a cost model, a device pass per target on top of the
+    // host passes for nvcc, one for a host compile.
+    const double weight = expected ? expected->cost.cpu_seconds + options.costs->estimate_link(options.plan_name).cost.cpu_seconds
+                                   : device ? 2.0 + std::max(1, step.gencode_targets()) : 1.0;
+    ticket = options.gate->acquire(max_slots, bytes, util::JobGate::Priority::kNormal, weight, options.party);
+    slots = ticket.slots();
   }
+  const int split = step.split_compile == kSplitCompileAuto ? slots : 0;
   const double started_at = options.trace ? options.trace->now() : 0;
   auto finish = [&](CommandRecord& rec) {
     rec.queued_at = queued_at;
     rec.started_at = started_at;
     rec.threads = nvcc_threads;
+    rec.slots = options.gate ? slots : 0;
     // ru_maxrss is one process's peak; with --threads N, N device passes may
     // peak together.
     if (estimate) estimate->observe(rec.max_rss_bytes * static_cast<uint64_t>(std::max(1, nvcc_threads)));
+    if (expected) {
+      rec.estimated_cpu_seconds = expected->cost.cpu_seconds;
+      rec.estimate_source = estimate_source_name(expected->source);
+      options.costs->record_unit(options.plan_name, step, JobCost{"", rec.cpu_seconds, rec.seconds, rec.max_rss_bytes});
+    }
     if (options.trace) options.trace->add(options.module, rec);
   };
   const std::string what = "compiling " + step.display;
 
-  std::vector<std::string> argv = step.command(true, nvcc_threads);
+  std::vector<std::string> argv = step.command(true, nvcc_threads, split);
   if (options.verbose) spdlog::info("{}", util::format_command(argv));
   auto first = detail::run_command(argv, build_dir, what, options);
   if (!first) return first;
@@ -81,7 +106,7 @@ Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step
   options.status_sink().warning(step.display + ": " + reason + "; compiling it again without the launcher");
   util::remove_all(util::join_path(build_dir, step.object_name));
   util::remove_all(util::join_path(build_dir, step.depfile_name));
-  argv = step.command(false, nvcc_threads);
+  argv = step.command(false, nvcc_threads, split);
   if (options.verbose) spdlog::info("{}", util::format_command(argv));
   auto second = detail::run_command(argv, build_dir, what, options);
   if (!second) return second;

@@ -76,6 +76,9 @@ ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest& m, co
   in.environment = environment;
   in.extra.push_back({"output", output_name(step.output)});
   in.extra.push_back({"object_name", step.object_name});
+  // nvcc's --split-compile chosen per job: the output may differ from an
+  // unsplit compile's, so "auto" is keyed (the number is not: any is accepted).
+  if (step.split_compile == kSplitCompileAuto) in.extra.push_back({"split_compile", "auto"});
   if (step.language == Language::kCuda)
     if (auto host = ids.nvcc_host(step.flags)) in.extra.push_back({"nvcc_host", host->resolved + "\n" + host->identity});
   add_flag_reads(in.flags, include_search_dirs(step, "", environment), in.extra);
@@ -123,6 +126,7 @@ ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& manifest,
                         step_flags(step)});
     note_unkeyable(add_flag_reads(in.flags.back().flags, include_search_dirs(step, "", environment), in.extra));
     in.compilers.push_back(ids.get(language_name(step.language), step.compiler));
+    if (step.split_compile == kSplitCompileAuto) in.extra.push_back({"split_compile " + step.display, "auto"});
     if (step.language == Language::kCuda)
       if (auto host = ids.nvcc_host(step.flags)) in.compilers.push_back(*host);
   };

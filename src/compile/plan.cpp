@@ -135,8 +135,18 @@ std::string stem(const std::string& path) {
                     " (" + util::join(texts, " ") + "): " + suggestion);
 }
 
+// --split-compile for one nvcc step: N is a flag of the command (in its
+// key); auto is decided per job by the scheduler (compile/launch.cpp) and
+// the key says only "auto". A user's own --split-compile wins.
+void set_split_compile(CompileStep& s, int policy) {
+  for (const auto& f : s.flags)
+    if (util::starts_with(f, "--split-compile") || util::starts_with(f, "-split-compile")) return;
+  if (policy == kSplitCompileAuto) s.split_compile = kSplitCompileAuto;
+  else if (policy > 1) s.flags.push_back("--split-compile=" + std::to_string(policy));
+}
+
 CompileStep device_compile(const Manifest& m, const toolchain::Toolchain& tc, CompileOutput output,
-                           const std::vector<std::string>& arch_flags) {
+                           const std::vector<std::string>& arch_flags, int split_compile) {
   CompileStep s;
   s.language = Language::kCuda;
   s.output = output;
@@ -145,6 +155,7 @@ CompileStep device_compile(const Manifest& m, const toolchain::Toolchain& tc, Co
   append(s.flags, arch_flags);
   append(s.flags, stripped(m.extra_cuda_cflags));
   append(s.flags, include_flags(tc, m));
+  set_split_compile(s, split_compile);
   return s;
 }
 
@@ -219,7 +230,7 @@ std::vector<std::string> CompileStep::argv() const {
   return a;
 }
 
-std::vector<std::string> CompileStep::command(bool with_launcher, int nvcc_threads) const {
+std::vector<std::string> CompileStep::command(bool with_launcher, int nvcc_threads, int split) const {
   std::vector<std::string> a = argv();
   const bool launched = with_launcher && !launcher.empty();
   if (language == Language::kCuda) {
@@ -228,6 +239,7 @@ std::vector<std::string> CompileStep::command(bool with_launcher, int nvcc_threa
       a[2] = "-MF";
     }
     if (nvcc_threads > 1) a.insert(a.end() - 4, {"--threads", std::to_string(nvcc_threads)});
+    if (split_compile == kSplitCompileAuto && split > 1) a.insert(a.end() - 4, "--split-compile=" + std::to_string(split));
   }
   if (launched) a.insert(a.begin(), launcher.begin(), launcher.end());
   return a;
@@ -376,7 +388,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
     } else {
       arch_flags = toolchain::gencode_flags(plan.archs);
     }
-    CompileStep s = device_compile(m, tc, out, arch_flags);
+    CompileStep s = device_compile(m, tc, out, arch_flags, options.split_compile);
     if (is_inline) {
       s.generated_name = m.name + ".cu";
       s.generated_text = join_inline_sources(m.cuda_sources);
@@ -457,6 +469,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
       s.flags = lang == Language::kHip ? hipflags : cudaflags;
       s.object_name = "cuda_" + std::to_string(cuda_count++) + ".o";  // tvm_ffi's name for hipcc objects too
       set_launcher(s, cuda_launcher);
+      if (lang == Language::kCuda) set_split_compile(s, options.split_compile);
     } else if (lang == Language::kC) {
       s.compiler = tc.host.cc;
       s.flags = cflags;
@@ -525,7 +538,8 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
         need_one_arch("compiling " + util::file_name(e.path) + " to a cubin for embed_cubin \"" + e.name + "\"",
                       plan.archs, plan.arch_source, "pick one with --arch, or embed a prebuilt .fatbin");
       CompileStep s = device_compile(m, tc, CompileOutput::kCubin,
-                                     {toolchain::gencode_flag(plan.archs[0], toolchain::GencodeCode::kSass)});
+                                     {toolchain::gencode_flag(plan.archs[0], toolchain::GencodeCode::kSass)},
+                                     options.split_compile);
       s.input_path = e.path;
       s.display = display_path(m, e.path);
       s.object_name = "embed_" + e.name + ".cubin";

@@ -1,6 +1,7 @@
 #include "tvmffi_jit/util/job_gate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "tvmffi_jit/util/fs.h"
@@ -8,7 +9,8 @@
 
 namespace tvmffi_jit::util {
 
-JobGate::Ticket::Ticket(Ticket&& other) noexcept : gate_(other.gate_), slots_(other.slots_), bytes_(other.bytes_) {
+JobGate::Ticket::Ticket(Ticket&& other) noexcept
+    : gate_(other.gate_), slots_(other.slots_), bytes_(other.bytes_), weight_(other.weight_) {
   other.gate_ = nullptr;
 }
 
@@ -18,6 +20,7 @@ JobGate::Ticket& JobGate::Ticket::operator=(Ticket&& other) noexcept {
     gate_ = other.gate_;
     slots_ = other.slots_;
     bytes_ = other.bytes_;
+    weight_ = other.weight_;
     other.gate_ = nullptr;
   }
   return *this;
@@ -26,7 +29,7 @@ JobGate::Ticket& JobGate::Ticket::operator=(Ticket&& other) noexcept {
 JobGate::Ticket::~Ticket() { release(); }
 
 void JobGate::Ticket::release() {
-  if (gate_) gate_->give_back(slots_, bytes_);
+  if (gate_) gate_->give_back(slots_, bytes_, weight_);
   gate_ = nullptr;
 }
 
@@ -77,6 +80,8 @@ JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priorit
   const auto me = std::make_tuple(-static_cast<int>(priority), -weight, arrivals_++);
   queue_.insert(me);
   ++waiting_;
+  const double counted = priority == Priority::kNormal ? std::max(0.0, weight) : 0.0;
+  waiting_weight_ += counted;
   // The module checks in once its job is queued, under the same lock: were
   // the hold to end first, the jobs already queued would start without it.
   if (party && party->gate_ == this && !party->checked_in_.exchange(true)) {
@@ -98,9 +103,19 @@ JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priorit
   }
   queue_.erase(me);
   --waiting_;
+  waiting_weight_ = std::max(0.0, waiting_weight_ - counted);
+  int want = 1;
+  if (waiting_ == 0) {
+    want = max_slots;  // the tail: nobody else will use the free cores
+  } else if (counted > 0) {
+    // The critical path: a job longer than a fair share of the work left
+    // ends last unless it runs on more cores.
+    const double share = (waiting_weight_ + running_weight_ + counted) / static_cast<double>(slots_);
+    if (share > 0 && counted > share) want = static_cast<int>(std::ceil(counted / share));
+  }
   int n = 1;
-  if (waiting_ == 0)
-    while (n < max_slots && fits(n + 1)) ++n;
+  while (n < std::min(want, max_slots) && fits(n + 1)) ++n;
+  running_weight_ += counted;
   free_slots_ -= n;
   reserved_ += bytes_per_slot * static_cast<uint64_t>(n);
   peak_reserved_ = std::max(peak_reserved_, reserved_);
@@ -109,16 +124,18 @@ JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priorit
   t.gate_ = this;
   t.slots_ = n;
   t.bytes_ = bytes_per_slot * static_cast<uint64_t>(n);
+  t.weight_ = counted;
   lock.unlock();
   changed_.notify_all();  // the next in line may fit too
   return t;
 }
 
-void JobGate::give_back(int slots, uint64_t bytes) {
+void JobGate::give_back(int slots, uint64_t bytes, double weight) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     free_slots_ += slots;
     reserved_ -= bytes;
+    running_weight_ = std::max(0.0, running_weight_ - weight);
   }
   changed_.notify_all();
 }

@@ -234,7 +234,8 @@ def test_schema_keys_are_the_parsers(validator):
     documented = set(re.findall(r"^\| `([$a-z_]+)` \|", (SOURCE_DIR / "docs" / "manifest.md").read_text(), re.M)) \
         if (SOURCE_DIR / "docs" / "manifest.md").exists() else set()
     expected = {"$schema", "name", "sources", "cpp_sources", "cuda_sources", "functions", "extra_cflags",
-                "extra_cuda_cflags", "extra_ldflags", "extra_include_paths", "cuda_arch", "emit", "embed_cubin",
+                "extra_cuda_cflags", "extra_ldflags", "extra_include_paths", "system_include_paths", "cuda_runtime",
+                "cuda_driver", "cuda_arch", "emit", "embed_cubin",
                 "compiler", "kernel_names", "cxx_launcher", "cuda_launcher", "backend", "rocm_arch"}
     assert set(schema["properties"]) == expected
     assert schema["additionalProperties"] is False

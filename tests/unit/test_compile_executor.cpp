@@ -12,9 +12,12 @@
 #include <cstdlib>
 #include <mutex>
 #include <set>
+#include <thread>
+#include <unordered_map>
 
 #include <unistd.h>
 
+#include "tvmffi_jit/compile/cost_log.h"
 #include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/compile/runner.h"
 #include "tvmffi_jit/util/error.h"
@@ -646,4 +649,145 @@ TEST_CASE("the embed unit runs after the device steps it includes and before the
   CHECK(r.commands.at(2).description == "compiling the embedded device binaries");
   const auto events = status.events();
   CHECK(std::find(events.begin(), events.end(), "started embed k") != events.end());
+}
+
+// ---- the cost model: learned costs order the gate's queue (compile/cost_log.h)
+
+namespace {
+
+// The fake runner, reporting `cpu` seconds for every command it runs.
+class CostingRunner : public FakeRunner {
+ public:
+  double cpu = 2.5;
+  util::ProcessResult run(const std::vector<std::string>& argv, const util::ProcessOptions& options) override {
+    util::ProcessResult r = FakeRunner::run(argv, options);
+    r.cpu_seconds = cpu;
+    r.max_rss_bytes = 100u << 20;
+    return r;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the cost log orders queued jobs longest first and learns what each job cost", "[build][executor][costs]") {
+  FakeTools tools;
+  util::TempDir src, build, root;
+  BuildPlan plan = fake_plan(tools.cxx, src.path(), 4);  // a.cc b.cc c.cc d.cc
+  const std::string log = util::join_path(root.path(), "costs.log");
+  // What an earlier build learned: c.cc is the longest, then a.cc, then d.cc;
+  // b.cc was never built: estimated as the mean of the C++ jobs logged, 24 s.
+  std::unordered_map<std::string, JobCost> earlier;
+  earlier[unit_cost_id("lib", plan.compile_steps[2])] = JobCost{"c++", 40, 40, 0};
+  earlier[unit_cost_id("lib", plan.compile_steps[0])] = JobCost{"c++", 30, 30, 0};
+  earlier[unit_cost_id("lib", plan.compile_steps[3])] = JobCost{"c++", 2, 2, 0};
+  util::write_file(log, format_cost_log(earlier));
+
+  CostModel costs(log);
+  util::JobGate gate(1, 0);  // one slot: the queue decides the order
+  CostingRunner runner;
+  // The first job admitted holds the slot until the other three wait in the
+  // gate (a handshake, bounded), so their order is the gate's alone.
+  std::atomic<bool> first{true};
+  bool all_queued = true;
+  runner.on_run = [&](const std::vector<std::string>& argv) {
+    if (argv.back() == "liblib.so" || !first.exchange(false)) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (gate.waiting() < 3) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        all_queued = false;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  RecordingSink status;
+  ExecuteOptions o = fake_options(runner, status, 4);
+  o.gate = &gate;
+  o.costs = &costs;
+  BuildResult r = execute_plan(plan, build.path(), o);
+  REQUIRE(all_queued);
+  std::vector<std::string> outs = runner.outputs();
+  REQUIRE(outs.size() == 5);
+  // After whichever started first: longest chain first.
+  std::vector<std::string> expected;
+  for (const char* o : {"cpp_2.o", "cpp_0.o", "cpp_1.o", "cpp_3.o"})
+    if (o != outs[0]) expected.push_back(o);
+  CHECK(std::vector<std::string>(outs.begin() + 1, outs.begin() + 4) == expected);
+  CHECK(outs.back() == "liblib.so");
+  // Each record says what was expected, and from what.
+  for (const auto& c : r.commands) {
+    if (c.description.find("b.cc") != std::string::npos) {
+      CHECK(c.estimate_source == "kind-mean");
+      CHECK(c.estimated_cpu_seconds == Approx(24));
+    }
+    if (c.description.find("c.cc") != std::string::npos) {
+      CHECK(c.estimate_source == "log");
+      CHECK(c.estimated_cpu_seconds == Approx(40));
+    }
+  }
+
+  // What this build cost replaces what the log said, and the link is learned.
+  costs.save();
+  auto saved = parse_cost_log(util::read_file(log));
+  REQUIRE(saved.count(unit_cost_id("lib", plan.compile_steps[2])));
+  CHECK(saved[unit_cost_id("lib", plan.compile_steps[2])].cpu_seconds == Approx(2.5));
+  CHECK(saved[unit_cost_id("lib", plan.compile_steps[1])].kind == "c++");
+  CHECK(saved.count(link_cost_id("lib")));
+  CHECK(saved.count(unit_source_cost_id(plan.compile_steps[1])));
+  // A new model reads it back: b.cc is now known from the log.
+  CostModel again(log);
+  CHECK(again.estimate_unit("lib", plan.compile_steps[1]).source == EstimateSource::kLog);
+  // The same source in another module is estimated from this one's cost.
+  CHECK(again.estimate_unit("other", plan.compile_steps[1]).source == EstimateSource::kSameSource);
+}
+
+TEST_CASE("a damaged cost log is a hint ignored line by line, never a failure", "[build][executor][costs]") {
+  auto parsed = parse_cost_log("# header\nnot a line\nu0123456789abcdef0123\tc++\t1500\t1600\t10\n"
+                               "u0123456789abcdef0123\tc++\t-1\t1\t1\nzzz\tc++\t1\t1\t1\n\xff\xfe\n");
+  REQUIRE(parsed.size() == 1);
+  CHECK(parsed.begin()->second.cpu_seconds == Approx(1.5));
+  CHECK(parsed.begin()->second.peak_rss_bytes == 10 * 1024);
+  util::TempDir d;
+  util::make_directories(d.path() + "/costs.log");  // not a file
+  CostModel costs(d.path() + "/costs.log");
+  CompileStep s;
+  s.language = Language::kCuda;
+  s.flags = {"-gencode=arch=compute_90,code=sm_90", "-gencode=arch=compute_80,code=sm_80"};
+  CostEstimate e = costs.estimate_unit("m", s);
+  CHECK(e.source == EstimateSource::kDefault);
+  CHECK(e.cost.kind == "nvcc/2");
+  costs.record_unit("m", s, JobCost{"", 1, 1, 0});
+  costs.save();  // cannot write over a directory: logged, not thrown
+}
+
+TEST_CASE("split-compile auto gives a lone nvcc job the idle cores and says so in its command", "[build][executor][costs]") {
+  FakeTools tools;
+  util::TempDir src, build;
+  BuildPlan plan = fake_plan(tools.cxx, src.path(), 1);
+  CompileStep& s = plan.compile_steps[0];
+  s.language = Language::kCuda;
+  s.flags = {"-gencode=arch=compute_90a,code=sm_90a"};
+  s.split_compile = kSplitCompileAuto;
+  CostModel costs;
+  util::JobGate gate(4, 0);
+  CostingRunner runner;
+  RecordingSink status;
+  ExecuteOptions o = fake_options(runner, status, 1);
+  o.gate = &gate;
+  o.costs = &costs;
+  BuildResult r = execute_plan(plan, build.path(), o);
+  const auto calls = runner.calls();
+  REQUIRE(calls.size() == 2);
+  CHECK(std::count(calls[0].begin(), calls[0].end(), "--split-compile=4") == 1);
+  CHECK(r.commands[0].slots == 4);
+  // Without auto, one slot and no flag.
+  s.split_compile = 0;
+  CostingRunner plain;
+  ExecuteOptions p = fake_options(plain, status, 1);
+  p.gate = &gate;
+  p.costs = &costs;
+  util::TempDir build2;
+  execute_plan(plan, build2.path(), p);
+  const auto plain_calls = plain.calls();
+  for (const auto& a : plain_calls.at(0)) CHECK(a.find("split-compile") == std::string::npos);
 }

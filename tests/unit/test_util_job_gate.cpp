@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -229,4 +230,31 @@ TEST_CASE("release_hold admits the waiting jobs at once", "[util][job_gate]") {
   gate.release_hold();  // a module failed without --keep-going
   job.join();
   CHECK(admitted.load());
+}
+
+TEST_CASE("a job longer than its share of the work left gets more slots while others wait", "[util][job_gate]") {
+  // Eight jobs queue before any starts (the batch's start hold) on 4 slots.
+  // One of 20 s and seven of 5 s: a fair share is (20 + 7 * 5) / 4 = 13.75 s,
+  // so the long one, which would end last on one core, asks for
+  // ceil(20 / 13.75) = 2. Eight equal jobs: nobody is longer than its share.
+  auto first_admitted = [](double heavy, double light) {
+    util::JobGate gate(4, 0);
+    gate.hold(8, std::chrono::seconds(20));
+    std::mutex mutex;
+    std::vector<std::pair<double, int>> admitted;  // (weight, slots) in admission order
+    auto job = [&](double weight) {
+      util::JobGate::Party party(&gate);
+      util::JobGate::Ticket t = gate.acquire(4, 1, util::JobGate::Priority::kNormal, weight, &party);
+      std::lock_guard<std::mutex> lock(mutex);
+      admitted.emplace_back(weight, t.slots());
+    };
+    std::vector<std::thread> threads;
+    threads.emplace_back(job, heavy);
+    for (int i = 0; i < 7; ++i) threads.emplace_back(job, light);
+    for (auto& t : threads) t.join();
+    REQUIRE(admitted.size() == 8);
+    return admitted.front();
+  };
+  CHECK(first_admitted(20, 5) == std::make_pair(20.0, 2));  // heaviest first, on two slots
+  CHECK(first_admitted(5, 5).second == 1);
 }

@@ -1,13 +1,16 @@
 // The cache root: where it is, and whether it is safe and writable.
 //
 // Layout under the root:
-//   <name>_<key16>/            module entries (artifact files + entry.json)
+//   <name>_<key16>/            module entries (artifact files + entry.json); a name
+//                              too long for 128 characters is shortened (module_entry_dir_name)
 //   objects/<kk>/<key>/        per-translation-unit objects (object file + entry.json)
 //   compilers/<hash>.json      compiler identity memo (toolchain/compiler_identity.h)
 //   locks/<entry>.lock         per-key flock files (duplicate-work avoidance only)
 //   tmp/                       private staging dirs, published by one rename
 //   stats.json, stats.log      counters: folded totals and journal (cache/stats.h)
 //   stats.lock                 taken while folding the journal
+//   costs.log, costs.lock      what each compile and link cost (compile/cost_log.h), for the
+//                              batch's schedule; costs.lock is taken while it is rewritten
 //   CACHEDIR.TAG               Cache Directory Tagging spec (backup tools skip the root)
 //   TVMFFI_JIT_CACHE           "tvmffi-jit cache layout <N>": the root is ours
 //

@@ -35,6 +35,7 @@ constexpr uint64_t kDefaultCudaJobBytes = 4ull << 30;
 constexpr uint64_t host_job_bytes(uint64_t cuda_job_bytes) { return cuda_job_bytes / 4; }
 
 struct CommandRecord;
+class CostModel;
 
 // The memory the gate reserves for each kind of job, learned from the peaks
 // of finished ones (util::JobMemoryEstimate): nvcc compiles, and host
@@ -84,6 +85,11 @@ struct ExecuteOptions {
   // directory is locked (flock) for the build.
   bool incremental = false;
   JobMemory* memory = nullptr;  // learned reservations shared by a batch; null: cuda_job_bytes as it is
+  // What each job cost before (compile/cost_log.h): the gate's weights (the
+  // longest chains first), --split-compile auto's cores, the memory a job
+  // reserves; told what each job cost. Null: weights by kind only.
+  CostModel* costs = nullptr;
+  std::string plan_name;  // set by execute_plan(): the module its jobs are logged under
   JobTrace* trace = nullptr;    // --job-trace
   // The module's name in progress lines of a batch ("[3/96] nvcc k3: k3.cu")
   // and in the trace; empty for a single build (its name is not ambiguous).
@@ -111,6 +117,11 @@ struct CommandRecord {
   double cpu_seconds = 0;
   uint64_t max_rss_bytes = 0;
   int threads = 0;  // nvcc --threads
+  int slots = 0;    // job slots the gate gave it (> 1: nvcc --split-compile=slots)
+  // What the cost model expected (CPU seconds) and from what ("log",
+  // "same-source", "kind-mean", "default"); empty: not estimated.
+  double estimated_cpu_seconds = 0;
+  std::string estimate_source;
 };
 
 // Steps that fell back from their launcher.

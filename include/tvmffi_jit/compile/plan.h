@@ -33,6 +33,10 @@ const char* language_name(Language l);  // "c", "c++", "cuda", "hip"
 // What one compiler invocation produces.
 enum class CompileOutput { kObject, kCubin, kFatbin, kPtx };
 
+// CompileStep::split_compile / PlanOptions::split_compile: nvcc's
+// --split-compile chosen per job by the scheduler (the idle cores it may use).
+constexpr int kSplitCompileAuto = -1;
+
 // One translation unit.
 struct CompileStep {
   Language language = Language::kCxx;
@@ -59,6 +63,9 @@ struct CompileStep {
   // line (compile/executor.cpp). Not part of any key (generated_text is).
   std::vector<std::string> exports;
   std::string exports_source;
+  // kSplitCompileAuto: nvcc may run with --split-compile=N, N chosen when the
+  // job starts (command()). 0: never (a fixed N is in `flags`).
+  int split_compile = 0;
 
   // The input as the compiler is given it: input_path, or generated_name
   // (relative to the build dir, which is the working directory).
@@ -73,7 +80,10 @@ struct CompileStep {
   // `--threads N` for nvcc when `nvcc_threads` > 1 (its gencode targets
   // compiled in parallel). Neither changes the compiler's output, so neither
   // is in argv(), which cache keys hash.
-  std::vector<std::string> command(bool with_launcher, int nvcc_threads = 0) const;
+  // With split_compile == kSplitCompileAuto and `split` > 1, also
+  // `--split-compile=<split>`: the cores the scheduler gave this job (the key
+  // holds "auto", not the number; docs/build.md#split-compilation).
+  std::vector<std::string> command(bool with_launcher, int nvcc_threads = 0, int split = 0) const;
   // The number of -gencode targets (CUDA steps), the most nvcc --threads can use.
   int gencode_targets() const;
 };
@@ -144,6 +154,10 @@ struct PlanOptions {
   // tvm_ffi): the backend of GPU sources when the manifest gives none.
   std::optional<std::string> env_gpu_backend;
   std::optional<std::string> env_rocm_arch_list;  // $TVM_FFI_ROCM_ARCH_LIST
+  // build --split-compile: 0 off (the default), N > 1 a fixed
+  // --split-compile=N flag on every nvcc unit, kSplitCompileAuto the
+  // scheduler's choice per job (the cores idle while it would run on).
+  int split_compile = 0;
 };
 
 // `defaults` less the flags `user` replaces or repeats: an optimisation level

@@ -41,6 +41,7 @@ class JobGate {
     JobGate* gate_ = nullptr;
     int slots_ = 0;
     uint64_t bytes_ = 0;
+    double weight_ = 0;
   };
 
   // slots <= 0: one per core. memory_bytes 0: unlimited.
@@ -84,6 +85,13 @@ class JobGate {
   void hold(size_t parties, std::chrono::milliseconds max_wait);
   void release_hold();  // e.g. a module failed: the batch is ending
 
+  // A job gets one slot, and more (up to max_slots: nvcc --split-compile
+  // runs that many threads) when the cores would otherwise idle while it runs
+  // on: when nobody waits (the tail of a build), or when its weight (its
+  // estimated seconds) is longer than a fair share of the work left, the
+  // weights of every waiting and running job over the slots, so that it would
+  // end last however the others are scheduled (the critical path). Then it
+  // asks for weight / share slots, and takes those that are free.
   Ticket acquire(int max_slots, uint64_t bytes_per_slot, Priority priority = Priority::kNormal, double weight = 0,
                  Party* party = nullptr);
 
@@ -95,7 +103,7 @@ class JobGate {
   size_t waiting() const;  // callers blocked in acquire() now (tests)
 
  private:
-  void give_back(int slots, uint64_t bytes);
+  void give_back(int slots, uint64_t bytes, double weight);
   void checked_in();  // mutex_ not held
   void count_check_in();  // mutex_ held
 
@@ -111,6 +119,8 @@ class JobGate {
   std::set<std::tuple<int, double, uint64_t>> queue_;
   uint64_t arrivals_ = 0;
   size_t waiting_ = 0;
+  double waiting_weight_ = 0;  // the weights of the jobs in queue_ (kNormal)
+  double running_weight_ = 0;  // the weights of the admitted jobs not yet given back
   size_t held_for_ = 0;  // parties hold() still waits for
   std::chrono::steady_clock::time_point hold_until_;
 };

@@ -9,7 +9,7 @@ _tvmffi_jit_cache_commands="path list show verify clean gc stats export import k
 _tvmffi_jit_global_opts="-h --help --version -v --verbose -q --quiet --cache-dir --json"
 _tvmffi_jit_build_opts="-h --help -m --manifest --name --function --cflag --cuda-cflag --ldflag -I --include --isystem --cuda-runtime --cuda-driver
   --arch --backend --emit --compiler --kernel-name --embed-cubin --build-dir --tvm-ffi-root -j --jobs --json
-  -k --keep-going --mem-per-job --job-trace --cxx-launcher --cuda-launcher
+  -k --keep-going --mem-per-job --job-trace --split-compile --cxx-launcher --cuda-launcher
   -v --verbose -q --quiet --cache-dir --no-cache --remote --remote-read-only --remote-namespace --remote-sign-key --remote-trusted-key --base-dir -o --output --link-to --depfile --compile-commands --force --verify --validate --require-driver --device --timeout"
 _tvmffi_jit_inspect_opts="-h --help --json -j --jobs --no-demangle --no-ptx --scan-data --load --device --timeout"
 _tvmffi_jit_doctor_opts="-h --help --json --cache-dir --tvm-ffi-root --require"
@@ -99,6 +99,7 @@ _tvmffi_jit() {
     --emit) COMPREPLY=($(compgen -W "module object cubin fatbin ptx" -- "$cur")); return ;;
     --compiler) COMPREPLY=($(compgen -W "nvcc nvrtc" -- "$cur")); return ;;
     --backend) COMPREPLY=($(compgen -W "cuda hip" -- "$cur")); return ;;
+    --split-compile) COMPREPLY=($(compgen -W "off auto" -- "$cur")); return ;;
     --arch) _tvmffi_jit_complete_list "$cur" "$_tvmffi_jit_archs"; return ;;
     --require) _tvmffi_jit_complete_list "$cur" "$_tvmffi_jit_components"; return ;;
     -I | --include | --isystem | --build-dir | --cache-dir | --tvm-ffi-root | --base-dir | --out) _tvmffi_jit_dirs "$cur"; return ;;

@@ -101,7 +101,8 @@ bool is_layout_name(const std::string& n) {
   if (is_module_entry_dir_name(n)) return true;
   std::string base = n;
   if (size_t t = n.find(".tmp."); t != std::string::npos) base = n.substr(0, t);
-  if (base == "stats.json" || base == "stats.log" || base == "stats.lock" || base == kCacheDirTagName ||
+  if (base == "stats.json" || base == "stats.log" || base == "stats.lock" || base == "costs.log" ||
+      base == "costs.lock" || base == kCacheDirTagName ||
       base == kRootMarkerName)
     return true;
   if (util::starts_with(base, "stats.log.") && all_digits(std::string_view(base).substr(10))) return true;

@@ -1,0 +1,224 @@
+#include "tvmffi_jit/compile/cost_log.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/lock.h"
+#include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::compile {
+
+namespace {
+
+constexpr const char* kHeader = "# tvmffi-jit cost log v1: id kind cpu_ms wall_ms peak_kib\n";
+// The log is a hint: a larger file is not read (and is rewritten from what
+// this command learned). 200,000 jobs at ~50 bytes each.
+constexpr uint64_t kMaxLogBytes = 10ull << 20;
+constexpr size_t kMaxEntries = 200000;
+
+// Costs of a job never seen, by kind: relative sizes matter (an nvcc job
+// before a host compile, a link last), measured on small kernels
+// (docs/benchmarks.md#batch: nvcc ~2-3 CPU-s of host passes plus ~1-1.5 per
+// target; a host compile of tvm-ffi's headers ~1.5 s).
+double default_cpu_seconds(const std::string& kind) {
+  if (util::starts_with(kind, "nvcc/") || util::starts_with(kind, "hipcc/")) {
+    int targets = std::max(1, std::atoi(kind.c_str() + kind.find('/') + 1));
+    return 3.0 + 1.5 * targets;
+  }
+  if (kind == "link") return 0.5;
+  if (kind == "cc") return 0.5;
+  return 1.5;
+}
+
+std::string short_id(char prefix, const std::string& text) {
+  return std::string(1, prefix) + util::sha256_hex(text).substr(0, 20);
+}
+
+std::optional<uint64_t> parse_number(std::string_view s) {
+  if (s.empty() || s.size() > 15) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return v;
+}
+
+bool is_id(std::string_view s) {
+  if (s.size() != 21 || (s[0] != 'u' && s[0] != 's' && s[0] != 'l')) return false;
+  for (char c : s.substr(1))
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+bool is_kind(std::string_view s) {
+  if (s.empty() || s.size() > 16) return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/')) return false;
+  return true;
+}
+
+}  // namespace
+
+const char* estimate_source_name(EstimateSource s) {
+  switch (s) {
+    case EstimateSource::kLog: return "log";
+    case EstimateSource::kSameSource: return "same-source";
+    case EstimateSource::kKindMean: return "kind-mean";
+    case EstimateSource::kDefault: return "default";
+  }
+  return "default";
+}
+
+std::string unit_cost_id(const std::string& module, const CompileStep& step) {
+  return short_id('u', module + '\0' + step.object_name + '\0' + step.compiler_input());
+}
+
+std::string unit_source_cost_id(const CompileStep& step) {
+  // A generated source (an export wrapper, inline code) is named by its text.
+  const std::string input = step.generated_text ? "text " + util::sha256_hex(*step.generated_text) : step.input_path;
+  return short_id('s', std::string(language_name(step.language)) + '\0' + input);
+}
+
+std::string link_cost_id(const std::string& module) { return short_id('l', module); }
+
+std::unordered_map<std::string, JobCost> parse_cost_log(std::string_view text) {
+  std::unordered_map<std::string, JobCost> out;
+  for (const std::string& line : util::split_lines(text)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f = util::split_any(line, "\t");
+    if (f.size() != 5 || !is_id(f[0]) || !is_kind(f[1])) continue;
+    auto cpu = parse_number(f[2]), wall = parse_number(f[3]), kib = parse_number(f[4]);
+    if (!cpu || !wall || !kib) continue;
+    if (out.size() >= kMaxEntries && !out.count(f[0])) continue;
+    out[f[0]] = JobCost{f[1], *cpu / 1000.0, *wall / 1000.0, *kib * 1024};
+  }
+  return out;
+}
+
+std::string format_cost_log(const std::unordered_map<std::string, JobCost>& entries) {
+  std::vector<const std::pair<const std::string, JobCost>*> sorted;
+  for (const auto& e : entries) sorted.push_back(&e);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  std::string out = kHeader;
+  for (const auto* e : sorted) {
+    const JobCost& c = e->second;
+    out += e->first + "\t" + c.kind + "\t" + std::to_string(std::llround(std::max(0.0, c.cpu_seconds) * 1000)) + "\t" +
+           std::to_string(std::llround(std::max(0.0, c.wall_seconds) * 1000)) + "\t" +
+           std::to_string(c.peak_rss_bytes / 1024) + "\n";
+  }
+  return out;
+}
+
+CostModel::CostModel(std::string log_path) : path_(std::move(log_path)) {}
+
+void CostModel::load_locked() {
+  if (loaded_) return;
+  loaded_ = true;
+  if (path_.empty()) return;
+  auto text = util::read_small_file(path_, kMaxLogBytes);
+  if (!text) {
+    spdlog::debug("no cost log read from {}: {}", path_, text.why());
+    return;
+  }
+  for (auto& [id, cost] : parse_cost_log(*text)) {
+    if (id[0] == 'u') {
+      auto& t = kind_totals_[cost.kind];
+      t.first += cost.cpu_seconds;
+      t.second += 1;
+    }
+    known_.emplace(id, std::move(cost));
+  }
+}
+
+std::string CostModel::kind_of(const CompileStep& step) const {
+  switch (step.language) {
+    case Language::kCuda: return "nvcc/" + std::to_string(std::max(1, step.gencode_targets()));
+    case Language::kHip: return "hipcc/1";
+    case Language::kC: return "cc";
+    case Language::kCxx: return "c++";
+  }
+  return "c++";
+}
+
+CostEstimate CostModel::estimate_unit(const std::string& module, const CompileStep& step) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  load_locked();
+  const std::string kind = kind_of(step);
+  if (auto it = known_.find(unit_cost_id(module, step)); it != known_.end()) return {it->second, EstimateSource::kLog};
+  if (auto it = known_.find(unit_source_cost_id(step)); it != known_.end())
+    return {it->second, EstimateSource::kSameSource};
+  if (auto it = kind_totals_.find(kind); it != kind_totals_.end() && it->second.second > 0)
+    return {JobCost{kind, it->second.first / it->second.second, it->second.first / it->second.second, 0},
+            EstimateSource::kKindMean};
+  const double d = default_cpu_seconds(kind);
+  return {JobCost{kind, d, d, 0}, EstimateSource::kDefault};
+}
+
+CostEstimate CostModel::estimate_link(const std::string& module) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  load_locked();
+  if (auto it = known_.find(link_cost_id(module)); it != known_.end()) return {it->second, EstimateSource::kLog};
+  return {JobCost{"link", default_cpu_seconds("link"), default_cpu_seconds("link"), 0}, EstimateSource::kDefault};
+}
+
+double CostModel::module_chain_seconds(const std::string& module, const BuildPlan& plan) {
+  double longest = 0;
+  for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
+    for (const auto& s : *steps) longest = std::max(longest, estimate_unit(module, s).cost.cpu_seconds);
+  return longest + (plan.link ? estimate_link(module).cost.cpu_seconds : 0);
+}
+
+void CostModel::record_unit(const std::string& module, const CompileStep& step, const JobCost& measured) {
+  JobCost cost = measured;
+  cost.kind = kind_of(step);
+  std::lock_guard<std::mutex> lock(mutex_);
+  load_locked();
+  for (const std::string& id : {unit_cost_id(module, step), unit_source_cost_id(step)}) {
+    known_[id] = cost;
+    recorded_[id] = cost;
+  }
+  auto& t = kind_totals_[cost.kind];
+  t.first += cost.cpu_seconds;
+  t.second += 1;
+}
+
+void CostModel::record_link(const std::string& module, const JobCost& measured) {
+  JobCost cost = measured;
+  cost.kind = "link";
+  std::lock_guard<std::mutex> lock(mutex_);
+  load_locked();
+  known_[link_cost_id(module)] = cost;
+  recorded_[link_cost_id(module)] = cost;
+}
+
+void CostModel::save() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (path_.empty() || recorded_.empty()) return;
+  try {
+    util::LockOptions lo;
+    lo.timeout_seconds = 10;  // a hint: never hold a build up for long
+    lo.note = "updating the cost log";
+    util::FileLock file_lock = util::FileLock::acquire(util::join_path(util::parent_path(path_), "costs.lock"), lo);
+    if (!file_lock.locked()) return;
+    std::unordered_map<std::string, JobCost> merged;
+    if (auto text = util::read_small_file(path_, kMaxLogBytes)) merged = parse_cost_log(*text);
+    for (const auto& [id, cost] : recorded_) merged[id] = cost;
+    util::write_file_atomic(path_, format_cost_log(merged));
+    recorded_.clear();
+  } catch (const Error& e) {
+    spdlog::debug("cost log {} not saved: {}", path_, e.what());
+  }
+}
+
+std::unordered_map<std::string, JobCost> CostModel::entries() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  load_locked();
+  return known_;
+}
+
+}  // namespace tvmffi_jit::compile
