@@ -262,7 +262,7 @@ std::optional<Found> Storage::get_imported(const EntryRequest& request) {
       return std::nullopt;
     }
     stats_->imported_hits += 1;
-    return Found{CacheStatus::kRemoteHit, std::move(adopted).value(), "imported"};
+    return Found{CacheStatus::kRemoteHit, std::move(adopted).value(), "imported", {}, {}, {}};
   } catch (const Error& e) {
     // Reading the import or publishing it failed (Error(kIo)): not usable
     // here, like an entry that fails verification. A signal ends the build.
@@ -317,7 +317,7 @@ std::optional<Found> Storage::get_remote(const EntryRequest& request) {
         auto adopted = adopt_portable_entry(store_, staging, adopt_request(request), &rx.record());
         if (adopted) {
           stats_->remote_hits += 1;
-          return Found{CacheStatus::kRemoteHit, std::move(adopted).value(), s.shown};
+          return Found{CacheStatus::kRemoteHit, std::move(adopted).value(), s.shown, {}, {}, {}};
         }
         unusable = from_adopt(adopted.error());
       }
