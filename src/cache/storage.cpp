@@ -76,6 +76,15 @@ std::string result_object(RemoteScheme scheme, const RemoteOptions& o, const std
   return remote_object_name(scheme, o.key_namespace, portable_key + "." + result_id);
 }
 
+// A shared tier's answer: the entry it was published as locally.
+Found remote_hit(LookupResult entry, std::string source) {
+  Found f;
+  f.status = CacheStatus::kRemoteHit;
+  f.entry = std::move(entry);
+  f.source = std::move(source);
+  return f;
+}
+
 RemoteFailure from_adopt(const AdoptFailure& f) {
   return {f.kind == AdoptFailureKind::kStale ? K::kStale : K::kCorrupt, f.message};
 }
@@ -380,7 +389,7 @@ std::optional<Found> Storage::get_imported(const EntryRequest& request) {
         continue;
       }
       tally(&StatsCounters::imported_hits);
-      return Found{CacheStatus::kRemoteHit, std::move(adopted).value(), "imported"};
+      return remote_hit(std::move(adopted).value(), "imported");
     } catch (const Error& e) {
       // Reading the import or publishing it failed (Error(kIo)): not usable
       // here, like an entry that fails verification. A signal ends the build.
@@ -476,7 +485,7 @@ std::optional<Found> Storage::get_remote_result(Server& s, const EntryRequest& r
       auto adopted = adopt_portable_entry(store_, staging, adopt_request(request, s.shown, id), &rx.record());
       if (adopted) {
         tally(&StatsCounters::remote_hits);
-        return Found{CacheStatus::kRemoteHit, std::move(adopted).value(), s.shown};
+        return remote_hit(std::move(adopted).value(), s.shown);
       }
       unusable = from_adopt(adopted.error());
     }

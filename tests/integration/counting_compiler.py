@@ -1,6 +1,11 @@
 """A C++ compiler that counts its compile runs, and an environment free of the
 tool's own settings: what the remote and batch tests use to observe "spawns
-no compiler" rather than infer it from the tool's JSON."""
+no compiler" rather than infer it from the tool's JSON.
+
+The environment's caches are the test's own, under its tmp_path and empty at
+first (a count of compiles, or `built`/`miss`, needs a cold cache): the tool's
+cache root, its toolchain memo ($XDG_CACHE_HOME/tvmffi-jit-toolchain), tvm_ffi's
+cache, and the TMPDIR where --no-cache builds go."""
 
 import os
 import shutil
@@ -12,6 +17,9 @@ TOOL_SETTINGS = ("CC", "TVMFFI_JIT_REMOTE", "TVMFFI_JIT_REMOTE_READ_ONLY", "TVMF
                  "TVMFFI_JIT_BASE_DIR", "TVMFFI_JIT_CACHE_DIR", "TVMFFI_JIT_REMOTE_SIGN_KEY",
                  "TVMFFI_JIT_REMOTE_TRUSTED_KEYS", "TVMFFI_JIT_CXX_LAUNCHER", "TVMFFI_JIT_CUDA_LAUNCHER",
                  "TVMFFI_JIT_CGROUP_ROOT")
+# Where a build without --cache-dir writes, each a folder of the test's own.
+OWN_FOLDERS = {"TVMFFI_JIT_CACHE_DIR": "env-cache", "XDG_CACHE_HOME": "env-xdg-cache",
+               "TVM_FFI_CACHE_DIR": "env-tvm-ffi-cache", "TMPDIR": "env-tmp"}
 
 
 def counting_cxx_env(tmp_path):
@@ -29,6 +37,9 @@ exec {REAL_CXX} "$@"
     env = dict(os.environ, CXX=str(cxx), CXX_LOG=str(log))
     for v in TOOL_SETTINGS:
         env.pop(v, None)
+    for var, name in OWN_FOLDERS.items():
+        (tmp_path / name).mkdir(exist_ok=True)
+        env[var] = str(tmp_path / name)
     return env, log
 
 

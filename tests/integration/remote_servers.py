@@ -261,7 +261,7 @@ class SeaweedS3:
         self.endpoint = f"http://127.0.0.1:{p['s3']}"
         self.log = open(self.dir / "weed.log", "wb")
         self.proc = subprocess.Popen(
-            [weed, "server", f"-dir={self.dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            [weed, f"-logdir={self.dir}", "server", f"-dir={self.dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
              f"-master.port={p['master']}", f"-master.port.grpc={p['master_grpc']}", "-master.telemetry=false",
              "-master.volumeSizeLimitMB=32", "-volume.max=16",
              f"-volume.port={p['volume']}", f"-volume.port.grpc={p['volume_grpc']}",
@@ -329,5 +329,5 @@ class SeaweedS3:
         self.log.close()
         for name in ("master_grpc", "volume_grpc", "s3_grpc"):
             with contextlib.suppress(OSError):
-                for sock in Path("/tmp").glob(f"seaweedfs-*-{self.ports[name]}.sock"):
+                for sock in Path(os.environ.get("TMPDIR") or "/tmp").glob(f"seaweedfs-*-{self.ports[name]}.sock"):
                     sock.unlink()

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -194,19 +195,25 @@ def test_an_unreadable_source_says_permission_denied(tmp_path, env):
     locked.mkdir()
     (locked / "s.cc").write_text(CPP_SOURCE)
     locked.chmod(0)
+    nobody_cache = None
     try:
         if os.geteuid() == 0:
             # Root reads anything: run the tool as nobody, who cannot enter `locked`.
             tmp_path.chmod(0o755)
             nobody = 65534
             kwargs = {"user": nobody, "group": nobody, "extra_groups": []}
-            env["TVMFFI_JIT_CACHE_DIR"] = "/tmp/tvmffi-jit-errors-test-nobody-cache"
+            # A cache root nobody can reach and write (tmp_path's parents are private), removed below.
+            nobody_cache = tempfile.mkdtemp(prefix="tvmffi-jit-errors-test-nobody-", dir="/tmp")
+            os.chown(nobody_cache, nobody, nobody)
+            env["TVMFFI_JIT_CACHE_DIR"] = nobody_cache
         else:
             kwargs = {}
         p = subprocess.run([TOOL, "build", str(locked / "s.cc"), "--no-cache"], env=env, capture_output=True,
                            text=True, **kwargs)
     finally:
         locked.chmod(0o755)
+        if nobody_cache:
+            shutil.rmtree(nobody_cache, ignore_errors=True)
     assert p.returncode == 2, p.stderr
     assert "permission denied" in p.stderr and "no such file" not in p.stderr, p.stderr
 

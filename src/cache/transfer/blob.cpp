@@ -336,7 +336,7 @@ void write_blob(const std::vector<BlobPackEntry>& entries, const BlobSink& sink,
   // The manifest comes first, so every file is hashed before any is packed.
   std::vector<BlobEntry> described;
   for (const auto& pe : entries) {
-    BlobEntry e{pe.dir, pe.key, {}};
+    BlobEntry e{pe.dir, pe.key, {}, {}};
     for (const auto& pf : pe.files) {
       BlobFile f;
       f.name = pf.name;
