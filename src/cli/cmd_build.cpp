@@ -174,7 +174,7 @@ nlohmann::json failed_command_json(const compile::CommandRecord& c) {
   return j;
 }
 
-// `build --json` that ends in an error still gives a script one object
+// `build --json` that ends in an error (not a signal) still gives a script one object
 // (docs/build.md#json-output): the exit code the command returns, the error
 // as stderr shows it, the failed command and its whole output.
 void print_failure_json(const Error& e, const FailureReport& report) {
@@ -182,8 +182,7 @@ void print_failure_json(const Error& e, const FailureReport& report) {
   j["schema_version"] = kBuildJsonSchemaVersion;
   if (!report.name.empty()) j["name"] = report.name;
   j["status"] = "failed";
-  const int sig = util::termination_signal();
-  j["exit_code"] = sig ? 128 + sig : e.exit_code();
+  j["exit_code"] = e.exit_code();
   j["error"] = e.what();
   if (report.failed_command) j["failed_command"] = failed_command_json(*report.failed_command);
   j["warnings"] = util::logged_warnings();
@@ -639,7 +638,8 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
     try {
       ctx.exit_code = run_build(parsed, ctx, report);
     } catch (const Error& e) {
-      if (parsed.json && !report.printed) print_failure_json(e, report);
+      // A build stopped by a signal prints nothing (docs/build.md): whoever stopped it knows.
+      if (parsed.json && !report.printed && util::termination_signal() == 0) print_failure_json(e, report);
       throw;  // stderr still says it, and the exit code is the error's
     }
   });

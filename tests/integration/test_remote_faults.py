@@ -500,7 +500,8 @@ def test_read_only_with_an_unknown_spelling_is_exit_2_naming_the_variable(proj, 
     p = build(proj, "redis://127.0.0.1:1", env={"TVMFFI_JIT_REMOTE_READ_ONLY": value})
     assert p.returncode == 2, p.stderr
     assert "TVMFFI_JIT_REMOTE_READ_ONLY" in p.stderr and "true" in p.stderr
-    assert p.stdout == ""
+    failure = json.loads(p.stdout)  # --json: one failure object, nothing built
+    assert failure["status"] == "failed" and failure["exit_code"] == 2 and "path" not in failure
 
 
 # ---- export temp file --------------------------------------------------------------------------------------------------
