@@ -1,5 +1,6 @@
 #include "compile/module_key.h"
 
+#include "tvmffi_jit/cache/portable.h"
 #include "tvmffi_jit/compile/nvrtc.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
 #include "tvmffi_jit/util/fs.h"
@@ -67,6 +68,17 @@ cache::ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest
   if (step.language == Language::kCuda)
     if (auto host = ids.nvcc_host(step.flags)) in.extra.push_back({"nvcc_host", host->resolved + "\n" + host->identity});
   return in;
+}
+
+std::optional<std::string> project_path_outside_base(const cache::ModuleKeyInputs& in, const Manifest& manifest) {
+  if (in.base_dir.empty()) return std::nullopt;
+  const cache::BaseDir base(in.base_dir);
+  auto outside = [&](const std::string& p) { return !p.empty() && base.portable_path(p) == p; };
+  for (const auto& s : in.sources)
+    if (outside(s.directory)) return s.directory;
+  for (const auto& p : manifest.extra_include_paths)
+    if (outside(util::absolute_path(p))) return util::absolute_path(p);
+  return std::nullopt;
 }
 
 nlohmann::json inputs_summary(const cache::ModuleKeyInputs& in) {

@@ -3,6 +3,7 @@
 // entry records.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,12 @@ cache::ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& ma
 cache::ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest& m, const toolchain::Toolchain& tc,
                                          CompilerIdentities& ids,
                                          const std::vector<cache::ModuleKeyInputs::EnvVar>& environment);
+
+// The first of the project's own paths in the key (a file source's folder,
+// an extra include path) outside `in.base_dir`: the portable key keeps it
+// absolute, so a checkout at another path cannot share the entry. nullopt
+// when there is none (or no base dir).
+std::optional<std::string> project_path_outside_base(const cache::ModuleKeyInputs& in, const Manifest& manifest);
 
 // The readable summary of `in` a module entry keeps (entry.json "inputs").
 nlohmann::json inputs_summary(const cache::ModuleKeyInputs& in);
