@@ -147,8 +147,11 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
       return r;
     }
   }
+  // Presence and size first (a stat each), then the recorded headers, and
+  // only then the artifacts' digests: a result of the key built against
+  // other headers is ruled out without hashing its artifact.
   for (const auto& a : r.entry->artifacts) {
-    if (auto problem = check_artifact(entry_dir, a, a.size <= options.verify_digest_up_to)) {
+    if (auto problem = check_artifact(entry_dir, a, false)) {
       r.miss_reason = *problem;
       r.corrupt = true;
       return r;
@@ -157,6 +160,14 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
   if (auto changed = check_headers(r.entry->headers, digest_memo(false))) {
     r.miss_reason = "header " + *changed;
     return r;
+  }
+  for (const auto& a : r.entry->artifacts) {
+    if (a.size > options.verify_digest_up_to) continue;
+    if (auto problem = check_artifact(entry_dir, a, true)) {
+      r.miss_reason = *problem;
+      r.corrupt = true;
+      return r;
+    }
   }
   r.hit = true;
   r.miss_reason.clear();
@@ -185,6 +196,13 @@ LookupResult Store::find_result(const std::string& key_dir, const std::string& k
     return miss;
   }
   for (const auto& result : results) {
+    // What sets this result apart from the key's others, checked first
+    // (cache/results.h): one built against other headers is passed over.
+    if (results.size() > 1)
+      if (auto changed = check_headers(read_distinct_inputs(result.path), digest_memo(false))) {
+        if (miss.miss_reason.empty()) miss.miss_reason = "header " + *changed;
+        continue;
+      }
     LookupResult r = lookup(result.path, key_hex, options);
     if (r.hit) return r;
     if (miss.miss_reason.empty()) miss.miss_reason = r.miss_reason;
@@ -285,7 +303,10 @@ PublishResult Store::commit_result(Staging& staging, const std::string& key_dir,
   }
   const std::string dir = util::join_path(key_dir, result_dir_name(result_id(record)));
   PublishResult p = commit(staging, dir, std::move(record));
-  if (p.ours) evict_results(key_dir, dir);
+  if (p.ours) {
+    evict_results(key_dir, dir);
+    note_distinct_inputs(key_dir, dir, p.entry);
+  }
   return p;
 }
 
