@@ -75,7 +75,7 @@ CHILD = textwrap.dedent(
 )
 
 
-def run_child(mode, tmp_path):
+def run_child(mode, tmp_path, cache=None):
     work = tmp_path / mode
     (work / "inc").mkdir(parents=True)
     (work / "value.cc").write_text(
@@ -85,7 +85,9 @@ def run_child(mode, tmp_path):
     )
     env = dict(os.environ)
     env["TVMFFI_JIT_BIN"] = TOOL
-    env["TVMFFI_JIT_CACHE_DIR"] = str(tmp_path / "cache")
+    env["TVMFFI_JIT_CACHE_DIR"] = str(cache or tmp_path / "cache")
+    env["TMPDIR"] = str(tmp_path / "tmp")
+    (tmp_path / "tmp").mkdir(exist_ok=True)
     env["PYTHONPATH"] = str(SOURCE_DIR / "python") + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run([sys.executable, "-c", CHILD, mode, str(work)], env=env, capture_output=True, text=True,
                           timeout=600)
@@ -116,3 +118,16 @@ def test_a_fixed_build_directory_keeps_the_old_code_and_says_so_once(tmp_path):
     assert r["values"] == [1, 1, 1, 1]
     assert len(r["stale_warnings"]) == 1
     assert "build_directory" in r["stale_warnings"][0]
+
+
+def test_a_root_that_cannot_take_the_artifact_reloads_private_copies_and_leaves_none(tmp_path):
+    # The cache root cannot be created (its parent is a file): each build is
+    # a private copy outside the root, never an old shared path, and each is
+    # removed once loaded (the process keeps its mapping).
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a directory")
+    r = run_child("load_inline", tmp_path, cache=blocker / "cache")
+    assert r["values"] == [1, 2, 3, 2]
+    assert r["still"] == [1, 2, 3, 2]
+    left = [p for p in (tmp_path / "tmp").rglob("*.so")]
+    assert left == [], left

@@ -112,18 +112,29 @@ std::vector<HeaderRecord> differing(const EntryRecord& entry, const EntryRecord&
   return out;
 }
 
-// Adds `more` to the distinct inputs of `result_dir` (by path), atomically.
-void add_distinct_inputs(const std::string& result_dir, const std::vector<HeaderRecord>& more) {
-  if (more.empty()) return;
-  std::vector<HeaderRecord> all = read_distinct_inputs(result_dir);
-  for (const auto& r : more) {
+// Appends the records of `more` whose path `into` does not hold yet.
+void add_new_paths(std::vector<HeaderRecord>& into, std::vector<HeaderRecord> more) {
+  for (auto& r : more) {
     bool known = false;
-    for (const auto& a : all) known = known || a.path == r.path;
-    if (!known) all.push_back(r);
+    for (const auto& a : into) known = known || a.path == r.path;
+    if (!known) into.push_back(std::move(r));
   }
+}
+
+// Adds `more` to the distinct inputs of `result_dir` (by path), atomically.
+// The directory's mtime is its last use (the LRU order of the key's
+// results and of gc): writing the note must not move it, so it is put back.
+void add_distinct_inputs(const std::string& result_dir, std::vector<HeaderRecord> more) {
+  if (more.empty()) return;
+  struct stat before;
+  if (::lstat(result_dir.c_str(), &before) != 0) return;
+  std::vector<HeaderRecord> all = read_distinct_inputs(result_dir);
+  add_new_paths(all, std::move(more));
   const std::string text = distinct_inputs_text(all);
   if (text.size() > kMaxDistinctInputsBytes) return;  // a full lookup does without it
   util::write_file_atomic(util::join_path(result_dir, kDistinctInputsName), text, 0600);
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ::utimensat(AT_FDCWD, result_dir.c_str(), times, AT_SYMLINK_NOFOLLOW);
 }
 
 }  // namespace
@@ -135,20 +146,20 @@ void note_distinct_inputs(const std::string& key_dir, const std::string& publish
     try {
       std::optional<EntryRecord> other = read_entry(sibling.path, nullptr);
       if (!other || other->key != published.key) continue;
-      for (auto& r : differing(published, *other)) {
-        bool known = false;
-        for (const auto& m : mine) known = known || m.path == r.path;
-        if (!known) mine.push_back(std::move(r));
-      }
+      add_new_paths(mine, differing(published, *other));
       add_distinct_inputs(sibling.path, differing(*other, published));
     } catch (const Error&) {
       // A shortcut only: a result without it is looked up in full.
     }
   }
   try {
-    add_distinct_inputs(published_dir, mine);
+    add_distinct_inputs(published_dir, std::move(mine));
   } catch (const Error&) {
+    // As above.
   }
+  // Published now: the key's most recently used result (its directory was
+  // made when the build began).
+  ::utimensat(AT_FDCWD, published_dir.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
 }
 
 std::vector<HeaderRecord> read_distinct_inputs(const std::string& result_dir) {
