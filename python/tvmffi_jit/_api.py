@@ -484,9 +484,41 @@ def _base_manifest(
     return manifest, output_name
 
 
-def _load_built(built: _Built, keep_module_alive: bool) -> Module:
+# build_directory= keeps tvm_ffi's contract (the user's folder, the same file
+# name), so a rebuilt module there keeps its path, and the dynamic loader
+# hands back the library it already mapped for that path: the old code. The
+# cache's paths name one artifact each and never need this (docs/python.md,
+# "Edit and reload"). Path -> (device, inode, size, mtime) when first loaded.
+_first_loaded: dict[str, tuple[int, int, int, int]] = {}
+_warned_stale: set[str] = set()
+
+
+def _note_fixed_path_load(path: str) -> None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    first = _first_loaded.setdefault(path, stamp)
+    if first != stamp and path not in _warned_stale:
+        _warned_stale.add(path)
+        import warnings  # noqa: PLC0415
+
+        warnings.warn(
+            f"tvmffi_jit: {path} changed since this process first loaded it; with build_directory= the "
+            "module keeps its path, and the dynamic loader returns the library it already mapped there, "
+            "so this process still runs the old code (as tvm_ffi.cpp does). Leave out build_directory= "
+            "(each cached build has a path of its own) or restart the process to run the new code.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _load_built(built: _Built, keep_module_alive: bool, fixed_path: bool = False) -> Module:
     from tvm_ffi import load_module  # noqa: PLC0415 - the expensive import, only to load
 
+    if fixed_path:
+        _note_fixed_path_load(built.path)
     try:
         return load_module(built.path, keep_module_alive=keep_module_alive)
     finally:
@@ -608,7 +640,7 @@ def load_inline(  # noqa: PLR0913
         "load_inline", name, cpp_sources, cuda_sources, functions, extra_cflags, extra_cuda_cflags, extra_ldflags,
         extra_include_paths, build_directory, embed_cubin, backend, None,
     )
-    return _load_built(built, keep_module_alive)
+    return _load_built(built, keep_module_alive, fixed_path=build_directory is not None)
 
 
 def build(  # noqa: PLR0913
@@ -680,7 +712,7 @@ def load(  # noqa: PLR0913
         "load", name, sources, cpp_files, cuda_files, extra_cflags, extra_cuda_cflags, extra_ldflags,
         extra_include_paths, build_directory, backend, None,
     )
-    return _load_built(built, keep_module_alive)
+    return _load_built(built, keep_module_alive, fixed_path=build_directory is not None)
 
 
 def inspect(path: str | os.PathLike[str], *, scan_data: bool = False) -> dict[str, Any]:

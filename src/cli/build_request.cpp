@@ -42,6 +42,19 @@ std::string current_directory_or_none() {
   return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string();
 }
 
+// The default base dir (docs/remote.md, "Path-independent keys"): the top of
+// the version-control work tree holding `dir` (the nearest folder upwards
+// with a .git -- a directory, or the file of a worktree or submodule -- or a
+// .hg), so a manifest that reaches "../include" still shares between two
+// checkouts; else `dir` itself. The filesystem root is never a base.
+std::string default_base_dir(const std::string& dir) {
+  for (std::string d = dir; !d.empty() && d != "/"; d = util::parent_path(d)) {
+    if (util::path_exists(util::join_path(d, ".git")) || util::is_directory(util::join_path(d, ".hg"))) return d;
+    if (util::parent_path(d) == d) break;
+  }
+  return dir;
+}
+
 cache::RemoteOptions remote_options(const BuildArgs& args, const toolchain::EnvLookup& env) {
   cache::RemoteOptions cl;
   cl.urls = args.remote_urls;
@@ -224,8 +237,8 @@ BuildRequest resolve_build_request(const BuildArgs& args, const toolchain::EnvLo
     m.manifest = std::move(in.manifest);
     if (m.error.empty()) compile::apply_command_line(m.manifest, args.inputs);
     if (!base_override.empty()) m.base_dir = base_override;
-    else if (!m.manifest.manifest_path.empty()) m.base_dir = util::parent_path(m.manifest.manifest_path);
-    else m.base_dir = cwd;
+    else if (!m.manifest.manifest_path.empty()) m.base_dir = default_base_dir(util::parent_path(m.manifest.manifest_path));
+    else m.base_dir = cwd.empty() ? cwd : default_base_dir(cwd);
     r.modules.push_back(std::move(m));
   }
   // The cache root last: a usage error (exit 2) is reported before a root

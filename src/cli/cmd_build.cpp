@@ -599,8 +599,8 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
       ->allow_extra_args(false);
   sub->add_option("--base-dir", args->base_dir,
                   "Project root for path-independent keys: paths under it are hashed relative to it, so a\n"
-                  "checkout elsewhere hits the remote cache (default: $TVMFFI_JIT_BASE_DIR, else the manifest's\n"
-                  "directory, else the current directory)");
+                  "checkout elsewhere hits the remote cache (default: $TVMFFI_JIT_BASE_DIR, else the top of the\n"
+                  "git/hg work tree holding the manifest, else the manifest's directory)");
   sub->add_option("--tvm-ffi-root", args->tvm_ffi_root,
                   "tvm-ffi installation (default: $TVM_FFI_ROOT, tvm-ffi-config, python3 -c 'import tvm_ffi')");
   sub->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: one per core, within the cgroup's CPU quota)")->check(CLI::NonNegativeNumber);

@@ -5,6 +5,7 @@
 // uncached_build (building outside the root), compiler_output (replay).
 #include "tvmffi_jit/compile/cached_build.h"
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -38,6 +39,18 @@ void say_once_verbose(bool verbose, const std::string& message) {
   if (verbose && said.insert(message).second) spdlog::info("{}", message);
 }
 
+// Once per process: a remote is there to share, and a path of the project
+// outside the base dir keeps this module's portable key to this checkout.
+void warn_unshared_path(const ModuleKeyInputs& key_inputs, const Manifest& manifest) {
+  static std::atomic<bool> warned{false};
+  auto path = project_path_outside_base(key_inputs, manifest);
+  if (!path || warned.exchange(true)) return;
+  spdlog::warn("cache: {} is outside the base dir {}, so the remote cache key of {} holds it as an absolute path "
+               "and a checkout at another path will not share the entry; pass --base-dir DIR (or set "
+               "TVMFFI_JIT_BASE_DIR) to the project's root",
+               *path, key_inputs.base_dir, key_inputs.name);
+}
+
 }  // namespace
 
 CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
@@ -57,6 +70,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   ModuleKeyInputs key_inputs = key_inputs_with(plan, manifest, tc, ids, *options.environment, &unkeyable);
   key_inputs.base_dir = options.base_dir;
   cache::Key key = compute_module_key(key_inputs, options.keep_key_trace);
+  if (storage.shares()) warn_unshared_path(key_inputs, manifest);
   if (options.keep_key_trace) spdlog::debug("cache: module key of {}: {}, hashed from:\n{}", plan.name, key.hex, key.trace);
 
   CachedBuildResult result;

@@ -2,6 +2,7 @@
 
 #include "compile/flag_inputs.h"
 #include "compile/search_dirs.h"
+#include "tvmffi_jit/cache/portable.h"
 #include "tvmffi_jit/compile/nvrtc.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
 #include "tvmffi_jit/util/fs.h"
@@ -83,6 +84,17 @@ ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest& m, co
     if (auto host = ids.nvcc_host(step.flags)) in.extra.push_back({"nvcc_host", host->resolved + "\n" + host->identity});
   add_flag_reads(in.flags, include_search_dirs(step, "", environment), in.extra);
   return in;
+}
+
+std::optional<std::string> project_path_outside_base(const ModuleKeyInputs& in, const Manifest& manifest) {
+  if (in.base_dir.empty()) return std::nullopt;
+  const cache::BaseDir base(in.base_dir);
+  auto outside = [&](const std::string& p) { return !p.empty() && base.portable_path(p) == p; };
+  for (const auto& s : in.sources)
+    if (outside(s.directory)) return s.directory;
+  for (const auto& p : manifest.extra_include_paths)
+    if (outside(util::absolute_path(p))) return util::absolute_path(p);
+  return std::nullopt;
 }
 
 nlohmann::json inputs_summary(const ModuleKeyInputs& in) {

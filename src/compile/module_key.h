@@ -31,6 +31,12 @@ ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest& m, co
                                          CompilerIdentities& ids,
                                          const std::vector<ModuleKeyInputs::EnvVar>& environment);
 
+// The first of the project's own paths in the key (a file source's folder,
+// an extra include path) outside `in.base_dir`: the portable key keeps it
+// absolute, so a checkout at another path cannot share the entry. nullopt
+// when there is none (or no base dir).
+std::optional<std::string> project_path_outside_base(const ModuleKeyInputs& in, const Manifest& manifest);
+
 // The readable summary of `in` a module entry keeps (entry.json "inputs").
 nlohmann::json inputs_summary(const ModuleKeyInputs& in);
 

@@ -124,7 +124,7 @@ def test_remote_in_a_batch_uploads_every_module_and_another_checkout_gets_only_r
                 "--base-dir", world.dir, "--json", env=world.env, check=0)
         assert [json.loads(x)["cache"] for x in a.stdout.splitlines()] == ["miss"] * 3
         assert compiles(world.log) == 3
-        assert redis.dbsize() == 3  # every module uploaded
+        assert redis.dbsize() == 6  # every module uploaded: its result and its key's result list
         # Another checkout of the same project at another path, another cache root.
         other = world.tmp / "ci" / "runner" / "checkout"
         shutil.copytree(world.dir, other)

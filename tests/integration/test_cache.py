@@ -274,7 +274,7 @@ def test_kill_9_at_any_point_leaves_no_broken_entry(proj):
         p.send_signal(signal.SIGKILL)
         p.wait()
         # Every visible module entry has entry.json and its artifact.
-        for entry in proj.cache.glob("m_*"):
+        for entry in proj.cache.glob("m_*/*"):  # each result of each key
             meta = json.loads((entry / "entry.json").read_text())
             for a in meta["artifacts"]:
                 assert (entry / a["file"]).stat().st_size == a["size"]

@@ -62,6 +62,35 @@ class Project:
         return json.loads(run("cache", "stats", "--json", "--cache-dir", self.cache, check=0).stdout)
 
 
+def result_id(entry):
+    """The result id of a module entry (cache/results.h): SHA-256 over
+    util::KeyHasher fields (tag NUL length NUL value NUL) of its artifacts and
+    its recorded inputs, sorted, paths as the portable form has them."""
+    h = hashlib.sha256()
+
+    def field(tag, value):
+        v = value if isinstance(value, bytes) else str(value).encode()
+        h.update(tag.encode() + b"\0" + str(len(v)).encode() + b"\0" + v + b"\0")
+
+    field("format", "tvmffi-jit result 1")
+    field("artifacts", len(entry["artifacts"]))
+    for a in entry["artifacts"]:
+        field("artifact.file", a["file"])
+        field("artifact.sha256", a["sha256"])
+    inputs = sorted({(bytes.fromhex(r["path_hex"]) if "path_hex" in r else r["path"].encode(), r["sha256"])
+                     for r in entry["headers"]})
+    field("inputs", len(inputs))
+    for path, digest in inputs:
+        field("input.path", path)
+        field("input.sha256", digest)
+    return h.hexdigest()
+
+
+def remote_names(portable_key, rid, sep):
+    """A key's result list and one of its results as a server names them (docs/remote.md)."""
+    return f"tvmffi-jit{sep}{portable_key}", f"tvmffi-jit{sep}{portable_key}.{rid}"
+
+
 def make_checkout(d):
     (d / "include").mkdir(parents=True)
     (d / "src").mkdir()
@@ -130,10 +159,12 @@ def test_second_checkout_at_another_path_hits_remotely_and_spawns_no_compiler(wo
         assert again["cache"] == "hit" and world.b.stats()["remote_hits"] == 1
         assert run("cache", "verify", "--cache-dir", world.b.cache).returncode == 0
         portable = json.loads((Path(a["entry_dir"]) / "entry.json").read_text())["portable_key"]
+        # The result under its own name, then the key's list naming it.
         if kind == "redis":
-            assert srv.keys() == [f"tvmffi-jit:{portable}"]
+            assert len(srv.keys()) == 2 and f"tvmffi-jit:{portable}" in srv.keys()
+            assert json.loads(srv.get(f"tvmffi-jit:{portable}"))["results"][0] in srv.keys()[1]
         else:
-            assert len(srv.requests("PUT")) == 1 and len(srv.blobs()) == 1
+            assert len(srv.requests("PUT")) == 2 and len(srv.blobs()) == 2
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
@@ -204,11 +235,11 @@ def test_a_corrupted_blob_is_rebuilt_and_never_published(world, kind):
         a = world.a.build(remote=srv.url)
         portable = json.loads((Path(a["entry_dir"]) / "entry.json").read_text())["portable_key"]
         if kind == "redis":
-            key = f"tvmffi-jit:{portable}"
+            (key,) = [k for k in srv.keys() if "." in k]  # the result, not the list
             blob = srv.get(key)
             srv.set(key, blob[: len(blob) // 2])  # truncated upload
         else:
-            (path,) = srv.blobs()
+            (path,) = [p for p in srv.blobs() if "." in p.name]
             data = bytearray(path.read_bytes())
             data[len(data) // 2] ^= 0xFF
             path.write_bytes(bytes(data))
@@ -242,10 +273,11 @@ def test_concurrent_uploads_of_one_key_leave_one_valid_blob(world, kind):
             results = list(pool.map(one, roots))
         assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
         digests = {sha256(json.loads(r.stdout)["path"]) for r in results}
+        # One result (the same content: the same id) and the key's list.
         if kind == "redis":
-            assert srv.dbsize() == 1
+            assert srv.dbsize() == 2
         else:
-            assert len(srv.blobs()) == 1
+            assert len(srv.blobs()) == 2
         b = world.b.build(remote=srv.url)
         assert b["cache"] == "remote-hit" and sha256(b["path"]) in digests
 

@@ -60,10 +60,18 @@ def world(tmp_path, request, s3):
     w.b = Project(tmp_path, b_dir, tmp_path / "root-b", w.writer)
 
     def object_path(result, bucket=s3.BUCKET, prefix=w.prefix):
+        """The key's result list (docs/remote.md, "Results on a server")."""
         portable = json.loads((Path(result["entry_dir"]) / "entry.json").read_text())["portable_key"]
         return f"/{bucket}/{prefix}/tvmffi-jit/{portable}"
 
+    def result_path(result):
+        """The newest result the key's list names."""
+        status, listing = s3.request("GET", object_path(result))
+        assert status == 200, listing
+        return object_path(result) + "." + json.loads(listing)["results"][0]
+
     w.object_path = object_path
+    w.result_path = result_path
     return w
 
 
@@ -76,12 +84,14 @@ def test_upload_then_a_second_checkout_hits_with_no_compiler_and_the_same_digest
     puts = s3.requests("PUT")
     a = world.a.build(remote=world.url)
     assert a["cache"] == "miss" and compiles(world.log) == 2
-    assert world.a.stats()["remote_stores"] == 1 and s3.requests("PUT") == puts + 1
-    # On the server under PREFIX/<namespace>/<portable key>, readable with the
+    # The result, then the key's list naming it.
+    assert world.a.stats()["remote_stores"] == 1 and s3.requests("PUT") == puts + 2
+    # On the server under PREFIX/<namespace>/<portable key>.<result id>, readable with the
     # writer's signature only: the server enforces SigV4.
-    obj = world.object_path(a)
+    obj = world.result_path(a)
     status, blob = s3.request("GET", obj)
-    assert status == 200 and len(blob) == world.a.stats()["remote_bytes_sent"]
+    listing = s3.request("GET", world.object_path(a))[1]
+    assert status == 200 and len(blob) + len(listing) == world.a.stats()["remote_bytes_sent"]
     status, body = s3.request("GET", obj, who="anonymous")
     assert status == 403 and b"AccessDenied" in body
 
@@ -94,7 +104,7 @@ def test_upload_then_a_second_checkout_hits_with_no_compiler_and_the_same_digest
     assert k_value(b["path"], 5) == 16
     s = world.b.stats()
     assert (s["remote_hits"], s["remote_misses"], s["misses"], s["remote_errors"]) == (1, 0, 0, 0)
-    assert s3.requests("PUT") == puts + 1  # a hit uploads nothing
+    assert s3.requests("PUT") == puts + 2  # a hit uploads nothing
     # The headers were re-hashed here; the stats they were hashed with are
     # recorded (those old enough), so the entry's local hits do not re-hash them.
     headers = json.loads((Path(b["entry_dir"]) / "entry.json").read_text())["headers"]
@@ -180,7 +190,7 @@ def test_two_roots_four_concurrent_builds_each_all_succeed_with_one_valid_object
     assert {r["cache"] for r in results} <= {"miss", "remote-hit"}
     assert len({sha256(r["path"]) for r in results}) == 1
     assert k_value(results[0]["path"], 5) == 16
-    status, _ = world.s3.request("GET", world.object_path(results[0]))
+    status, _ = world.s3.request("GET", world.result_path(results[0]))
     assert status == 200
     # Whatever won the race is a valid entry: a new root hits it.
     c = Project(world.tmp, world.b.dir, world.tmp / "root-c", world.writer).build(remote=world.url)
@@ -223,10 +233,12 @@ def test_requests_are_signed_and_a_put_carries_its_bodys_sha256(world):
         server.shutdown()
         server.server_close()
     assert a["cache"] == "miss" and not warnings(a["stderr"]), a["stderr"]
-    (get, put) = _CapturingS3.seen
+    # The list asked (absent), the build, the result put, the list asked again and put.
+    (get, put, get_list, put_list) = _CapturingS3.seen
     portable = json.loads((Path(a["entry_dir"]) / "entry.json").read_text())["portable_key"]
     assert get[0] == "GET" and get[1] == f"/bkt/pre/fix/tvmffi-jit/{portable}"  # path-style against the endpoint
-    assert put[0] == "PUT" and put[1] == get[1]
+    assert put[0] == "PUT" and put[1].startswith(get[1] + ".") and len(put[1]) == len(get[1]) + 65
+    assert get_list[:2] == get[:2] and put_list[:2] == ("PUT", get[1])
     assert put[2]["x-amz-content-sha256"] == hashlib.sha256(put[3]).hexdigest()
     assert get[2]["x-amz-content-sha256"] == hashlib.sha256(b"").hexdigest()
     for _, _, headers, _ in (get, put):

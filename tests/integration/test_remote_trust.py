@@ -22,7 +22,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import remote_servers  # noqa: E402
 from counting_compiler import compiles, counting_cxx_env  # noqa: E402
-from test_remote import BACKENDS, Project, k_value, make_two_checkouts, run, sha256  # noqa: E402
+from test_remote import (  # noqa: E402
+    BACKENDS, Project, k_value, make_two_checkouts, remote_names, result_id, run, sha256,
+)
 
 pytestmark = pytest.mark.skipif(not (shutil.which("redis-server") or os.path.exists("/usr/bin/redis-server"))
                                 or not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")),
@@ -86,13 +88,17 @@ def portable_entry(entry_dir, base):
     return e
 
 
-def plant(srv, kind, portable_key, blob):
-    """What a writer to the server can do: put any bytes under any key."""
-    if kind == "redis":
-        srv.set(f"tvmffi-jit:{portable_key}", blob)
-    else:
-        req = urllib.request.Request(f"{srv.url}/tvmffi-jit/{portable_key}", data=blob, method="PUT")
-        urllib.request.urlopen(req, timeout=10).close()
+def plant(srv, kind, portable_key, blob, rid):
+    """What a writer to the server can do: put any bytes under any key (the
+    result under its id, and the key's list naming it)."""
+    listing = json.dumps({"format": "tvmffi-jit results 1", "key": portable_key, "results": [rid]}).encode()
+    list_name, result_name = remote_names(portable_key, rid, ":" if kind == "redis" else "/")
+    for name, data in ((result_name, blob), (list_name, listing)):
+        if kind == "redis":
+            srv.set(name, data)
+        else:
+            req = urllib.request.Request(f"{srv.url}/{name}", data=data, method="PUT")
+            urllib.request.urlopen(req, timeout=10).close()
 
 
 def forge(victim, artifact, *, extra_files=(), edit=None):
@@ -102,7 +108,8 @@ def forge(victim, artifact, *, extra_files=(), edit=None):
     if edit:
         edit(e)
     files = [("entry.json", json.dumps(e).encode()), ("remote_k.so", artifact), *extra_files]
-    return e["portable_key"], make_blob(f"remote_k_{e['portable_key'][:16]}", e["portable_key"], files)
+    rid = result_id(e)
+    return e["portable_key"], make_blob(f"{e['portable_key'][:16]}.{rid[:16]}", e["portable_key"], files), rid
 
 
 # ---- fixtures -------------------------------------------------------------------
@@ -143,8 +150,8 @@ def victim_entry(world):
 def test_a_forged_entry_is_a_remote_hit_without_trusted_keys_and_an_untrusted_miss_with_them(world, kind):
     victim = victim_entry(world)
     with remote_servers.server(kind, world.tmp / kind) as srv:
-        portable, blob = forge(victim, b"\x7fELF attacker's module")
-        plant(srv, kind, portable, blob)
+        portable, blob, rid = forge(victim, b"\x7fELF attacker's module")
+        plant(srv, kind, portable, blob, rid)
         # What docs/remote.md warns about: without trusted keys the forgery is served.
         plain = world.b.build("--remote-read-only", remote=srv.url)
         assert plain["cache"] == "remote-hit"
@@ -266,8 +273,8 @@ def test_a_padded_blob_publishes_no_extra_file(world, kind):
     victim = victim_entry(world)
     artifact = Path(victim["path"]).read_bytes()
     with remote_servers.server(kind, world.tmp / kind) as srv:
-        portable, blob = forge(victim, artifact, extra_files=[("pad.bin", b"\0" * (1 << 20))])
-        plant(srv, kind, portable, blob)
+        portable, blob, rid = forge(victim, artifact, extra_files=[("pad.bin", b"\0" * (1 << 20))])
+        plant(srv, kind, portable, blob, rid)
         b = world.b.build("--remote-read-only", remote=srv.url)
         assert b["cache"] == "miss" and "pad.bin" in b["stderr"]
         assert world.b.stats()["remote_corrupt"] == 1
@@ -286,9 +293,9 @@ def test_an_entry_that_does_not_list_the_artifact_it_would_serve_is_refused(worl
         e = portable_entry(victim["entry_dir"], victim["base"])
         rename_artifact(e)
         e["artifacts"][0].update(size=len(artifact), sha256=hashlib.sha256(artifact).hexdigest())
-        key = e["portable_key"]
-        plant(srv, kind, key, make_blob(f"remote_k_{key[:16]}", key,
-                                        [("entry.json", json.dumps(e).encode()), ("other.so", artifact)]))
+        key, rid = e["portable_key"], result_id(e)
+        plant(srv, kind, key, make_blob(f"{key[:16]}.{rid[:16]}", key,
+                                        [("entry.json", json.dumps(e).encode()), ("other.so", artifact)]), rid)
         before = compiles(world.log)
         b = world.b.build("--remote-read-only", remote=srv.url)
         assert b["cache"] == "miss" and compiles(world.log) > before
@@ -308,8 +315,8 @@ def test_duplicated_header_records_are_merged_into_one(world):
         e["headers"] += [{"path": "include/big.h", "size": 8 << 20, "sha256": digest}] * 100
 
     with remote_servers.server("redis", world.tmp / "redis") as srv:
-        portable, blob = forge(victim, artifact, edit=hundred_copies)
-        plant(srv, "redis", portable, blob)
+        portable, blob, rid = forge(victim, artifact, edit=hundred_copies)
+        plant(srv, "redis", portable, blob, rid)
         b = world.b.build("--remote-read-only", remote=srv.url)
         assert b["cache"] == "remote-hit", b["stderr"]
         recorded = json.loads((Path(b["entry_dir"]) / "entry.json").read_text())["headers"]
@@ -329,8 +336,8 @@ def test_recorded_headers_adding_up_past_the_cap_are_refused(world):
         e["headers"] += [{"path": f"include/big{i}.h", "size": size, "sha256": digest} for i in range(3)]
 
     with remote_servers.server("redis", world.tmp / "redis") as srv:
-        portable, blob = forge(victim, artifact, edit=three_big)
-        plant(srv, "redis", portable, blob)
+        portable, blob, rid = forge(victim, artifact, edit=three_big)
+        plant(srv, "redis", portable, blob, rid)
         b = world.b.build("--remote-read-only", remote=srv.url)
         assert b["cache"] == "miss" and "add up to more than 256 MiB" in b["stderr"], b["stderr"]
         assert world.b.stats()["remote_corrupt"] == 1
@@ -347,8 +354,8 @@ def test_a_relative_header_path_leaving_the_base_dir_is_rejected(world, kind):
         e["headers"].append({"path": "../outside.h", "size": 7, "sha256": hashlib.sha256(b"secret\n").hexdigest()})
 
     with remote_servers.server(kind, world.tmp / kind) as srv:
-        portable, blob = forge(victim, artifact, edit=oracle)
-        plant(srv, kind, portable, blob)
+        portable, blob, rid = forge(victim, artifact, edit=oracle)
+        plant(srv, kind, portable, blob, rid)
         b = world.b.build("--remote-read-only", remote=srv.url)
         assert b["cache"] == "miss" and "not a normal absolute path" in b["stderr"], b["stderr"]
         assert world.b.stats()["remote_corrupt"] == 1

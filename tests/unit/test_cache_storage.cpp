@@ -411,3 +411,96 @@ TEST_CASE("a URL's backend comes from the scheme table, opened on first use; one
   storage.get(w.request_b(), Tier::kShared);
   CHECK(w.stats.remote_errors == 1);  // given up: not tried again
 }
+
+// ---- several results per key on a remote (cache/results.h) ------------------
+
+TEST_CASE("a remote serves two header revisions both ways, each verified against its id", "[cache][storage][results]") {
+  World w;
+  util::write_file(util::join_path(w.base_a, "h.h"), "int one;\n");
+  const World::Packed one = w.blob_a("built with one", nullptr, {"h.h"});
+  util::write_file(util::join_path(w.base_a, "h.h"), "int two;\n");
+  const World::Packed two = w.blob_a("built with two", nullptr, {"h.h"});
+  auto remote = server_with({two, one});
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& [text, expected] : {std::pair{"int one;\n", "built with one"}, {"int two;\n", "built with two"}}) {
+      // A fresh root each time: the answer comes from the remote.
+      util::remove_all(w.store_b.root());
+      Store store{open_root(w.store_b.root(), true)};
+      util::write_file(util::join_path(w.base_b, "h.h"), text);
+      Storage storage(store, w.options(), &w.stats, backends({remote}));
+      Found f = storage.get(w.request_b(), Tier::kShared);
+      REQUIRE(f.status == CacheStatus::kRemoteHit);
+      CHECK(artifact_of(f) == expected);
+    }
+  }
+  CHECK(w.stats.remote_hits == 4);
+  CHECK(w.stats.remote_corrupt == 0);
+}
+
+TEST_CASE("a remote list naming missing, foreign or oversized results is a miss, never a wrong module",
+          "[cache][storage][results]") {
+  World w;
+  const World::Packed good = w.blob_a("good");
+  const World::Packed other = w.blob_a("other");
+  SECTION("ids whose objects are gone are skipped") {
+    auto remote = server_with({other, good});
+    remote->objects.erase(result_object(other.id));
+    Storage storage(w.store_b, w.options(), &w.stats, backends({remote}));
+    Found f = storage.get(w.request_b(), Tier::kShared);
+    REQUIRE(f.status == CacheStatus::kRemoteHit);
+    CHECK(artifact_of(f) == "good");
+    CHECK(w.stats.remote_corrupt == 0);
+  }
+  SECTION("an object that is not the result its id names is corrupt") {
+    auto remote = server_with(good);
+    remote->objects[result_object(good.id)] = other.blob;  // swapped in under good's id
+    Storage storage(w.store_b, w.options(), &w.stats, backends({remote}));
+    CHECK(storage.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
+    CHECK(w.stats.remote_corrupt == 1);
+    CHECK(!util::path_exists(w.request_b().key_dir));
+  }
+  SECTION("a list of another key, a malformed one, or one over the cap is a miss") {
+    for (const std::string& list :
+         {result_list_text(ResultList{std::string(64, 'd'), {good.id}}), std::string("{\"format\": 1}"),
+          std::string("[") + std::string(kMaxResultListBytes, ' ') + "]"}) {
+      auto remote = server_with(good);
+      remote->objects[object()] = list;
+      Storage storage(w.store_b, w.options(), &w.stats, backends({remote}));
+      CHECK(storage.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
+      CHECK(remote->gets == 1);  // the result was never fetched
+    }
+    CHECK(!util::path_exists(w.request_b().key_dir));
+  }
+  SECTION("a list with more ids than the bound is read up to it") {
+    std::string many = "{\"format\": \"tvmffi-jit results 1\", \"key\": \"" + kPortable + "\", \"results\": [";
+    for (int i = 0; i < 100; ++i) many += std::string(i ? "," : "") + "\"" + std::string(63, 'e') + "0\"";
+    many += "]}";
+    auto parsed = parse_result_list(many, kPortable, nullptr);
+    REQUIRE(parsed);
+    CHECK(parsed->result_ids.size() == 1);  // duplicates merged
+  }
+}
+
+TEST_CASE("two writers of one key each keep their result; the list is merged, bounded, never corrupt",
+          "[cache][storage][results]") {
+  World w;
+  auto remote = empty_server();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i) {
+    // Each upload from a facade of its own (another process), against the same server.
+    Storage storage(w.store_b, w.options(), &w.stats, backends({remote}));
+    std::string dir = w.publish_a("writer " + std::to_string(i));
+    storage.upload(w.request_b(), dir);
+    ids.push_back(result_id(*read_entry(dir, nullptr)));
+  }
+  auto list = parse_result_list(remote->objects[object()], kPortable, nullptr);
+  REQUIRE(list);
+  CHECK(list->result_ids.size() == kMaxResultsPerKey);
+  CHECK(list->result_ids.front() == ids.back());  // the newest first
+  for (const auto& id : ids) CHECK(remote->objects.count(result_object(id)) == 1);  // no result lost
+  // A writer that read the list before another wrote it loses at most that id of the hint.
+  ResultList stale = merge_result_list(std::nullopt, kPortable, ids[0]);
+  remote->objects[object()] = result_list_text(stale);
+  CHECK(parse_result_list(remote->objects[object()], kPortable, nullptr));
+  CHECK(remote->objects.count(result_object(ids[9])) == 1);
+}

@@ -788,3 +788,35 @@ TEST_CASE("a key directory with thousands of names is read only up to its bound"
   CHECK_FALSE(r.hit);
   CHECK(r.corrupt);
 }
+
+TEST_CASE("what sets a key's results apart is checked first; a bad note about it never serves a wrong result",
+          "[cache][store][results]") {
+  Fixture f;
+  const std::string dir = f.store.module_key_dir("m", kKeyA);
+  std::string h = util::join_path(f.tmp.path(), "h.h");
+  std::string common = util::join_path(f.tmp.path(), "common.h");
+  util::write_file(common, "shared by both\n");
+  util::write_file(h, "#define X 1\n");
+  PublishResult one = f.publish("m", kKeyA, "built with 1", hash_headers({common, h}, "/", {}, {}));
+  util::write_file(h, "#define X 2\n");
+  PublishResult two = f.publish("m", kKeyA, "built with 2", hash_headers({common, h}, "/", {}, {}));
+  // Each result notes the one input the other recorded otherwise, not the shared one.
+  for (const auto* p : {&one, &two}) {
+    std::vector<HeaderRecord> distinct = read_distinct_inputs(p->entry_dir);
+    REQUIRE(distinct.size() == 1);
+    CHECK(distinct[0].path == h);
+  }
+  util::write_file(h, "#define X 1\n");
+  CHECK(f.store.find_result(dir, kKeyA).entry_dir == one.entry_dir);
+  // A note that lies (malformed, or naming another digest) costs a full lookup or a miss, never a wrong result.
+  util::write_file(util::join_path(one.entry_dir, kDistinctInputsName), "garbage\n");
+  CHECK(read_distinct_inputs(one.entry_dir).empty());
+  CHECK(f.store.find_result(dir, kKeyA).entry_dir == one.entry_dir);
+  util::write_file(util::join_path(two.entry_dir, kDistinctInputsName),
+                   std::string(64, '0') + " 1 - " + util::hex_encode(reinterpret_cast<const uint8_t*>(common.data()),
+                                                                       common.size()) + "\n");
+  util::write_file(h, "#define X 2\n");
+  LookupResult r = f.store.find_result(dir, kKeyA);
+  CHECK_FALSE(r.hit);  // two's note says common.h differs: passed over, a miss that rebuilds
+  CHECK(r.entry_dir != one.entry_dir);
+}

@@ -39,7 +39,8 @@ struct EntryInfo {
 std::vector<EntryInfo> list_entries(const std::string& root, bool include_objects);
 
 // Entries whose directory name ("<name>_<key16>" selects all of the key's
-// results), module name or key (prefix of >= 4 hex digits) matches.
+// results, "<result16>" or "<name>_<key16>/<result16>" one), module name or
+// key (prefix of >= 4 hex digits) matches.
 std::vector<EntryInfo> find_entries(const std::string& root, const std::string& name_or_key);
 
 // The size of a cache, as `cache stats` and `doctor` report it: the entries

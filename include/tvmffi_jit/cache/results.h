@@ -65,6 +65,25 @@ struct ResultDir {
 };
 std::vector<ResultDir> list_result_dirs(const std::string& key_dir);
 
+// What tells the results of one key apart: usually the one header that
+// changed between them. Beside each result's entry.json, ".distinct-inputs"
+// (a dot name no artifact can have) holds its recorded inputs that another
+// result of the key recorded otherwise, as publishing found them (each
+// publish adds the new result's differences to itself and to every other
+// result). A lookup checks those few files first and passes over a result
+// built against other headers without parsing its entry.json or walking the
+// hundreds of headers all results share. Only a shortcut to a miss: a
+// result whose distinct inputs match still passes the full lookup, and a
+// missing, stale or malformed file only costs that full lookup.
+inline constexpr const char* kDistinctInputsName = ".distinct-inputs";
+inline constexpr uint64_t kMaxDistinctInputsBytes = 64u << 10;
+// Records `published` (just published in `key_dir` as `published_dir`)
+// against the key's other results, both ways. Failures are ignored.
+void note_distinct_inputs(const std::string& key_dir, const std::string& published_dir, const EntryRecord& published);
+// The distinct inputs of the result in `result_dir`; empty when there are
+// none, or the file is missing, too big or malformed.
+std::vector<HeaderRecord> read_distinct_inputs(const std::string& result_dir);
+
 // The remote's per-key list of result ids, most recently stored first.
 struct ResultList {
   std::string key;                  // the portable key it indexes

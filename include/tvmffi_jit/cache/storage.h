@@ -104,6 +104,8 @@ class EntryStorage {
   // The trust policy every door applies (cache/trust.h); none: everything
   // self-consistent is served.
   virtual const TrustPolicy* trust_policy() const { return nullptr; }
+  // Whether a build's entries go to a shared tier (a remote) as well.
+  virtual bool shares() const { return false; }
   // A module's entry through every tier in order (above). Counts a hit of
   // each kind, and a miss that is not local_only. Throws only what ends the
   // command: a termination signal, a missing client library (exit 4), a lock
@@ -174,6 +176,7 @@ class Storage : public EntryStorage {
   // The policy every door of this facade applies (cache/trust.h).
   const TrustPolicy& policy() const { return policy_; }
   const TrustPolicy* trust_policy() const override { return &policy_; }
+  bool shares() const override { return !servers_.empty(); }
 
  private:
   struct Server;

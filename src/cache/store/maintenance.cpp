@@ -308,7 +308,8 @@ std::vector<EntryInfo> find_entries(const std::string& root, const std::string& 
   bool key_like = q.size() >= 4 && is_lower_hex(q);
   for (auto& e : list_entries(root, true)) {
     // A key's directory name selects all of its results.
-    bool match = e.dir_name == name_or_key || (!e.key_dir.empty() && util::file_name(e.key_dir) == name_or_key);
+    bool match = e.dir_name == name_or_key ||
+                 (!e.key_dir.empty() && (util::file_name(e.key_dir) == name_or_key || util::file_name(e.dir) == q));
     if (e.entry) {
       if (!e.is_object && e.entry->name == name_or_key) match = true;
       if (key_like && util::starts_with(e.entry->key, q)) match = true;

@@ -6,13 +6,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
 #include "tvmffi_jit/cache/portable.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/json.h"
+#include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cache {
 
@@ -82,6 +85,101 @@ std::vector<ResultDir> list_result_dirs(const std::string& key_dir) {
   ::closedir(d);
   std::stable_sort(out.begin(), out.end(),
                    [](const ResultDir& a, const ResultDir& b) { return a.last_used_ns > b.last_used_ns; });
+  return out;
+}
+
+namespace {
+
+// One line per record: "<sha256> <size> <stat or -> <path in hex>".
+std::string distinct_inputs_text(const std::vector<HeaderRecord>& records) {
+  std::string out;
+  for (const auto& r : records)
+    out += r.sha256 + " " + std::to_string(r.size) + " " + (r.stat.empty() ? "-" : r.stat) + " " +
+           util::hex_encode(reinterpret_cast<const uint8_t*>(r.path.data()), r.path.size()) + "\n";
+  return out;
+}
+
+// The records of `entry` that `other` does not hold with the same path and digest.
+std::vector<HeaderRecord> differing(const EntryRecord& entry, const EntryRecord& other) {
+  std::unordered_map<std::string_view, std::string_view> digest_by_path;
+  digest_by_path.reserve(other.headers.size());
+  for (const auto& r : other.headers) digest_by_path.emplace(r.path, r.sha256);
+  std::vector<HeaderRecord> out;
+  for (const auto& r : entry.headers) {
+    auto it = digest_by_path.find(r.path);
+    if (it == digest_by_path.end() || it->second != r.sha256) out.push_back(r);
+  }
+  return out;
+}
+
+// Appends the records of `more` whose path `into` does not hold yet.
+void add_new_paths(std::vector<HeaderRecord>& into, std::vector<HeaderRecord> more) {
+  for (auto& r : more) {
+    bool known = false;
+    for (const auto& a : into) known = known || a.path == r.path;
+    if (!known) into.push_back(std::move(r));
+  }
+}
+
+// Adds `more` to the distinct inputs of `result_dir` (by path), atomically.
+// The directory's mtime is its last use (the LRU order of the key's
+// results and of gc): writing the note must not move it, so it is put back.
+void add_distinct_inputs(const std::string& result_dir, std::vector<HeaderRecord> more) {
+  if (more.empty()) return;
+  struct stat before;
+  if (::lstat(result_dir.c_str(), &before) != 0) return;
+  std::vector<HeaderRecord> all = read_distinct_inputs(result_dir);
+  add_new_paths(all, std::move(more));
+  const std::string text = distinct_inputs_text(all);
+  if (text.size() > kMaxDistinctInputsBytes) return;  // a full lookup does without it
+  util::write_file_atomic(util::join_path(result_dir, kDistinctInputsName), text, 0600);
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ::utimensat(AT_FDCWD, result_dir.c_str(), times, AT_SYMLINK_NOFOLLOW);
+}
+
+}  // namespace
+
+void note_distinct_inputs(const std::string& key_dir, const std::string& published_dir, const EntryRecord& published) {
+  std::vector<HeaderRecord> mine;
+  for (const auto& sibling : list_result_dirs(key_dir)) {
+    if (sibling.path == published_dir) continue;
+    try {
+      std::optional<EntryRecord> other = read_entry(sibling.path, nullptr);
+      if (!other || other->key != published.key) continue;
+      add_new_paths(mine, differing(published, *other));
+      add_distinct_inputs(sibling.path, differing(*other, published));
+    } catch (const Error&) {
+      // A shortcut only: a result without it is looked up in full.
+    }
+  }
+  try {
+    add_distinct_inputs(published_dir, std::move(mine));
+  } catch (const Error&) {
+    // As above.
+  }
+  // Published now: the key's most recently used result (its directory was
+  // made when the build began).
+  ::utimensat(AT_FDCWD, published_dir.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
+}
+
+std::vector<HeaderRecord> read_distinct_inputs(const std::string& result_dir) {
+  std::vector<HeaderRecord> out;
+  auto text = util::read_small_file(util::join_path(result_dir, kDistinctInputsName), kMaxDistinctInputsBytes);
+  if (!text) return out;
+  for (const auto& line : util::split_lines(*text)) {
+    std::vector<std::string> f = util::split_any(line, " ");
+    if (f.size() != 4 || !is_hex(f[0], 64) || f[1].empty() || f[1].size() > 19 ||
+        f[1].find_first_not_of("0123456789") != std::string::npos)
+      return {};
+    auto path = util::hex_decode(f[3]);
+    if (!path || path->empty() || (*path)[0] != '/') return {};
+    HeaderRecord r;
+    r.sha256 = f[0];
+    r.size = std::stoull(f[1]);
+    if (f[2] != "-") r.stat = f[2];
+    r.path = std::move(*path);
+    out.push_back(std::move(r));
+  }
   return out;
 }
 

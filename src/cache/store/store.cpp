@@ -37,6 +37,22 @@ void move_file(const std::string& from, const std::string& to) {
   util::write_file(to, util::read_file(from));
 }
 
+// A lookup of `dir` that ends before reading anything: "absent", or "not a
+// directory" (a symlink or file where an entry or a key's directory should
+// be: never followed, replaced on publish). An empty miss_reason: go on.
+LookupResult directory_miss(const std::string& dir) {
+  LookupResult r;
+  r.entry_dir = dir;
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0) {
+    r.miss_reason = "absent";
+  } else if (!S_ISDIR(st.st_mode)) {
+    r.miss_reason = "not a directory";
+    r.corrupt = true;
+  }
+  return r;
+}
+
 }  // namespace
 
 std::string LookupResult::artifact_path(size_t i) const {
@@ -128,19 +144,8 @@ std::string Store::locks_dir() const { return util::join_path(root_.path, "locks
 
 LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_hex,
                            const LookupOptions& options) const {
-  LookupResult r;
-  r.entry_dir = entry_dir;
-  struct stat st;
-  if (::lstat(entry_dir.c_str(), &st) != 0) {
-    r.miss_reason = "absent";
-    return r;
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    // A symlink or file where an entry should be: never followed, replaced on publish.
-    r.miss_reason = "not a directory";
-    r.corrupt = true;
-    return r;
-  }
+  LookupResult r = directory_miss(entry_dir);
+  if (!r.miss_reason.empty()) return r;
   std::string why;
   util::FullStamp read_stamp;
   r.entry = read_entry(entry_dir, &why, &read_stamp);
@@ -184,18 +189,8 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
 
 LookupResult Store::find_result(const std::string& key_dir, const std::string& key_hex,
                                 const LookupOptions& options) const {
-  LookupResult miss;
-  miss.entry_dir = key_dir;
-  struct stat st;
-  if (::lstat(key_dir.c_str(), &st) != 0) {
-    miss.miss_reason = "absent";
-    return miss;
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    miss.miss_reason = "not a directory";
-    miss.corrupt = true;
-    return miss;
-  }
+  LookupResult miss = directory_miss(key_dir);
+  if (!miss.miss_reason.empty()) return miss;
   std::vector<ResultDir> results = list_result_dirs(key_dir);
   if (results.empty()) {
     miss.miss_reason = "absent";
@@ -203,6 +198,13 @@ LookupResult Store::find_result(const std::string& key_dir, const std::string& k
   }
   Rehashed rehashed;  // over every result tried: each re-read is counted once
   for (const auto& result : results) {
+    // What sets this result apart from the key's others, checked first
+    // (cache/results.h): one built against other headers is passed over.
+    if (results.size() > 1)
+      if (auto changed = check_headers(read_distinct_inputs(result.path), digest_memo(false))) {
+        if (miss.miss_reason.empty()) miss.miss_reason = "header " + *changed;
+        continue;
+      }
     LookupResult r = lookup(result.path, key_hex, options);
     rehashed.files += r.rehashed.files;
     rehashed.bytes += r.rehashed.bytes;
@@ -325,7 +327,10 @@ PublishResult Store::commit_result(Staging& staging, const std::string& key_dir,
   }
   const std::string dir = util::join_path(key_dir, result_dir_name(result_id(record)));
   PublishResult p = commit(staging, dir, std::move(record), keep);
-  if (p.ours) evict_results(key_dir, dir);
+  if (p.ours) {
+    evict_results(key_dir, dir);
+    note_distinct_inputs(key_dir, dir, p.entry);
+  }
   return p;
 }
 
