@@ -182,7 +182,11 @@ def main():
 
 ROUND = """import statistics, time
 import {module} as jit
-jit.{function}("readme_add", cpp_sources={source!r}, functions=["add"])
+# Warm-up for as long as a round takes: a fresh process on an idle machine
+# otherwise measures its first calls on a core still at a low clock.
+end = time.perf_counter() + 0.3
+while time.perf_counter() < end:
+    jit.{function}("readme_add", cpp_sources={source!r}, functions=["add"])
 ts = []
 for _ in range({calls}):
     t = time.perf_counter()
