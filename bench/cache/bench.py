@@ -12,7 +12,7 @@
    running that one compile plus the link directly.
 4. What re-hashing the module artifact on a hit costs (docs/cache.md, "What the
    cache promises"): hits of the README example (when nvcc is on PATH) and of
-   modules padded to 64 KiB .. 64 MiB, default (re-hashed up to 4 MiB) against
+   modules padded to 64 KiB .. 64 MiB, default (proven by its stamp, re-hashed once after a change) against
    --verify (always re-hashed); anchor: the 2-source hit of row 1.
 5. What the complete key costs a hit of the README CUDA example (when nvcc is
    on PATH): its entry as built (headers incl. system ones, the files the

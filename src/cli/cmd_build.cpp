@@ -575,8 +575,8 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                   "Cache root (default: $TVMFFI_JIT_CACHE_DIR, else $XDG_CACHE_HOME/tvmffi-jit, else ~/.cache/tvmffi-jit)");
   sub->add_flag("--force", args->force, "Rebuild even if the cache has the module (and replace the entry)");
   sub->add_flag("--verify", args->verify,
-                "On a cache hit, re-hash the artifact against its recorded SHA-256 whatever its size (modules up to "
-                "4 MiB always are); a mismatch rebuilds");
+                "On a cache hit, re-hash the artifact against its recorded SHA-256 whatever its stamp says (a hit "
+                "otherwise proves it by its stamp); a mismatch rebuilds");
   sub->add_flag("--no-cache", args->no_cache, "Build in a new temp directory without the cache");
   // Hidden (no group): the Python package's in-process hit path (docs/python.md).
   sub->add_flag("--only-if-cached", args->only_if_cached,

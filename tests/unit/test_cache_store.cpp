@@ -21,6 +21,7 @@
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/lock.h"
+#include "tvmffi_jit/util/stamp.h"
 #include "tvmffi_jit/util/strings.h"
 
 using namespace tvmffi_jit;
@@ -389,6 +390,7 @@ TEST_CASE("a big file's digest is remembered per machine, so a record without a 
   // adopted record gets this machine's stat.
   auto adopted = built;
   adopted[0].stat.clear();
+  util::ProvenDigests::global().clear();  // this process's memo of the hash above: the root's memo is under test
   CHECK_FALSE(check_and_stamp_headers(adopted, {memo.dir, false}));
   CHECK(adopted[0].stat == built[0].stat);
   // It is the memo that answered, not a re-hash: the one memo file names
@@ -404,6 +406,7 @@ TEST_CASE("a big file's digest is remembered per machine, so a record without a 
   forged.replace(at, built[0].sha256.size(), util::sha256_hex("other"));
   util::write_file(memo_file, forged);
   adopted[0].stat.clear();
+  util::ProvenDigests::global().clear();
   CHECK(check_headers(adopted, {memo.dir, false}));
   util::write_file(memo_file, text);
   // A remembered digest never hides a change: a rewrite moves the stat, and
@@ -425,8 +428,9 @@ TEST_CASE("verify finds a flipped byte; --remove deletes only the bad entry", "[
   PublishResult good = f.publish("good", kKeyA, "good bytes");
   PublishResult bad = f.publish("bad", kKeyA, "bad bytes!");
   util::write_file(util::join_path(bad.entry_dir, "bad.so"), "bad bytes?");  // same size, other content
-  CHECK(f.store.lookup(bad.entry_dir, kKeyA).hit);  // the size check cannot see it...
-  VerifyReport r = verify_cache(f.store, false);  // ...verify can
+  // A lookup re-hashes what no settled stamp proves (a just-written file)...
+  CHECK_FALSE(f.store.lookup(bad.entry_dir, kKeyA).hit);
+  VerifyReport r = verify_cache(f.store, false);  // ...and verify re-hashes everything, stamps or not
   CHECK(r.checked == 2);
   REQUIRE(r.problems.size() == 1);
   CHECK(r.problems[0].dir == bad.entry_dir);

@@ -63,10 +63,12 @@ TEST_CASE("stamp memo keeps nothing from a file younger than its settle time", "
   CHECK(get() == "fresh");
   CHECK(get() == "fresh");
   CHECK(derive.calls == 2);  // just written: its stamp could still hide an in-place rewrite
+  // Setting mtime back (touch -d) moves ctime to now: the full stamp is
+  // still young, so an old-looking mtime alone never makes a value kept.
   age(p, 10);
   CHECK(get() == "fresh");
   CHECK(get() == "fresh");
-  CHECK(derive.calls == 3);
+  CHECK(derive.calls == 4);
 }
 
 TEST_CASE("stamp memo keeps no failure and does not follow a symlink put in the file's place",

@@ -135,6 +135,9 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
 // symlink or from a FIFO); nullopt (with `why`) when missing or malformed.
 // `stamp` (may be null): the stamp entry.json had when read (inode 0: none).
 std::optional<EntryRecord> read_entry(const std::string& dir, std::string* why, util::FullStamp* stamp = nullptr);
+// Tells read_entry's per-process memo that <dir>/entry.json, now at `stamp`,
+// holds `record` (a writer that just replaced it: the next read need not parse it).
+void remember_entry(const std::string& dir, const util::FullStamp& stamp, const EntryRecord& record);
 // entry.json as JSON (same limits as read_entry), whatever its format version;
 // discarded JSON when missing, too big or malformed.
 nlohmann::json read_entry_json(const std::string& dir, std::string* why);

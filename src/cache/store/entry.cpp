@@ -202,14 +202,26 @@ nlohmann::json read_entry_json(const std::string& dir, std::string* why) {
   return j;
 }
 
+namespace {
+
+// The engine library serves many hits per process, and parsing entry.json
+// (hundreds of recorded headers) was most of a hit's CPU time. No settle
+// time: entry.json is only ever replaced by rename, and a record memoised
+// under a reused stamp would still be checked on every lookup (its key, its
+// artifacts' sizes, each recorded header), so at worst it misses.
+util::StampMemo<EntryRecord>& entry_memo() {
+  static util::StampMemo<EntryRecord>* memo = new util::StampMemo<EntryRecord>(64, 0, false);  // used until exit
+  return *memo;
+}
+
+}  // namespace
+
+void remember_entry(const std::string& dir, const util::FullStamp& stamp, const EntryRecord& record) {
+  entry_memo().put(util::join_path(dir, kEntryFileName), stamp, record);
+}
+
 std::optional<EntryRecord> read_entry(const std::string& dir, std::string* why, util::FullStamp* stamp) {
-  // The engine library serves many hits per process, and parsing entry.json
-  // (hundreds of recorded headers) was most of a hit's CPU time. No settle
-  // time: entry.json is only ever replaced by rename, and a record memoised
-  // under a reused stamp would still be checked on every lookup (its key, its
-  // artifacts' sizes, each recorded header), so at worst it misses.
-  static util::StampMemo<EntryRecord> memo(64, 0, false);
-  return memo.get_or(util::join_path(dir, kEntryFileName), [&]() -> std::optional<EntryRecord> {
+  return entry_memo().get_or(util::join_path(dir, kEntryFileName), [&]() -> std::optional<EntryRecord> {
     auto j = read_entry_json(dir, why);
     if (j.is_discarded()) return std::nullopt;
     return entry_from_json(j, why);

@@ -142,6 +142,7 @@ bool Store::record_stamps(const std::string& entry_dir, const EntryRecord& check
   // A temp file in <root>/tmp (gc removes one left by a crash), renamed over
   // entry.json through the directory's descriptor.
   std::string tmp;
+  ino_t written_inode = 0;
   try {
     util::make_directories(tmp_dir(), 0700);
     tmp = util::join_path(tmp_dir(), "stamps." + util::unique_name_suffix());
@@ -149,6 +150,8 @@ bool Store::record_stamps(const std::string& entry_dir, const EntryRecord& check
     if (!created) return fail("cannot create " + tmp + ": " + created.why());
     util::FileWriter w = std::move(created).value();
     w.write(util::dump_json(j, 2) + "\n");
+    struct stat written;
+    if (::fstat(w.fd(), &written) == 0) written_inode = written.st_ino;
     w.close();
   } catch (const Error& e) {  // FileWriter's write/close failures, worded with the path
     if (!tmp.empty()) ::unlink(tmp.c_str());
@@ -167,6 +170,13 @@ bool Store::record_stamps(const std::string& entry_dir, const EntryRecord& check
     ::unlink(tmp.c_str());
     return fail(errno_message("cannot rename " + tmp + " over it", e));
   }
+  // The next read of this process need not parse what it just wrote: the
+  // record under the new file's own stamp (taken after the rename, which
+  // moves ctime), if the name still holds it.
+  struct stat now;
+  if (written_inode != 0 && ::fstatat(dir.fd, kEntryFileName, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+      now.st_ino == written_inode)
+    remember_entry(entry_dir, util::full_stamp_of(now), checked);
   spdlog::debug("cache: recorded {} new stamp(s) in {}/{}", changed, entry_dir, kEntryFileName);
   return true;
 }
