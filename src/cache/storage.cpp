@@ -63,7 +63,6 @@ class EntryReceiver : public BlobFileWriter {
 
 std::string portable_dir_name(const EntryRequest& r) { return r.name + "_" + r.key.portable_hex.substr(0, 16); }
 
-
 RemoteFailure from_adopt(const AdoptFailure& f) {
   return {f.kind == AdoptFailureKind::kStale ? K::kStale : K::kCorrupt, f.message};
 }
