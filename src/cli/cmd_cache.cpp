@@ -21,6 +21,7 @@
 #include "build_request.h"
 #include "output.h"
 #include "tvmffi_jit/cache/maintenance.h"
+#include "tvmffi_jit/cache/trust.h"
 #include "tvmffi_jit/cache/remote/options.h"
 #include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/cache/root.h"
@@ -177,6 +178,10 @@ void run_show(const CacheArgs& a) {
     out("  headers: " + std::to_string(r.headers.size()) + "\n");
     for (const auto& h : r.headers) out("    " + h.path + "\n");
     if (!r.inputs.empty()) out("  inputs: " + util::dump_json(r.inputs) + "\n");
+    // Who made it (cache/trust.h): "built", "adopted" (from where), "imported", or nothing recorded.
+    const std::string origin = cache::provenance_origin(r);
+    out("  provenance: " + (origin.empty() ? std::string("none recorded") : origin) +
+        (r.provenance.contains("source") ? " from " + r.provenance.value("source", std::string()) : "") + "\n");
     if (!r.compiler_output.empty()) out("  compiler output:\n" + r.compiler_output + (r.compiler_output.back() == '\n' ? "" : "\n"));
   }
 }

@@ -14,12 +14,6 @@ namespace {
 
 constexpr uint64_t kMaxScannedFileBytes = 16ull << 20;
 
-bool is_under(const std::string& path, const std::string& dir) {
-  if (dir.empty()) return false;
-  if (dir == "/") return true;
-  return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
-}
-
 bool is_ident(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 bool exists(const std::string& p) {
@@ -72,7 +66,7 @@ void add_candidates(const std::string& name, const std::string& own_dir, const s
   }
   for (const auto& d : dirs) {
     const std::string candidate = normal(d.empty() ? name : util::join_path(d, name));
-    if (!build_dir.empty() && (candidate == build_dir || is_under(candidate, build_dir))) continue;
+    if (!build_dir.empty() && (candidate == build_dir || util::is_path_under(candidate, build_dir))) continue;
     if (exists(candidate)) {
       add(out.found, candidate);
       return;
@@ -85,7 +79,7 @@ IncludeProbes has_include_probes(const std::vector<std::string>& files, const st
                                  const std::vector<std::string>& skip_roots, const std::string& build_dir) {
   IncludeProbes out;
   for (const auto& file : files) {
-    if (std::any_of(skip_roots.begin(), skip_roots.end(), [&](const std::string& r) { return is_under(file, r); }))
+    if (std::any_of(skip_roots.begin(), skip_roots.end(), [&](const std::string& r) { return util::is_path_under(file, r); }))
       continue;
     auto text = util::read_small_file(file, kMaxScannedFileBytes);
     if (!text) continue;  // hashed as a header already: a file that went away misses there

@@ -332,6 +332,12 @@ std::string extension(const std::string& path) { return to_lower(fs::path(path).
 
 std::string join_path(const std::string& a, const std::string& b) { return (fs::path(a) / b).string(); }
 
+bool is_path_under(const std::string& path, const std::string& dir) {
+  if (dir.empty()) return false;
+  if (dir == "/") return path.size() > 1 && path[0] == '/';
+  return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
+}
+
 Expected<void> can_read_content(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {

@@ -143,6 +143,10 @@ std::string parent_path(const std::string& path);
 std::string file_name(const std::string& path);
 std::string extension(const std::string& path);  // ".cu", lower-cased
 std::string join_path(const std::string& a, const std::string& b);
+// Lexically: `path` is strictly below directory `dir` ("/a/b" is under "/a"
+// and "/", not under "/a/b" or "/ab"). Both are taken as written: compare
+// lexically normal paths.
+bool is_path_under(const std::string& path, const std::string& dir);
 // The current directory, or why not: it was deleted under a running shell
 // (the reason says so and what to do). current_directory() throws that as
 // Error(kIo); find_current_directory() is for callers that go on without it.

@@ -44,19 +44,13 @@ void link_or_copy(const std::string& from, const std::string& to) {
   util::write_file(to, util::read_file(from));
 }
 
-bool is_under(const std::string& path, const std::string& dir) {
-  if (dir.empty()) return false;
-  if (dir == "/") return true;
-  return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
-}
-
 // The first header, shadow or library record naming a path outside the base
 // dir and the request's roots, as a message.
 std::optional<std::string> record_outside(const EntryRecord& record, const AdoptRequest& request) {
   auto allowed = [&](const std::string& p) {
-    if (is_under(p, request.base_dir)) return true;
+    if (util::is_path_under(p, request.base_dir)) return true;
     for (const auto& r : request.roots)
-      if (is_under(p, r)) return true;
+      if (util::is_path_under(p, r)) return true;
     return false;
   };
   for (const auto& h : record.headers) {
