@@ -68,10 +68,10 @@ class EntryReceiver : public BlobFileWriter {
 
 
 // The remote's name of the key's result list, and of one of its results.
-std::string result_list_object(RemoteScheme scheme, const RemoteOptions& o, const std::string& portable_key) {
+std::string result_list_object(const RemoteScheme* scheme, const RemoteOptions& o, const std::string& portable_key) {
   return remote_object_name(scheme, o.key_namespace, portable_key);
 }
-std::string result_object(RemoteScheme scheme, const RemoteOptions& o, const std::string& portable_key,
+std::string result_object(const RemoteScheme* scheme, const RemoteOptions& o, const std::string& portable_key,
                           const std::string& result_id) {
   return remote_object_name(scheme, o.key_namespace, portable_key + "." + result_id);
 }
@@ -316,7 +316,7 @@ PublishResult Storage::publish(Staging& staging, const EntryRequest& request, En
     for (const auto& [from, name] : files) {
       auto stamp = util::file_stamp(from);
       if (!stamp) throw io_error("cannot stat " + from);
-      record.artifacts.push_back({name, stamp->size, util::sha256_file_hex(from)});
+      record.artifacts.push_back({name, stamp->size, util::sha256_file_hex(from), {}});
     }
   }
   record.provenance = built_provenance(record, policy_.sign_key);

@@ -192,7 +192,7 @@ void UnitCache::store_object(const CompileStep& step, const std::string& key, co
     if (policy_.sign_key) {
       auto stamp = util::file_stamp(copy);
       if (!stamp) throw io_error("cannot stat " + copy);
-      entry.artifacts = {{name, stamp->size, util::sha256_file_hex(copy)}};
+      entry.artifacts = {{name, stamp->size, util::sha256_file_hex(copy), {}}};
     }
     entry.provenance = cache::built_provenance(entry, policy_.sign_key);
     // --force replaces what is there; a signing build replaces what it would not link.
