@@ -249,7 +249,7 @@ nlohmann::json entry_with_headers(const std::vector<HeaderRecord>& headers) {
   e.name = "m";
   e.key = std::string(64, 'a');
   e.tool_version = "t";
-  e.artifacts.push_back({"m.so", 1, std::string(64, 'b')});
+  e.artifacts.push_back({"m.so", 1, std::string(64, 'b'), {}});
   e.headers = headers;
   return entry_to_json(e);
 }
