@@ -11,20 +11,13 @@
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/scoped_fd.h"
 #include "tvmffi_jit/util/stamp.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cache {
 
 namespace {
-
-// Closes on every path out.
-struct Descriptor {
-  int fd = -1;
-  ~Descriptor() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 std::string memo_path(const DigestMemo& memo, const std::string& path) {
   return util::join_path(memo.dir, util::sha256_hex(path).substr(0, 32));
@@ -38,7 +31,7 @@ bool hash_file_stamped(const std::string& path, bool follow_symlinks, uint64_t* 
     if (why) *why = w;
     return false;
   };
-  Descriptor d;
+  util::ScopedFd d;
   uint64_t ignored = 0;
   try {
     // Never blocks on a FIFO put in a file's place; refuses anything but a

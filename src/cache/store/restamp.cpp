@@ -16,6 +16,7 @@
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/scoped_fd.h"
 #include "tvmffi_jit/util/stamp.h"
 #include "tvmffi_jit/util/strings.h"
 
@@ -23,12 +24,6 @@ namespace tvmffi_jit::cache {
 
 namespace {
 
-struct Descriptor {
-  int fd = -1;
-  ~Descriptor() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 // Entries whose rewrite failed (a read-only root, a full disk), at the
 // stamp entry.json had then: not tried again by this process until that
@@ -105,10 +100,10 @@ bool Store::record_stamps(const std::string& entry_dir, const EntryRecord& check
   // The directory by descriptor: if the entry is renamed away (gc, a
   // publish replacing it) the new entry.json lands in the old directory,
   // never in a new entry at the same path.
-  Descriptor dir;
+  util::ScopedFd dir;
   dir.fd = ::open(entry_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (dir.fd < 0) return fail(errno_message("cannot open", errno));
-  Descriptor file;
+  util::ScopedFd file;
   file.fd = ::openat(dir.fd, kEntryFileName, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (file.fd < 0) return fail(errno_message("cannot open", errno));
   struct stat st;
