@@ -18,7 +18,7 @@ EntryRecord module_entry() {
   e.key = std::string(64, 'b');
   e.portable_key = std::string(64, 'a');
   e.base_dir = "/work/proj";
-  e.artifacts = {{"m.so", 5000, std::string(64, '2')}};
+  e.artifacts = {{"m.so", 5000, std::string(64, '2'), {}}};
   e.headers = {{"/work/proj/h.h", 10, std::string(64, '3'), "", {"/work/proj/inc/h.h"}}};
   return e;
 }
