@@ -2,7 +2,7 @@
 //
 // entry.json (format_version = kCacheFormatVersion):
 //   {
-//     "format_version": 3,
+//     "format_version": 4,
 //     "kind": "module" | "object",
 //     "name": "<module name>",                 // objects: the source file name
 //     "key": "<64 hex>",                       // the full key; the directory has 16
