@@ -2,7 +2,7 @@
 //
 // entry.json (format_version = kCacheFormatVersion):
 //   {
-//     "format_version": 3,
+//     "format_version": 4,
 //     "kind": "module" | "object",
 //     "name": "<module name>",                 // objects: the source file name
 //     "key": "<64 hex>",                       // the full key; the directory has 16
@@ -44,7 +44,7 @@ namespace tvmffi_jit::cache {
 
 // The version of entry.json's grammar and of the key layout compile hashes
 // (compile/key.h has the version history; bump it on any change to either).
-inline constexpr int kCacheFormatVersion = 3;
+inline constexpr int kCacheFormatVersion = 4;
 
 // An entry's key, as the store and the tiers see it: opaque digests. What is
 // hashed into it is the caller's (compile/key.h).

@@ -28,6 +28,11 @@
 //      would shadow them ("shadows"), and the key covers every environment
 //      variable the compilers and the linker read that changes their output
 //      (relevant_environment_names()).
+//   4: several results per module key (cache/results.h): a key's directory
+//      holds result directories named by their content, and a remote holds
+//      each result as an object of its own plus the key's result list. Bumped
+//      so that no new key lands in a format-3 entry directory (an entry.json
+//      beside its artifact), which maintenance then removes as an old entry.
 #pragma once
 
 #include <functional>
