@@ -6,8 +6,8 @@
 #
 #   guard_enter            makes the folder (removed by the caller's EXIT trap:
 #                          `trap guard_leave EXIT`), pins the user caches CI
-#                          should keep (ccache, pip) and the user site-packages
-#                          to where they are now
+#                          should keep (ccache, pip), the user site-packages and
+#                          rustup's homes to where they are now
 #   guard_run CMD...       runs CMD with HOME/XDG_CACHE_HOME/TMPDIR in the folder
 #   guard_check            prints what appeared beyond the allowlist; fails if any
 #   guard_leave            removes the folder
@@ -33,6 +33,10 @@ guard_enter() {
     export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$pip_cache}
   fi
   export PYTHONUSERBASE=${PYTHONUSERBASE:-$("$py" -m site --user-base)}
+  # rustup's proxies (cargo, rustc, ... on PATH) write settings into
+  # $RUSTUP_HOME (~/.rustup) when anything runs them: keep the user's.
+  if [ -d "$HOME/.rustup" ]; then export RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}; fi
+  if [ -d "$HOME/.cargo" ]; then export CARGO_HOME=${CARGO_HOME:-$HOME/.cargo}; fi
   GUARD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/tvmffi-jit-test-home-XXXXXX")
   local d
   for d in "${GUARD_MADE[@]}"; do mkdir -p "$GUARD_DIR/$d"; done

@@ -59,23 +59,25 @@ def test_guard_removes_its_folder_even_with_read_only_folders_in_it(tmp_path):
     assert after == "removed" and not folder.exists()
 
 
-def test_guard_pins_ccache_and_pip_caches_before_home_moves(tmp_path):
+def test_guard_pins_ccache_pip_user_site_and_rustup_before_home_moves(tmp_path):
     script = f"""
 set -euo pipefail
-unset CCACHE_DIR PIP_CACHE_DIR PYTHONUSERBASE
+unset CCACHE_DIR PIP_CACHE_DIR PYTHONUSERBASE RUSTUP_HOME CARGO_HOME
+mkdir -p "$HOME/.rustup"
 source {GUARD}
 guard_enter
-guard_run bash -c 'echo "$HOME|${{CCACHE_DIR:-}}|${{PIP_CACHE_DIR:-}}|$PYTHONUSERBASE"'
+guard_run bash -c 'echo "$HOME|${{CCACHE_DIR:-}}|${{PIP_CACHE_DIR:-}}|$PYTHONUSERBASE|$RUSTUP_HOME|${{CARGO_HOME:-unset}}"'
 guard_leave
 """
     env = dict(os.environ, TMPDIR=str(tmp_path), HOME=str(tmp_path / "home"), XDG_CACHE_HOME=str(tmp_path / "xdg"))
     p = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
-    home, ccache, pip, userbase = p.stdout.strip().split("|")
+    home, ccache, pip, userbase, rustup, cargo = p.stdout.strip().split("|")
     assert home.startswith(str(tmp_path / "tvmffi-jit-test-home-"))
     for pinned in (ccache, pip):  # where they were before HOME moved, if the tool is there
         assert not pinned or pinned.startswith(str(tmp_path / "xdg")), pinned
     assert userbase == str(tmp_path / "home" / ".local")
+    assert rustup == str(tmp_path / "home" / ".rustup") and cargo == "unset"  # pinned only where it exists
 
 
 def test_build_wheel_names_the_missing_tools_and_the_pip_command(tmp_path):
