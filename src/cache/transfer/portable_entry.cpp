@@ -70,8 +70,10 @@ std::optional<std::string> record_outside(const EntryRecord& record, const Adopt
 std::string imported_dir(const Store& store) { return util::join_path(store.root(), "imported"); }
 
 std::string imported_key_dir(const Store& store, const std::string& name, const std::string& portable_key) {
-  check_entry_name(name);
-  return util::join_path(imported_dir(store), name + "_" + portable_key.substr(0, 16));
+  if (!is_valid_file_name(name))
+    throw usage_error("invalid module name '" + name.substr(0, 64) + "' for the cache: use 1-" +
+                      std::to_string(kMaxFileNameLength) + " characters from [A-Za-z0-9_.-], not starting with '.'");
+  return util::join_path(imported_dir(store), module_entry_dir_name(name, portable_key));
 }
 
 std::string result_blob_dir(const std::string& portable_key, const std::string& result_id) {
