@@ -36,8 +36,11 @@ def project(tmp_path):
 
 def build_quietly(tmp_path, env, level, remote, root):
     """`build -q`/`-qq` of q.cc against `remote` in a fresh root: (stdout, stderr lines)."""
+    # From the project's folder: a source given on the command line is keyed
+    # relative to the base dir found from the current directory, and one
+    # outside it would add the unshared-path warning (docs/remote.md).
     p = run("build", level, str(tmp_path / "q.cc"), "--cache-dir", str(tmp_path / root), "--remote", remote,
-            env=env, check=0)
+            cwd=tmp_path, env=env, check=0)
     assert p.stdout.strip().endswith(".so"), p.stdout
     return p.stdout, [line for line in p.stderr.splitlines() if line.strip()]
 
