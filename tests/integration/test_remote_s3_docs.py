@@ -120,7 +120,8 @@ def test_an_unresolvable_s3_host_names_the_host_and_aws_endpoint_url(tmp_path, e
     (tmp_path / "u.cc").write_text("int u_value() { return 1; }\n")
     p = subprocess.run(["unshare", "-n", TOOL, "build", "-q", str(tmp_path / "u.cc"), "--cache-dir",
                         str(tmp_path / "root"), "--remote", "s3://no-such-team-bucket/k"],
-                       env=dict(env, AWS_REGION="eu-west-3"), capture_output=True, text=True)
+                       env=dict(env, AWS_REGION="eu-west-3"), capture_output=True, text=True,
+                       cwd=tmp_path)  # the source inside the base dir: no unshared-path warning
     assert p.returncode == 0, p.stderr
     warning = [line for line in p.stderr.splitlines() if "warning" in line]
     assert len(warning) == 1, p.stderr
@@ -129,5 +130,6 @@ def test_an_unresolvable_s3_host_names_the_host_and_aws_endpoint_url(tmp_path, e
     # With the variable set, its host is the one named.
     p = subprocess.run(["unshare", "-n", TOOL, "build", "-q", str(tmp_path / "u.cc"), "--cache-dir",
                         str(tmp_path / "root2"), "--remote", "s3://bucket/k"],
-                       env=dict(env, AWS_ENDPOINT_URL="http://s3.team.internal:8333"), capture_output=True, text=True)
+                       env=dict(env, AWS_ENDPOINT_URL="http://s3.team.internal:8333"), capture_output=True, text=True,
+                       cwd=tmp_path)
     assert '"s3.team.internal" (from AWS_ENDPOINT_URL)' in p.stderr, p.stderr
