@@ -503,7 +503,7 @@ AdoptRequest Storage::adopt_request(const EntryRequest& r, const std::string& so
                                     const std::string& result_id) const {
   return AdoptRequest{r.name,    r.key.portable_hex, r.base_dir, r.key_dir,
                       r.artifact, result_id,         source,     keep_occupant(r.key_dir),
-                      r.adoptable_roots};
+                      r.adoptable_roots ? r.adoptable_roots() : std::vector<std::string>{}};
 }
 
 void Storage::upload(const EntryRequest& request, const std::string& entry_dir) {

@@ -105,7 +105,9 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   request.key_dir = store.module_key_dir(plan.name, key.hex);
   request.base_dir = options.base_dir;
   request.artifact = plan.artifact_name;
-  request.adoptable_roots = adoptable_roots(plan, tc, options.base_dir, *options.environment);
+  request.adoptable_roots = [&plan, &tc, &options] {
+    return adoptable_roots(plan, tc, options.base_dir, *options.environment);
+  };
   // A hit serves only the artifact entry.json lists, its content proven by
   // its stamp or re-hashed; --verify re-hashes it whatever the stamp says
   // (docs/cache.md, "What a hit proves").

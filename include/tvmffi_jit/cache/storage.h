@@ -29,6 +29,7 @@
 // into the root's journal by flush_counts().
 #pragma once
 
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -64,7 +65,9 @@ struct EntryRequest {
   LookupOptions lookup;   // what a local hit checks
   // Where an adopted entry's header and library records may point besides
   // base_dir (the toolchain's and the plan's directories: compile/adoptable_roots.h).
-  std::vector<std::string> adoptable_roots;
+  // Asked only when a shared tier is: finding them resolves paths, which a
+  // local hit must not pay for. Unset: nothing besides base_dir.
+  std::function<std::vector<std::string>()> adoptable_roots;
 };
 
 enum class Tier { kLocal, kShared };
