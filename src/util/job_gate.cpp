@@ -10,7 +10,11 @@
 namespace tvmffi_jit::util {
 
 JobGate::Ticket::Ticket(Ticket&& other) noexcept
-    : gate_(other.gate_), slots_(other.slots_), bytes_(other.bytes_), weight_(other.weight_) {
+    : gate_(other.gate_),
+      slots_(other.slots_),
+      bytes_(other.bytes_),
+      weight_(other.weight_),
+      admission_(other.admission_) {
   other.gate_ = nullptr;
 }
 
@@ -21,6 +25,7 @@ JobGate::Ticket& JobGate::Ticket::operator=(Ticket&& other) noexcept {
     slots_ = other.slots_;
     bytes_ = other.bytes_;
     weight_ = other.weight_;
+    admission_ = other.admission_;
     other.gate_ = nullptr;
   }
   return *this;
@@ -125,6 +130,7 @@ JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priorit
   t.slots_ = n;
   t.bytes_ = bytes_per_slot * static_cast<uint64_t>(n);
   t.weight_ = counted;
+  t.admission_ = admissions_++;
   lock.unlock();
   changed_.notify_all();  // the next in line may fit too
   return t;

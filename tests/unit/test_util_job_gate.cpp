@@ -1,10 +1,12 @@
 // util::JobGate: slots and memory admission shared by every job of a build or batch.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "tvmffi_jit/util/job_gate.h"
@@ -241,19 +243,23 @@ TEST_CASE("a job longer than its share of the work left gets more slots while ot
     util::JobGate gate(4, 0);
     gate.hold(8, std::chrono::seconds(20));
     std::mutex mutex;
-    std::vector<std::pair<double, int>> admitted;  // (weight, slots) in admission order
+    // (admission, weight, slots): a thread returning from acquire() may record
+    // after one admitted later, so the gate's own order sorts them.
+    std::vector<std::tuple<uint64_t, double, int>> admitted;
     auto job = [&](double weight) {
       util::JobGate::Party party(&gate);
       util::JobGate::Ticket t = gate.acquire(4, 1, util::JobGate::Priority::kNormal, weight, &party);
       std::lock_guard<std::mutex> lock(mutex);
-      admitted.emplace_back(weight, t.slots());
+      admitted.emplace_back(t.admission(), weight, t.slots());
     };
     std::vector<std::thread> threads;
     threads.emplace_back(job, heavy);
     for (int i = 0; i < 7; ++i) threads.emplace_back(job, light);
     for (auto& t : threads) t.join();
     REQUIRE(admitted.size() == 8);
-    return admitted.front();
+    std::sort(admitted.begin(), admitted.end());
+    CHECK(std::get<0>(admitted.front()) == 0);
+    return std::make_pair(std::get<1>(admitted.front()), std::get<2>(admitted.front()));
   };
   CHECK(first_admitted(20, 5) == std::make_pair(20.0, 2));  // heaviest first, on two slots
   CHECK(first_admitted(5, 5).second == 1);

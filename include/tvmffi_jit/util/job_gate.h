@@ -34,6 +34,9 @@ class JobGate {
     ~Ticket();
     int slots() const { return slots_; }
     uint64_t bytes() const { return bytes_; }
+    // 0 for the first job this gate admitted, then 1, 2, ...: the order the
+    // gate chose, which threads returning from acquire() may not keep.
+    uint64_t admission() const { return admission_; }
 
    private:
     friend class JobGate;
@@ -42,6 +45,7 @@ class JobGate {
     int slots_ = 0;
     uint64_t bytes_ = 0;
     double weight_ = 0;
+    uint64_t admission_ = 0;
   };
 
   // slots <= 0: one per core. memory_bytes 0: unlimited.
@@ -118,6 +122,7 @@ class JobGate {
   // The waiters in serving order: (-class, -weight, arrival).
   std::set<std::tuple<int, double, uint64_t>> queue_;
   uint64_t arrivals_ = 0;
+  uint64_t admissions_ = 0;
   size_t waiting_ = 0;
   double waiting_weight_ = 0;  // the weights of the jobs in queue_ (kNormal)
   double running_weight_ = 0;  // the weights of the admitted jobs not yet given back
