@@ -139,7 +139,27 @@ Storage::Storage(Store& store, RemoteOptions options, StatsCounters* stats,
   }
 }
 
-Storage::~Storage() { flush_counts(); }
+Storage::~Storage() {
+  if (crypto_ready_.valid()) crypto_ready_.wait();
+  flush_counts();
+}
+
+namespace {
+std::shared_future<void> start_crypto_setup() {
+  return std::async(std::launch::async, [] {
+           try {
+             prepare_signature_check();
+           } catch (const Error&) {
+             // The check that needs OpenSSL reports what is wrong.
+           }
+         })
+      .share();
+}
+}  // namespace
+
+void Storage::start_signature_warmup() {
+  if (policy_.active() && !crypto_ready_.valid()) crypto_ready_ = start_crypto_setup();
+}
 
 void Storage::tally(uint64_t StatsCounters::*counter, uint64_t n) {
   std::lock_guard<std::mutex> lock(counts_mutex_);
@@ -403,16 +423,12 @@ std::optional<Found> Storage::get_imported(const EntryRequest& request) {
 std::optional<Found> Storage::get_remote(const EntryRequest& request) {
   if (servers_.empty()) return std::nullopt;
   // OpenSSL's ed25519 set-up (~1 ms) overlaps the download instead of
-  // following it; joined before any blob is read.
-  std::future<void> crypto_ready;
-  if (options_.requires_signature())
-    crypto_ready = std::async(std::launch::async, [] {
-      try {
-        prepare_signature_check();
-      } catch (const Error&) {
-        // trusted_signer() reports what is wrong when it needs OpenSSL.
-      }
-    });
+  // following it, if start_signature_warmup() did not start it already;
+  // waited for before any blob is read.
+  if (options_.requires_signature()) {
+    std::lock_guard<std::mutex> lock(counts_mutex_);
+    if (!crypto_ready_.valid()) crypto_ready_ = start_crypto_setup();
+  }
   bool asked = false;
   for (auto& sp : servers_) {
     Server& s = *sp;
@@ -440,7 +456,7 @@ std::optional<Found> Storage::get_remote(const EntryRequest& request) {
     }
     bool server_failed = false;
     for (const auto& id : list->result_ids) {
-      if (auto found = get_remote_result(s, request, id, crypto_ready, server_failed)) return found;
+      if (auto found = get_remote_result(s, request, id, server_failed)) return found;
       if (server_failed) break;
     }
   }
@@ -449,7 +465,7 @@ std::optional<Found> Storage::get_remote(const EntryRequest& request) {
 }
 
 std::optional<Found> Storage::get_remote_result(Server& s, const EntryRequest& request, const std::string& id,
-                                                std::future<void>& crypto_ready, bool& server_failed) {
+                                                bool& server_failed) {
   std::unique_lock<std::mutex> server_lock(s.mutex);
   if (s.down) {
     server_failed = true;
@@ -470,7 +486,14 @@ std::optional<Found> Storage::get_remote_result(Server& s, const EntryRequest& r
   }
   const std::string& bytes = **blob;
   tally(&StatsCounters::remote_bytes_received, bytes.size());
-  if (crypto_ready.valid()) crypto_ready.wait();
+  if (options_.requires_signature()) {
+    std::shared_future<void> ready;
+    {
+      std::lock_guard<std::mutex> lock(counts_mutex_);
+      ready = crypto_ready_;
+    }
+    if (ready.valid()) ready.wait();
+  }
   std::optional<RemoteFailure> unusable;
   try {
     Staging staging = store_.stage();

@@ -149,6 +149,7 @@ nlohmann::json cached_result_json(const compile::BuildPlan& plan, const compile:
   j["objects_reused"] = cr.objects_reused;
   j["objects_compiled"] = cr.objects_compiled;
   j["rehashed"] = {{"files", cr.rehashed.files}, {"bytes", cr.rehashed.bytes}};
+  if (cr.watched) j["watched"] = true;
   return j;
 }
 
@@ -214,9 +215,10 @@ struct Shared {
 struct CommandStorage {
   std::unique_ptr<cache::Store> store;
   std::unique_ptr<cache::Storage> storage;
-  void open(const BuildRequest& r) {
+  void open(const BuildRequest& r, bool warm_signature_check) {
     store = std::make_unique<cache::Store>(cache::open_root(r.cache_dir, true, false));
     storage = std::make_unique<cache::Storage>(*store, r.remote);
+    if (warm_signature_check) storage->start_signature_warmup();
   }
 };
 
@@ -233,12 +235,12 @@ cache::EntryStorage& command_storage(const BuildRequest& r, bool embedded, Comma
     if (!kept->storage || kept_root != r.cache_dir) {
       kept->storage.reset();  // before the store it refers to
       kept->store.reset();
-      kept->open(r);
+      kept->open(r, false);  // its thread would outlive the call: a fork could catch it
       kept_root = r.cache_dir;
     }
     return *kept->storage;
   }
-  own.open(r);
+  own.open(r, true);  // destroyed when the command ends, before a fork can come
   return *own.storage;
 }
 

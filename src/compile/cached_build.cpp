@@ -118,6 +118,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   result.cache = found.status;
   result.rehashed = found.rehashed;
   if (found.hit()) {
+    result.watched = found.status == cache::CacheStatus::kHit && found.entry.watched;
     result.remote_source = found.source;
     result.entry_dir = found.entry.entry_dir;
     result.build.build_dir = found.entry.entry_dir;

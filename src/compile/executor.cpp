@@ -304,6 +304,7 @@ void JobTrace::add(const std::string& module, const CommandRecord& record) {
   j["rss"] = record.max_rss_bytes;
   j["threads"] = record.threads;
   if (record.slots > 0) j["slots"] = record.slots;
+  if (record.split > 0) j["split"] = record.split;
   if (!record.estimate_source.empty()) {
     // How good the estimate was: the cost model's CPU seconds beside the
     // measured ones (cpu), and what it was based on.

@@ -10,6 +10,11 @@
 
 namespace tvmffi_jit::compile {
 
+namespace {
+// --split-compile auto: the threads of a unit whose cost is unknown (above).
+constexpr int kUnknownUnitSplit = 4;
+}  // namespace
+
 std::optional<std::string> missing_compile_output(const CompileStep& step, const std::string& build_dir) {
   for (const std::string* name : {&step.object_name, &step.depfile_name}) {
     if (name->empty()) continue;  // a step that writes no depfile (the embed unit)
@@ -70,13 +75,27 @@ Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step
     ticket = options.gate->acquire(max_slots, bytes, util::JobGate::Priority::kNormal, weight, options.party);
     slots = ticket.slots();
   }
-  const int split = step.split_compile == kSplitCompileAuto ? slots : 0;
+  // A unit never built before (no cost of its own in the log) may be the
+  // one that ends the build last, and nothing tells it apart before it runs:
+  // its cicc and ptxas passes get kUnknownUnitSplit threads on the one slot
+  // it holds. While every slot is busy the kernel shares the cores among
+  // them (the gate still bounds the jobs, and split passes cost no more CPU
+  // in all); once the queue drains, the long units left running spread
+  // over the cores the short ones gave back, which a unit started on one
+  // thread never could (nvcc cannot grow a running compile).
+  int split = 0;
+  if (step.split_compile == kSplitCompileAuto) {
+    const bool cost_unknown = !expected || (expected->source != EstimateSource::kLog &&
+                                            expected->source != EstimateSource::kSameSource);
+    split = cost_unknown && options.gate ? std::max(slots, std::min(kUnknownUnitSplit, options.gate->slots())) : slots;
+  }
   const double started_at = options.trace ? options.trace->now() : 0;
   auto finish = [&](CommandRecord& rec) {
     rec.queued_at = queued_at;
     rec.started_at = started_at;
     rec.threads = nvcc_threads;
     rec.slots = options.gate ? slots : 0;
+    rec.split = split > 1 ? split : 0;
     // ru_maxrss is one process's peak; with --threads N, N device passes may
     // peak together.
     if (estimate) estimate->observe(rec.max_rss_bytes * static_cast<uint64_t>(std::max(1, nvcc_threads)));

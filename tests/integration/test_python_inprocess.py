@@ -118,6 +118,56 @@ def test_header_changed_between_in_process_hits_is_rebuilt_not_served_from_the_m
     assert len(log.read_text().splitlines()) == 2, log.read_text()  # the first build and the rebuild only
 
 
+@needs_engine
+def test_repeated_in_process_hits_are_watched_and_a_retargeted_include_symlink_still_rebuilds(tool_dir, tmp_path):
+    """Repeated hits in one process are proven by inotify watches instead of a
+    stat per recorded file (docs/cache.md, "Watched hits"): the answer says
+    "watched". Pointing the include folder's symlink at another version of
+    the header (same size, same mtime) must still rebuild."""
+    d, log = tool_dir
+    for version, value in (("v1", 41), ("v2", 42)):
+        (tmp_path / version).mkdir()
+        (tmp_path / version / "answer.h").write_text(f"#define ANSWER {value}\n")
+        os.utime(tmp_path / version / "answer.h", (1_000_000_000, 1_000_000_000))
+    include = tmp_path / "include"
+    include.symlink_to("v1")
+    out, _ = run_python(
+        f"""
+        import json, time, tvmffi_jit
+        from tvmffi_jit import _engine
+        answers = []
+        real_run = _engine.run
+        def spy(argv):
+            r = real_run(argv)
+            if r and r.get("exit_code") == 0:
+                answers.append(json.loads(r["stdout"]))
+            return r
+        _engine.run = spy
+        src = '#include "answer.h"\\nint64_t answer() {{ return ANSWER; }}'
+        def load():
+            return tvmffi_jit.load_inline("watched", cpp_sources=src, functions="answer",
+                                          extra_include_paths=[{str(include)!r}]).answer()
+        first = load()                     # a miss: the binary builds
+        hits = [load() for _ in range(4)]  # the first hit proves and watches, the others are watched
+        watched = [a.get("watched", False) for a in answers[-4:]]
+        link = {str(include)!r}
+        import os
+        os.remove(link)
+        os.symlink("v2", link)
+        after = load()                     # the header behind the path changed: rebuilt
+        print(json.dumps({{"first": first, "hits": hits, "watched": watched, "after": after,
+                          "after_watched": answers[-1].get("watched", False), "after_cache": answers[-1]["cache"]}}))
+        """,
+        tmp_path, d / "tvmffi-jit",
+    )
+    r = json.loads(out[-1])
+    assert r["first"] == 41 and r["hits"] == [41] * 4
+    assert r["watched"] == [False, True, True, True], r
+    assert r["after"] == 42, r
+    assert r["after_cache"] == "miss" and not r["after_watched"], r
+    assert len(log.read_text().splitlines()) == 2, log.read_text()  # the first build and the rebuild only
+
+
 def test_only_if_cached_leaves_the_job_limits_unread(tmp_path):
     """The engine's hit path runs no job, so it reads none of the cgroup files,
     mountinfo or /proc/meminfo the job gate is sized from (the debug log says

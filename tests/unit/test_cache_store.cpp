@@ -17,6 +17,7 @@
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/results.h"
 #include "tvmffi_jit/cache/store.h"
+#include "tvmffi_jit/util/change_watch.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
@@ -823,4 +824,71 @@ TEST_CASE("what sets a key's results apart is checked first; a bad note about it
   LookupResult r = f.store.find_result(dir, kKeyA);
   CHECK_FALSE(r.hit);  // two's note says common.h differs: passed over, a miss that rebuilds
   CHECK(r.entry_dir != one.entry_dir);
+}
+
+namespace {
+// The engine's process-wide watch, on for one test.
+struct WatchedHits {
+  WatchedHits() { util::ChangeWatch::global().enable(); }
+  ~WatchedHits() { util::ChangeWatch::global().enable(false); }
+};
+}  // namespace
+
+TEST_CASE("a watched hit skips the stats until its header, artifact or shadow changes, then proves again",
+          "[cache][store][watch]") {
+  WatchedHits on;
+  Fixture f;
+  const std::string inc1 = util::join_path(f.tmp.path(), "inc1"), inc2 = util::join_path(f.tmp.path(), "inc2");
+  util::make_directories(inc1);
+  util::make_directories(inc2);
+  const std::string h = util::join_path(inc2, "h.h");
+  util::write_file(h, "#define X 1\n");
+  auto headers = hash_headers({h}, "/", {}, {});
+  record_shadows(headers, {inc1, inc2});
+  REQUIRE(headers.at(0).shadows.size() == 1);
+  PublishResult p = f.publish("m", kKeyA, "x", headers);
+
+  LookupResult first = f.store.lookup(p.entry_dir, kKeyA);
+  REQUIRE(first.hit);
+  CHECK_FALSE(first.watched);  // proven by stats, and watched from now on
+  LookupResult second = f.store.lookup(p.entry_dir, kKeyA);
+  REQUIRE(second.hit);
+  CHECK(second.watched);
+  util::write_file(util::join_path(f.tmp.path(), "unrelated.txt"), "x");  // beside, not in the way
+  CHECK(f.store.lookup(p.entry_dir, kKeyA).watched);
+
+  // A same-size rewrite of the header: the watch voids the proof, the stats find the change.
+  util::write_file(h, "#define X 2\n");
+  LookupResult changed = f.store.lookup(p.entry_dir, kKeyA);
+  CHECK_FALSE(changed.hit);
+  CHECK(changed.miss_reason.find(h) != std::string::npos);
+  util::write_file(h, "#define X 1\n");
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).hit);
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).watched);
+
+  // The artifact rewritten in place with the same size.
+  const std::string so = util::join_path(p.entry_dir, "m.so");
+  ::chmod(so.c_str(), 0644);
+  util::write_file(so, "y");
+  LookupResult corrupt = f.store.lookup(p.entry_dir, kKeyA);
+  CHECK_FALSE(corrupt.hit);
+  CHECK_FALSE(corrupt.watched);
+  util::write_file(so, "x");
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).hit);
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).watched);
+
+  // A shadow appears in the earlier include directory.
+  util::write_file(util::join_path(inc1, "h.h"), "#define X 1\n");
+  LookupResult shadowed = f.store.lookup(p.entry_dir, kKeyA);
+  CHECK_FALSE(shadowed.hit);
+  CHECK(shadowed.miss_reason.find("now shadows") != std::string::npos);
+
+  // --verify re-hashes whatever the watch says.
+  REQUIRE(::unlink(util::join_path(inc1, "h.h").c_str()) == 0);
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).hit);
+  LookupOptions verify;
+  verify.rehash_artifacts = true;
+  LookupResult verified = f.store.lookup(p.entry_dir, kKeyA, verify);
+  CHECK(verified.hit);
+  CHECK_FALSE(verified.watched);
 }

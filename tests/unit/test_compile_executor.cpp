@@ -791,3 +791,42 @@ TEST_CASE("split-compile auto gives a lone nvcc job the idle cores and says so i
   const auto plain_calls = plain.calls();
   for (const auto& a : plain_calls.at(0)) CHECK(a.find("split-compile") == std::string::npos);
 }
+
+TEST_CASE("split-compile auto splits a unit of unknown cost on its one slot, and not a unit known to be short",
+          "[build][executor][costs]") {
+  FakeTools tools;
+  util::TempDir src;
+  BuildPlan plan = fake_plan(tools.cxx, src.path(), 1);
+  CompileStep& s = plan.compile_steps[0];
+  s.language = Language::kCuda;
+  s.flags = {"-gencode=arch=compute_90a,code=sm_90a"};
+  s.split_compile = kSplitCompileAuto;
+  util::JobGate gate(8, 0);
+  util::JobGate::Ticket busy = gate.acquire(7, 1);  // other modules' jobs hold 7 of the 8 slots
+  REQUIRE(busy.slots() == 7);
+  RecordingSink status;
+  auto run = [&](CostModel& costs) {
+    CostingRunner runner;
+    ExecuteOptions o = fake_options(runner, status, 1);
+    o.gate = &gate;
+    o.costs = &costs;
+    util::TempDir build;
+    BuildResult r = execute_plan(plan, build.path(), o);
+    REQUIRE(r.commands.size() == 2);
+    return std::make_pair(runner.calls().at(0), r.commands[0]);
+  };
+  // Never built: one slot, four split threads (it may be the long one).
+  CostModel cold;
+  auto [cold_argv, cold_rec] = run(cold);
+  CHECK(cold_rec.slots == 1);
+  CHECK(cold_rec.split == 4);
+  CHECK(std::count(cold_argv.begin(), cold_argv.end(), "--split-compile=4") == 1);
+  // Its cost logged as short: one slot, no split.
+  util::TempDir logs;
+  CostModel known(logs.path() + "/costs.log");
+  known.record_unit(ExecuteOptions{}.plan_name, s, JobCost{"", 1, 1, 0});
+  auto [known_argv, known_rec] = run(known);
+  CHECK(known_rec.slots == 1);
+  CHECK(known_rec.split == 0);
+  for (const auto& a : known_argv) CHECK(a.find("split-compile") == std::string::npos);
+}

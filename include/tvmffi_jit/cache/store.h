@@ -59,6 +59,9 @@ struct LookupResult {
   std::string miss_reason;           // "absent", "artifact x.so has 12 bytes, entry.json says 99", ...
   bool corrupt = false;              // an entry existed but was unusable (not just absent or stale headers)
   Rehashed rehashed;                 // what this lookup re-read (cache/proof.h)
+  // A hit this process proved before, taken without a stat of its files:
+  // nothing they depend on changed since, says inotify (util/change_watch.h).
+  bool watched = false;
   // find_result(): results that held but LookupOptions::refuses refused:
   // (result dir, why).
   std::vector<std::pair<std::string, std::string>> refused;

@@ -73,6 +73,9 @@ struct CachedBuildResult {
   size_t objects_reused = 0;
   size_t objects_compiled = 0;
   cache::Rehashed rehashed;  // what the lookup re-read to prove the entry (cache/proof.h)
+  // A local hit proven by this process's watches, without a stat of its
+  // recorded files (util/change_watch.h: the engine library's repeated hits).
+  bool watched = false;
 };
 
 // Runs the plan through the cache. Throws like execute_plan() for build

@@ -117,7 +117,8 @@ struct CommandRecord {
   double cpu_seconds = 0;
   uint64_t max_rss_bytes = 0;
   int threads = 0;  // nvcc --threads
-  int slots = 0;    // job slots the gate gave it (> 1: nvcc --split-compile=slots)
+  int slots = 0;    // job slots the gate gave it
+  int split = 0;    // nvcc --split-compile=N it ran with (--split-compile auto), 0 without
   // What the cost model expected (CPU seconds) and from what ("log",
   // "same-source", "kind-mean", "default"); empty: not estimated.
   double estimated_cpu_seconds = 0;

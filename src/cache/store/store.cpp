@@ -7,12 +7,15 @@
 #include <cerrno>
 #include <ctime>
 #include <random>
+#include <unordered_map>
 
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/maintenance.h"
 #include "tvmffi_jit/cache/results.h"
+#include "tvmffi_jit/util/change_watch.h"
 #include "tvmffi_jit/util/error.h"
+#include "tvmffi_jit/util/fork_safe.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/log.h"
@@ -51,6 +54,51 @@ LookupResult directory_miss(const std::string& dir) {
     r.corrupt = true;
   }
   return r;
+}
+
+// Results proven while watched (util/change_watch.h): entry dir -> the stamp
+// of the entry.json that was proven, and the proof. Per process, fork-safe
+// (a child's ChangeWatch voids every proof taken before the fork).
+class WatchedProofs {
+ public:
+  static WatchedProofs& global() {
+    static WatchedProofs* p = new WatchedProofs;  // never destroyed: used until exit
+    return *p;
+  }
+  std::optional<util::ChangeWatch::Proof> find(const std::string& entry_dir, const util::FullStamp& stamp) {
+    std::lock_guard<util::ForkSafeMutex> g(mutex_);
+    auto it = proofs_.find(entry_dir);
+    if (it == proofs_.end() || !(it->second.first == stamp)) return std::nullopt;
+    return it->second.second;
+  }
+  void put(const std::string& entry_dir, const util::FullStamp& stamp, util::ChangeWatch::Proof proof) {
+    std::lock_guard<util::ForkSafeMutex> g(mutex_);
+    if (proofs_.size() >= kCapacity && !proofs_.count(entry_dir)) proofs_.clear();
+    proofs_[entry_dir] = {stamp, std::move(proof)};
+  }
+  void forget(const std::string& entry_dir) {
+    std::lock_guard<util::ForkSafeMutex> g(mutex_);
+    proofs_.erase(entry_dir);
+  }
+
+ private:
+  static constexpr size_t kCapacity = 4096;
+  util::ForkSafeMutex mutex_;
+  std::unordered_map<std::string, std::pair<util::FullStamp, util::ChangeWatch::Proof>> proofs_;
+};
+
+// What a result's proof depends on: its artifacts and recorded inputs, which
+// must keep their content, and the shadows, which must stay absent.
+std::optional<util::ChangeWatch::Proof> watch_result(const std::string& entry_dir, const EntryRecord& entry) {
+  util::ChangeWatch& watch = util::ChangeWatch::global();
+  if (!watch.enabled()) return std::nullopt;
+  std::vector<std::string> present, absent;
+  for (const auto& a : entry.artifacts) present.push_back(util::join_path(entry_dir, a.file));
+  for (const auto& h : entry.headers) {
+    present.push_back(h.path);
+    absent.insert(absent.end(), h.shadows.begin(), h.shadows.end());
+  }
+  return watch.watch(present, absent);
 }
 
 }  // namespace
@@ -166,6 +214,22 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
       return r;
     }
   }
+  // A result this process proved while watched, with nothing it depends on
+  // changed since (util/change_watch.h): the stats below would find what
+  // they found then. --verify and object lookups re-hash, never this.
+  const bool may_watch = !options.rehash_artifacts && util::ChangeWatch::global().enabled();
+  if (may_watch)
+    if (auto proof = WatchedProofs::global().find(entry_dir, read_stamp))
+      if (util::ChangeWatch::global().unchanged(*proof)) {
+        r.hit = true;
+        r.watched = true;
+        r.miss_reason.clear();
+        ::utimensat(AT_FDCWD, entry_dir.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
+        return r;
+      }
+  // Watched before the stats that prove it: a change racing them voids it.
+  std::optional<util::ChangeWatch::Proof> proof = may_watch ? watch_result(entry_dir, *r.entry) : std::nullopt;
+  if (may_watch && !proof) WatchedProofs::global().forget(entry_dir);
   for (auto& a : r.entry->artifacts) {
     std::string new_stat;
     if (auto problem = check_artifact(entry_dir, a, options.rehash_artifacts, &r.rehashed, &new_stat)) {
@@ -182,6 +246,9 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
   r.hit = true;
   r.miss_reason.clear();
   if (r.rehashed.restamped > 0 && root_.writable) record_stamps(entry_dir, *r.entry, read_stamp);
+  // Remembered under the entry.json it proved; a rewrite by record_stamps
+  // (a rename in the entry's folder) voids it, and the next hit proves again.
+  if (proof) WatchedProofs::global().put(entry_dir, read_stamp, std::move(*proof));
   // Last-use time for gc ordering; a read-only root simply keeps the old one.
   ::utimensat(AT_FDCWD, entry_dir.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
   return r;
