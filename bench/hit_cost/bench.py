@@ -133,6 +133,11 @@ def main():
     argv = captured["argv"]
     engine_hit(argv)
     before = median_ms([engine_hit(argv)[0] for _ in range(args.runs)])
+    # The control: the same pause without a change. The hits right after a
+    # pause run on a core that slowed down meanwhile, whatever happened.
+    time.sleep(SETTLE)
+    control_first = engine_hit(argv)[0]
+    control_second_dt, control_second = engine_hit(argv)
     entry = json.loads((Path(engine_hit(argv)[1]["entry_dir"]) / "entry.json").read_text())
     system = ("/usr/", "/lib", "/etc/", "/opt/")
     changed = 0
@@ -156,6 +161,10 @@ def main():
     say(f"| wall ms | {before:.3f} | {first_dt * 1000:.3f} | {second_dt * 1000:.3f} ({second_dt * 1000 / before:.2f}x "
         f"before) | {after:.3f} ({after / before:.2f}x before) |")
     say(f"| rehashed.files | 0 | {first['rehashed']['files']} (changed: {changed}) | {second['rehashed']['files']} | |")
+    say(f"| watched (no stat of the recorded files) | | {first.get('watched', False)} | {second.get('watched', False)} | |")
+    say(f"| control: the same {SETTLE} s pause, no change | | {control_first * 1000:.3f} | "
+        f"{control_second_dt * 1000:.3f} ({control_second_dt * 1000 / before:.2f}x before; watched: "
+        f"{control_second.get('watched', False)}) | |")
 
     # 3. README inline example: ours against tvm_ffi.cpp's, each round a fresh process per package, in
     # turn (a, b, a, b, ...: both see the same load). Not in one process: tvm_ffi.cpp runs ninja on every

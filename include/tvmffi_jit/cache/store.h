@@ -201,7 +201,9 @@ class Store {
   // only under the entry's lock, tried once (busy: skipped). Best effort:
   // false when skipped or failed (the next hit re-hashes again, or finds
   // the stamps in this process's memo).
-  bool record_stamps(const std::string& entry_dir, const EntryRecord& checked, const util::FullStamp& read_stamp) const;
+  // `written` (may be null): the stamp of the entry.json it wrote, when true.
+  bool record_stamps(const std::string& entry_dir, const EntryRecord& checked, const util::FullStamp& read_stamp,
+                     util::FullStamp* written = nullptr) const;
 
  private:
   PublishResult commit(Staging& staging, const std::string& entry_dir, EntryRecord record,

@@ -78,7 +78,7 @@ size_t restamp(nlohmann::json& records, const std::unordered_map<std::string, st
 }  // namespace
 
 bool Store::record_stamps(const std::string& entry_dir, const EntryRecord& checked,
-                          const util::FullStamp& read_stamp) const {
+                          const util::FullStamp& read_stamp, util::FullStamp* written) const {
   if (read_stamp.inode == 0 || failed_rewrites().failed_before(entry_dir, read_stamp)) return false;
   auto fail = [&](const std::string& why) {
     spdlog::debug("cache: not recording new stamps in {}/{}: {}", entry_dir, kEntryFileName, why);
@@ -170,8 +170,10 @@ bool Store::record_stamps(const std::string& entry_dir, const EntryRecord& check
   // moves ctime), if the name still holds it.
   struct stat now;
   if (written_inode != 0 && ::fstatat(dir.fd, kEntryFileName, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
-      now.st_ino == written_inode)
+      now.st_ino == written_inode) {
     remember_entry(entry_dir, util::full_stamp_of(now), checked);
+    if (written) *written = util::full_stamp_of(now);
+  }
   spdlog::debug("cache: recorded {} new stamp(s) in {}/{}", changed, entry_dir, kEntryFileName);
   return true;
 }

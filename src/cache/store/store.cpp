@@ -245,10 +245,13 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
   }
   r.hit = true;
   r.miss_reason.clear();
-  if (r.rehashed.restamped > 0 && root_.writable) record_stamps(entry_dir, *r.entry, read_stamp);
-  // Remembered under the entry.json it proved; a rewrite by record_stamps
-  // (a rename in the entry's folder) voids it, and the next hit proves again.
-  if (proof) WatchedProofs::global().put(entry_dir, read_stamp, std::move(*proof));
+  // Remembered under the entry.json it proved, or under the one
+  // record_stamps wrote from it (the same record with new stamps).
+  util::FullStamp proven_stamp = read_stamp, written;
+  if (r.rehashed.restamped > 0 && root_.writable && record_stamps(entry_dir, *r.entry, read_stamp, &written) &&
+      written.inode != 0)
+    proven_stamp = written;
+  if (proof) WatchedProofs::global().put(entry_dir, proven_stamp, std::move(*proof));
   // Last-use time for gc ordering; a read-only root simply keeps the old one.
   ::utimensat(AT_FDCWD, entry_dir.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
   return r;
