@@ -144,21 +144,9 @@ Storage::~Storage() {
   flush_counts();
 }
 
-namespace {
-std::shared_future<void> start_crypto_setup() {
-  return std::async(std::launch::async, [] {
-           try {
-             prepare_signature_check();
-           } catch (const Error&) {
-             // The check that needs OpenSSL reports what is wrong.
-           }
-         })
-      .share();
-}
-}  // namespace
-
-void Storage::start_signature_warmup() {
-  if (policy_.active() && !crypto_ready_.valid()) crypto_ready_ = start_crypto_setup();
+void Storage::start_signature_warmup(std::shared_future<void> started) {
+  if (!policy_.active() || crypto_ready_.valid()) return;
+  crypto_ready_ = started.valid() ? std::move(started) : start_signature_setup();
 }
 
 void Storage::tally(uint64_t StatsCounters::*counter, uint64_t n) {
@@ -427,7 +415,7 @@ std::optional<Found> Storage::get_remote(const EntryRequest& request) {
   // waited for before any blob is read.
   if (options_.requires_signature()) {
     std::lock_guard<std::mutex> lock(counts_mutex_);
-    if (!crypto_ready_.valid()) crypto_ready_ = start_crypto_setup();
+    if (!crypto_ready_.valid()) crypto_ready_ = start_signature_setup();
   }
   bool asked = false;
   for (auto& sp : servers_) {

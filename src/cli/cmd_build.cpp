@@ -29,6 +29,7 @@
 #include "tvmffi_jit/cache/remote/options.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/storage.h"
+#include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/compile/cached_build.h"
 #include "tvmffi_jit/compile/cost_log.h"
 #include "tvmffi_jit/compile/executor.h"
@@ -215,10 +216,12 @@ struct Shared {
 struct CommandStorage {
   std::unique_ptr<cache::Store> store;
   std::unique_ptr<cache::Storage> storage;
-  void open(const BuildRequest& r, bool warm_signature_check) {
+  // `signature_setup`: OpenSSL's set-up started with the command (it then
+  // overlaps planning and the key as well), or invalid.
+  void open(const BuildRequest& r, bool warm_signature_check, std::shared_future<void> signature_setup = {}) {
     store = std::make_unique<cache::Store>(cache::open_root(r.cache_dir, true, false));
     storage = std::make_unique<cache::Storage>(*store, r.remote);
-    if (warm_signature_check) storage->start_signature_warmup();
+    if (warm_signature_check) storage->start_signature_warmup(std::move(signature_setup));
   }
 };
 
@@ -226,7 +229,8 @@ struct CommandStorage {
 // cache root: its calls are --only-if-cached (the local store only, no
 // remote, no lock), one at a time (docs/python.md), and a hit then costs no
 // root opening. Anything else opens its own in `own`.
-cache::EntryStorage& command_storage(const BuildRequest& r, bool embedded, CommandStorage& own) {
+cache::EntryStorage& command_storage(const BuildRequest& r, bool embedded, CommandStorage& own,
+                                     std::shared_future<void> signature_setup) {
   if (embedded && r.only_if_cached) {
     // Never destroyed: nothing is left to flush (cached_build flushes its
     // counts), and the caller's exit must not run our destructors.
@@ -240,7 +244,7 @@ cache::EntryStorage& command_storage(const BuildRequest& r, bool embedded, Comma
     }
     return *kept->storage;
   }
-  own.open(r, true);  // destroyed when the command ends, before a fork can come
+  own.open(r, true, std::move(signature_setup));  // destroyed when the command ends, before a fork can come
   return *own.storage;
 }
 
@@ -338,6 +342,13 @@ int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report)
                           : read_machine_resources(toolchain::non_empty(env, "TVMFFI_JIT_CGROUP_ROOT").value_or("/"));
   BuildRequest request = resolve_build_request(args, env, machine);
   if (args.only_if_cached) request.limits.why = "not resolved (--only-if-cached runs no job)";
+  // With keys, OpenSSL's ed25519 set-up (~1 ms) runs beside planning and the
+  // key, not before the first signature check; not for the engine's kept
+  // storage (command_storage: no thread may outlive its call).
+  std::shared_future<void> signature_setup;
+  if (request.use_cache && !(ctx.embedded && request.only_if_cached) &&
+      (!request.remote.trusted_keys.empty() || request.remote.sign_key))
+    signature_setup = cache::start_signature_setup();
   const BuildRequest& r = request;
   std::optional<compile::JobTrace> trace;  // from here, so that planning shows in the timeline
   if (!r.job_trace.empty()) trace.emplace();
@@ -397,7 +408,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report)
   spdlog::debug("job gate: {}", r.limits.why);
   CommandStorage own_storage;
   Shared shared{r, ctx, {}, {}};
-  if (r.use_cache) shared.storage = &command_storage(r, ctx.embedded, own_storage);
+  if (r.use_cache) shared.storage = &command_storage(r, ctx.embedded, own_storage, std::move(signature_setup));
   shared.exec.jobs = r.limits.slots;
   shared.exec.verbose = ctx.global.verbosity > 0;  // -q hides progress and logs, never compiler warnings
   // A hit-only caller showed the compiler's warnings when the module was built.

@@ -156,7 +156,8 @@ class Storage : public EntryStorage {
   // first signature check of a local or remote hit. Joined by the destructor:
   // call it only on a storage that is destroyed before its process can fork
   // again (a command's own storage, not one kept across engine calls).
-  void start_signature_warmup();
+  // `started`: a start_signature_setup() the caller began earlier still.
+  void start_signature_warmup(std::shared_future<void> started = {});
 
   Store& local() override { return store_; }
   Found find(const EntryRequest& request, const FindOptions& options) override;

@@ -27,8 +27,16 @@ constexpr uint64_t kMaxKeyFileBytes = 4096;
 
 // The statically linked libcrypto would otherwise read the build machine's
 // openssl.cnf (and load whatever providers it names) on another system.
+// ed25519 through EVP_PKEY needs neither the legacy cipher nor the digest
+// name tables (SHA-256 is called directly, util/hash.cpp): filling them was
+// most of the ~1 ms a first signature check cost (docs/benchmarks.md). Nor
+// is what it set up freed at exit one allocation at a time (the kernel takes
+// the whole process back): that was a few hundred µs at the end of a hit.
 void init_crypto() {
-  static const bool done = OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, nullptr) == 1;
+  static const bool done =
+      OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_ADD_ALL_CIPHERS |
+                              OPENSSL_INIT_NO_ADD_ALL_DIGESTS | OPENSSL_INIT_NO_ATEXIT,
+                          nullptr) == 1;
   if (!done) throw io_error("OpenSSL could not be initialised");
 }
 
@@ -271,6 +279,17 @@ void prepare_signature_check() {
   Pkey k(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, bytes(pub), pub.size()));
   MdCtx ctx(EVP_MD_CTX_new());
   if (k && ctx) EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, k.get());
+}
+
+std::shared_future<void> start_signature_setup() {
+  return std::async(std::launch::async, [] {
+           try {
+             prepare_signature_check();
+           } catch (const Error&) {
+             // The check that needs OpenSSL reports what is wrong.
+           }
+         })
+      .share();
 }
 
 std::optional<std::string> trusted_signer(const std::vector<PublicKey>& trusted, const BlobEntry& entry) {

@@ -27,6 +27,7 @@
 // of the same bytes; the manifest digest pins every byte of every file.
 #pragma once
 
+#include <future>
 #include <optional>
 #include <string>
 #include <vector>
@@ -92,6 +93,10 @@ std::optional<std::string> trusted_signer(const std::vector<PublicKey>& trusted,
 // methods: ~1 ms on the first use in a process, ten times the verification
 // itself). The remote tier runs it on a thread while the blob downloads.
 void prepare_signature_check();
+// prepare_signature_check() on a thread, now: what waits for it holds the
+// future (its last copy waits for the thread when destroyed). A failure is
+// left for the check that needs OpenSSL to report.
+std::shared_future<void> start_signature_setup();
 
 // Standard base64 (RFC 4648, padded). decode: nullopt for anything else
 // (other characters, bad padding, whitespace).
