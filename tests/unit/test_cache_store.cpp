@@ -892,3 +892,29 @@ TEST_CASE("a watched hit skips the stats until its header, artifact or shadow ch
   CHECK(verified.hit);
   CHECK_FALSE(verified.watched);
 }
+
+TEST_CASE("headers checked on several threads give the same verdict and counts as on one", "[cache][headers]") {
+  util::TempDir d;
+  std::vector<std::string> paths;
+  for (int i = 0; i < 64; ++i) {
+    paths.push_back(util::join_path(d.path(), "h" + std::to_string(i) + ".h"));
+    util::write_file(paths.back(), "#define H" + std::to_string(i) + " 1\n");
+  }
+  const std::vector<HeaderRecord> recorded = hash_headers(paths, "/", {}, {});
+  REQUIRE(recorded.size() == 64);
+  auto check = [&](int workers) {
+    std::vector<HeaderRecord> copy = recorded;
+    for (auto& h : copy) h.stat.clear();  // as an adopted entry: no stamps, every file hashed
+    Rehashed counted;
+    auto why = check_and_stamp_headers(copy, {}, &counted, workers);
+    return std::make_pair(why, counted.files);
+  };
+  CHECK(check(1) == std::make_pair(std::optional<std::string>(), uint64_t{64}));
+  CHECK(check(4) == std::make_pair(std::optional<std::string>(), uint64_t{64}));
+  util::write_file(paths[40], "#define H40 2\n");  // same size, other content
+  auto one = check(1), four = check(4);
+  REQUIRE(one.first);
+  REQUIRE(four.first);
+  CHECK(*one.first == paths[40] + " changed");
+  CHECK(*four.first == paths[40] + " changed");
+}

@@ -58,8 +58,11 @@ std::optional<std::string> check_headers(const std::vector<HeaderRecord>& header
 // link inputs (12.8 MB for the README CUDA example) again.
 // A lookup restamps the records of its own copy of an entry this way and,
 // when any stamp changed, rewrites entry.json (Store::lookup).
+// `workers` > 1: the records are checked on that many threads (an adopted
+// entry, which carries no stamps: every file is hashed); the mismatch
+// reported is then one of them, not always the first in record order.
 std::optional<std::string> check_and_stamp_headers(std::vector<HeaderRecord>& headers, const DigestMemo& memo = {},
-                                                   Rehashed* rehashed = nullptr);
+                                                   Rehashed* rehashed = nullptr, int workers = 1);
 
 constexpr int64_t kTrustedStatAgeSeconds = 2;
 

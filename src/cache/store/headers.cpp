@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <ctime>
@@ -15,6 +16,7 @@
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/parallel.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cache {
@@ -84,9 +86,31 @@ std::optional<std::string> check_one(HeaderRecord& h, bool restamp, const Digest
 }  // namespace
 
 std::optional<std::string> check_and_stamp_headers(std::vector<HeaderRecord>& headers, const DigestMemo& memo,
-                                                   Rehashed* rehashed) {
-  for (auto& h : headers)
-    if (auto why = check_one(h, true, memo, rehashed)) return why;
+                                                   Rehashed* rehashed, int workers) {
+  if (workers <= 1 || headers.size() < 2 * static_cast<size_t>(workers)) {
+    for (auto& h : headers)
+      if (auto why = check_one(h, true, memo, rehashed)) return why;
+    return std::nullopt;
+  }
+  // Slices of consecutive records, one per job: each its own counts and its
+  // first mismatch, read back in order.
+  const size_t slices = static_cast<size_t>(workers) * 4;
+  const size_t per = (headers.size() + slices - 1) / slices;
+  std::vector<std::optional<std::string>> why(slices);
+  std::vector<Rehashed> counted(slices);
+  std::atomic<bool> failed{false};
+  util::parallel_for(slices, workers, [&](size_t i) {
+    for (size_t k = i * per; k < std::min(headers.size(), (i + 1) * per) && !failed.load(); ++k)
+      if ((why[i] = check_one(headers[k], true, memo, &counted[i]))) {
+        failed = true;
+        return;
+      }
+  });
+  for (size_t i = 0; i < slices; ++i) {
+    if (rehashed) rehashed->add(counted[i]);
+    if (why[i]) return why[i];
+  }
+  // A slice stopped by another's mismatch reports nothing; the mismatch is above.
   return std::nullopt;
 }
 
