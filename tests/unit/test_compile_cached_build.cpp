@@ -4,6 +4,8 @@
 // compiler would, so no compiler runs.
 #include <catch2/catch.hpp>
 
+#include "writing_runner.h"
+
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -28,28 +30,7 @@ using namespace tvmffi_jit::compile;
 
 namespace {
 
-// Every compile and link "succeeds": the -o output, an empty depfile for
-// -MF, and an empty list of what the linker read for --dependency-file.
-class WritingRunner : public CommandRunner {
- public:
-  std::atomic<int> runs{0};
-  util::ProcessResult run(const std::vector<std::string>& argv, const util::ProcessOptions& options) override {
-    ++runs;
-    std::string out, dep, linked;
-    for (size_t i = 0; i < argv.size(); ++i) {
-      if (argv[i] == "-o" && i + 1 < argv.size()) out = argv[i + 1];
-      if ((argv[i] == "-MF" || argv[i] == "--dependency-output") && i + 1 < argv.size()) dep = argv[i + 1];
-      for (const char* p : {"-Wl,--dependency-file=", "--dependency-file="})
-        if (util::starts_with(argv[i], p)) linked = argv[i].substr(std::string(p).size());
-    }
-    if (!out.empty()) util::write_file(util::join_path(options.cwd, out), "built\n");
-    if (!dep.empty()) util::write_file(util::join_path(options.cwd, dep), out + ":\n");
-    if (!linked.empty()) util::write_file(util::join_path(options.cwd, linked), out + ":\n");
-    util::ProcessResult r;
-    r.exit_code = 0;
-    return r;
-  }
-};
+using testing::WritingRunner;
 
 toolchain::Toolchain fake_toolchain() {
   toolchain::Toolchain tc;

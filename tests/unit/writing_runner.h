@@ -1,0 +1,38 @@
+// A compile::CommandRunner for unit tests in which every compile and link
+// "succeeds": it writes the -o output, an empty depfile for -MF (or nvcc's
+// --dependency-output), and an empty list of what the linker read for
+// --dependency-file, so cached builds record and publish without a compiler.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "tvmffi_jit/compile/runner.h"
+#include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/strings.h"
+
+namespace tvmffi_jit::testing {
+
+class WritingRunner : public compile::CommandRunner {
+ public:
+  std::atomic<int> runs{0};
+  util::ProcessResult run(const std::vector<std::string>& argv, const util::ProcessOptions& options) override {
+    ++runs;
+    std::string out, dep, linked;
+    for (size_t i = 0; i < argv.size(); ++i) {
+      if (argv[i] == "-o" && i + 1 < argv.size()) out = argv[i + 1];
+      if ((argv[i] == "-MF" || argv[i] == "--dependency-output") && i + 1 < argv.size()) dep = argv[i + 1];
+      for (const char* p : {"-Wl,--dependency-file=", "--dependency-file="})
+        if (util::starts_with(argv[i], p)) linked = argv[i].substr(std::string(p).size());
+    }
+    if (!out.empty()) util::write_file(util::join_path(options.cwd, out), "built\n");
+    if (!dep.empty()) util::write_file(util::join_path(options.cwd, dep), out + ":\n");
+    if (!linked.empty()) util::write_file(util::join_path(options.cwd, linked), out + ":\n");
+    util::ProcessResult r;
+    r.exit_code = 0;
+    return r;
+  }
+};
+
+}  // namespace tvmffi_jit::testing
