@@ -44,6 +44,7 @@
 #include "tvmffi_jit/toolchain/toolchain.h"
 #include "tvmffi_jit/toolchain/tvm_ffi.h"
 #include "tvmffi_jit/util/json.h"
+#include "tvmffi_jit/util/change_watch.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/job_gate.h"
@@ -188,6 +189,10 @@ int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report)
                           : read_machine_resources(toolchain::non_empty(env, "TVMFFI_JIT_CGROUP_ROOT").value_or("/"));
   BuildRequest request = resolve_build_request(args, env, machine);
   if (args.only_if_cached) request.limits.why = "not resolved (--only-if-cached runs no job)";
+  // The engine library's repeated hits are proven by inotify watches
+  // (docs/cache.md, "Watched hits") unless TVMFFI_JIT_WATCH=0; a one-shot
+  // command-line process would pay the watches without asking again.
+  if (ctx.embedded) util::ChangeWatch::global().enable(toolchain::env_flag(env, "TVMFFI_JIT_WATCH", true));
   // With keys, OpenSSL's ed25519 set-up (~1 ms) runs beside planning and the
   // key, not before the first signature check; not for the engine's kept
   // storage (command_storage: no thread may outlive its call).

@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "tvmffi_jit/cli/app.h"
-#include "tvmffi_jit/util/change_watch.h"
 #include "tvmffi_jit/util/fork_safe.h"
 #include "tvmffi_jit/util/json.h"
 
@@ -47,20 +46,6 @@ char* copy_out(const std::string& text) {
 
 // Constructed when the library is loaded, before any call (and any memo).
 tvmffi_jit::util::ForkSafeMutex engine_lock(tvmffi_jit::util::ForkSafeMutex::kEngineRank);
-
-// A process that asks again proves a repeated hit by inotify instead of a
-// stat per recorded file (util/change_watch.h; docs/cache.md, "Watched
-// hits"). TVMFFI_JIT_WATCH=0 keeps the stats.
-void enable_watched_hits() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("TVMFFI_JIT_WATCH");
-    const bool off = v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 || std::strcmp(v, "false") == 0 ||
-                           std::strcmp(v, "no") == 0);
-    if (!off) tvmffi_jit::util::ChangeWatch::global().enable();
-    return !off;
-  }();
-  (void)enabled;
-}
 
 std::string error_result(const std::string& message) {
   return tvmffi_jit::util::dump_json(nlohmann::json{{"error", message}}, -1);
@@ -96,7 +81,6 @@ extern "C" __attribute__((visibility("default"))) int tvmffi_jit_run(const char*
       args.push_back(a.get<std::string>());
     }
     std::unique_lock<tvmffi_jit::util::ForkSafeMutex> one_call_at_a_time(engine_lock);
-    enable_watched_hits();
     tvmffi_jit::cli::EmbeddedResult r = tvmffi_jit::cli::run_embedded(args);
     one_call_at_a_time.unlock();
     nlohmann::json out{{"exit_code", r.exit_code}, {"stdout", r.out}, {"stderr", r.err}};
