@@ -82,6 +82,7 @@ void ChangeWatch::reset_locked() {
   last_named_.clear();
   resolved_.clear();
   overflow_seq_ = 0;
+  out_of_watches_ = false;
   ++instance_;
 }
 
@@ -136,9 +137,18 @@ bool ChangeWatch::changed_since_locked(const std::vector<Dependency>& depends, u
 }
 
 int ChangeWatch::add_locked(const std::string& path, bool directory) {
-  if (last_event_.size() >= kMaxWatches) return -1;
+  if (last_event_.size() >= max_watches_) {
+    out_of_watches_ = true;
+    return -1;
+  }
   const int wd = ::inotify_add_watch(fd_, path.c_str(), directory ? kDirectoryMask : kFileMask);
-  if (wd >= 0) last_event_.emplace(wd, 0);  // an existing watch keeps its last event
+  if (wd >= 0) {
+    last_event_.emplace(wd, 0);  // an existing watch keeps its last event
+  } else if (errno == ENOSPC || errno == ENOMEM) {
+    // The user's watch limit (many processes watching): asking again on
+    // every hit would cost more than the stats it saves.
+    out_of_watches_ = true;
+  }
   return wd;
 }
 
@@ -258,7 +268,7 @@ bool ChangeWatch::watch_path_locked(const std::string& path, bool must_exist, st
 std::optional<ChangeWatch::Proof> ChangeWatch::watch(const std::vector<std::string>& present,
                                                      const std::vector<std::string>& absent) {
   std::lock_guard<ForkSafeMutex> g(mutex_);
-  if (!enabled_ || !usable_locked()) return std::nullopt;
+  if (!enabled_ || !usable_locked() || out_of_watches_) return std::nullopt;
   drain_locked();
   Proof proof;
   proof.instance = instance_;

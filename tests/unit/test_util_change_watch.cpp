@@ -169,3 +169,19 @@ TEST_CASE("a path that cannot be watched gives no proof rather than a weak one",
   // /proc's stamps are not trusted (another filesystem type).
   CHECK_FALSE(w.watch({"/proc/self/status"}, {}));
 }
+
+TEST_CASE("once the watch limit is hit, a watch gives up for good instead of retrying on every hit",
+          "[util][change_watch]") {
+  Tree t;
+  std::vector<std::string> files;
+  for (int i = 0; i < 4; ++i) {
+    files.push_back(t.path("h" + std::to_string(i) + ".h"));
+    util::write_file(files.back(), "x");
+  }
+  util::ChangeWatch w(4);  // the folders on the way take some of them
+  w.enable();
+  CHECK_FALSE(w.watch(files, {}));
+  const size_t held = w.watch_count();
+  CHECK_FALSE(w.watch({files[0]}, {}));  // asks nothing of inotify now
+  CHECK(w.watch_count() == held);
+}

@@ -62,7 +62,8 @@ class ChangeWatch {
   };
 
   static ChangeWatch& global();
-  ChangeWatch() = default;
+  // `max_watches`: the most this instance holds (tests give a few).
+  explicit ChangeWatch(size_t max_watches = kMaxWatches) : max_watches_(max_watches) {}
   ~ChangeWatch();
   ChangeWatch(const ChangeWatch&) = delete;
   ChangeWatch& operator=(const ChangeWatch&) = delete;
@@ -74,7 +75,8 @@ class ChangeWatch {
   // (paths that must stay absent) depend on; call before proving them.
   // nullopt when not enabled, when a path is on a filesystem whose stamps are
   // not trusted, or when inotify refuses a watch (limits): prove as usual,
-  // remember nothing.
+  // remember nothing. Once the watch limit is hit, every later call answers
+  // nullopt at once (a forked child starts afresh).
   std::optional<Proof> watch(const std::vector<std::string>& present, const std::vector<std::string>& absent);
   // Whether no event touched what `proof` watched since it was taken.
   bool unchanged(const Proof& proof);
@@ -106,7 +108,9 @@ class ChangeWatch {
   bool watch_path_locked(const std::string& path, bool must_exist, std::vector<Dependency>& depends);
 
   mutable ForkSafeMutex mutex_;
+  size_t max_watches_;
   bool enabled_ = false;
+  bool out_of_watches_ = false;  // a limit was hit: no more proofs in this instance
   int fd_ = -1;
   pid_t pid_ = 0;
   uint64_t instance_ = 0;
