@@ -35,6 +35,7 @@ from pathlib import Path
 
 SOURCE_DIR = Path(__file__).resolve().parents[2]
 SETTLE = 2.2  # stamps are trusted once mtime and ctime are 2 s old
+CYCLES = 5  # metadata-change cycles (each with its control)
 
 PADDED = """#include <tvm/ffi/function.h>
 extern "C" const unsigned char bench_pad[{size}] = {{1, 2, 3}};
@@ -133,38 +134,48 @@ def main():
     argv = captured["argv"]
     engine_hit(argv)
     before = median_ms([engine_hit(argv)[0] for _ in range(args.runs)])
-    # The control: the same pause without a change. The hits right after a
-    # pause run on a core that slowed down meanwhile, whatever happened.
-    time.sleep(SETTLE)
-    control_first = engine_hit(argv)[0]
-    control_second_dt, control_second = engine_hit(argv)
     entry = json.loads((Path(engine_hit(argv)[1]["entry_dir"]) / "entry.json").read_text())
     system = ("/usr/", "/lib", "/etc/", "/opt/")
-    changed = 0
-    for h in entry["headers"]:
-        path = h.get("path")
-        if not path or (path.startswith(system) and not args.chmod_system):
-            continue
-        try:
-            os.chmod(path, os.stat(path).st_mode & 0o7777)
-            changed += 1
-        except OSError:
-            pass
-    say(f"metadata-only change: chmod (same mode) of {changed} of {len(entry['headers'])} recorded inputs"
-        f"{'' if args.chmod_system else ' (not the system ones: --chmod-system)'}, then {SETTLE} s")
-    time.sleep(SETTLE)
-    first_dt, first = engine_hit(argv)
-    second_dt, second = engine_hit(argv)
+    inputs = [h["path"] for h in entry["headers"]
+              if h.get("path") and (args.chmod_system or not h["path"].startswith(system))]
+
+    def chmod_all():
+        changed = 0
+        for path in inputs:
+            try:
+                os.chmod(path, os.stat(path).st_mode & 0o7777)
+                changed += 1
+            except OSError:
+                pass
+        return changed
+
+    # CYCLES times, alternately: a change then a pause, and (the control) the
+    # same pause with no change -- the hits right after a pause run on a core
+    # that slowed down meanwhile, whatever happened.
+    changed_rows, control_rows = [], []
+    for _ in range(CYCLES):
+        for control in (False, True):
+            changed = 0 if control else chmod_all()
+            time.sleep(SETTLE)
+            first_dt, first = engine_hit(argv)
+            second_dt, second = engine_hit(argv)
+            (control_rows if control else changed_rows).append((first_dt, first, second_dt, second, changed))
     after = median_ms([engine_hit(argv)[0] for _ in range(args.runs)])
-    say(f"| hit, in-process | before the change | first hit after | second hit after | median after |")
+    say(f"metadata-only change: chmod (same mode) of {changed_rows[0][4]} of {len(entry['headers'])} recorded inputs"
+        f"{'' if args.chmod_system else ' (not the system ones: --chmod-system)'}, then {SETTLE} s; "
+        f"medians of {CYCLES} cycles, each with a control (the same pause, no change)")
+    say("| hit, in-process | before the change | first hit after | second hit after | median after |")
     say("|---|---|---|---|---|")
-    say(f"| wall ms | {before:.3f} | {first_dt * 1000:.3f} | {second_dt * 1000:.3f} ({second_dt * 1000 / before:.2f}x "
-        f"before) | {after:.3f} ({after / before:.2f}x before) |")
-    say(f"| rehashed.files | 0 | {first['rehashed']['files']} (changed: {changed}) | {second['rehashed']['files']} | |")
-    say(f"| watched (no stat of the recorded files) | | {first.get('watched', False)} | {second.get('watched', False)} | |")
-    say(f"| control: the same {SETTLE} s pause, no change | | {control_first * 1000:.3f} | "
-        f"{control_second_dt * 1000:.3f} ({control_second_dt * 1000 / before:.2f}x before; watched: "
-        f"{control_second.get('watched', False)}) | |")
+    for name, rows, tail in (("after a change", changed_rows, f"{after:.3f} ({after / before:.2f}x before)"),
+                             ("control: the pause only", control_rows, "")):
+        first_ms = statistics.median(r[0] for r in rows) * 1000
+        second_ms = statistics.median(r[2] for r in rows) * 1000
+        say(f"| wall ms, {name} | {before:.3f} | {first_ms:.3f} | {second_ms:.3f} ({second_ms / before:.2f}x before) "
+            f"| {tail} |")
+        say(f"| rehashed.files, {name} | 0 | {sorted({r[1]['rehashed']['files'] for r in rows})} "
+            f"(changed: {sorted({r[4] for r in rows})}) | {sorted({r[3]['rehashed']['files'] for r in rows})} | |")
+        say(f"| watched, {name} | | {sorted({r[1].get('watched', False) for r in rows})} | "
+            f"{sorted({r[3].get('watched', False) for r in rows})} | |")
 
     # 3. README inline example: ours against tvm_ffi.cpp's, each round a fresh process per package, in
     # turn (a, b, a, b, ...: both see the same load). Not in one process: tvm_ffi.cpp runs ninja on every
