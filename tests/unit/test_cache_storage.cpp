@@ -3,6 +3,7 @@
 // remote URL parsed once (cache/remote/url.h).
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -503,4 +504,29 @@ TEST_CASE("two writers of one key each keep their result; the list is merged, bo
   remote->objects[object()] = result_list_text(stale);
   CHECK(parse_result_list(remote->objects[object()], kPortable, nullptr));
   CHECK(remote->objects.count(result_object(ids[9])) == 1);
+}
+
+TEST_CASE("cache import keeps at most 8 results of a key, the last imported among them", "[cache][storage][results]") {
+  World w;
+  std::vector<std::string> imported;
+  for (size_t i = 0; i < kMaxResultsPerKey + 3; ++i) {
+    std::string exported = util::join_path(w.tmp.path(), "export" + std::to_string(i) + ".tvmffi");
+    export_entries({w.publish_a("imported bytes " + std::to_string(i))}, exported);
+    ImportReport r = import_entries(w.store_b, exported);
+    REQUIRE(r.imported == 1);
+    imported.push_back(r.entries.at(0));
+  }
+  const std::string imported_root = util::join_path(w.store_b.root(), "imported");
+  auto names_in = [](const std::string& dir) {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      if (e.is_directory()) names.push_back(e.path().filename().string());
+    return names;
+  };
+  std::vector<std::string> keys = names_in(imported_root);
+  REQUIRE(keys.size() == 1);
+  CHECK(names_in(util::join_path(imported_root, keys[0])).size() == kMaxResultsPerKey);
+  // The newest import is kept, the oldest are gone.
+  CHECK(util::is_directory(util::join_path(imported_root, imported.back())));
+  CHECK_FALSE(util::is_directory(util::join_path(imported_root, imported.front())));
 }

@@ -205,12 +205,16 @@ class Store {
   bool record_stamps(const std::string& entry_dir, const EntryRecord& checked, const util::FullStamp& read_stamp,
                      util::FullStamp* written = nullptr) const;
 
+  // Removes the least recently used results of `key_dir` beyond
+  // kMaxResultsPerKey, never `keep` (publish_result; cache import, whose
+  // <root>/imported/ keys are bounded the same way).
+  void evict_results(const std::string& key_dir, const std::string& keep) const;
+
  private:
   PublishResult commit(Staging& staging, const std::string& entry_dir, EntryRecord record,
                        const KeepOccupant& keep) const;
   PublishResult commit_result(Staging& staging, const std::string& key_dir, EntryRecord record,
                               const KeepOccupant& keep) const;
-  void evict_results(const std::string& key_dir, const std::string& keep) const;
   CacheRoot root_;
 };
 

@@ -160,6 +160,10 @@ ImportReport import_entries(const Store& store, const std::string& file) {
     std::string from = util::join_path(staging.build_dir(), e.dir);
     if (::rename(from.c_str(), target.c_str()) != 0)
       throw io_error(errno_message("cannot move an imported entry to " + target, errno));
+    // Used now (the import is its last use), and a key keeps at most
+    // kMaxResultsPerKey results here too.
+    ::utimensat(AT_FDCWD, target.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
+    store.evict_results(key_dir, target);
     ++report.imported;
     report.entries.push_back(name + "_" + e.key.substr(0, 16) + "/" + result_dir_name(id));
   }
