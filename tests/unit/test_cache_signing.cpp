@@ -162,3 +162,24 @@ TEST_CASE("base64 decoding accepts exactly one spelling of each value", "[cache]
   CHECK(base64_decode("aGk=aGk=") == std::nullopt); // padding then data
   CHECK(base64_decode("") == std::nullopt);
 }
+
+TEST_CASE("a signature verified once is remembered for exactly that key, signature and message", "[cache][signing]") {
+  util::TempDir tmp;
+  generate_key_pair("ci", tmp.path());
+  SecretKey ci = read_secret_key(tmp.path() + "/ci.sec");
+  PublicKey pub = read_public_key(tmp.path() + "/ci.pub");
+  const std::string msg = local_signed_message("ci", std::string(64, 'a'), std::string(64, 'b'));
+  const std::string sig = sign_message(ci, msg, "a test message");
+  CHECK(verify_message(pub.key, sig, msg));
+  CHECK(verify_message(pub.key, sig, msg));  // the remembered answer
+  std::string other_msg = msg;
+  other_msg.back() ^= 1;
+  CHECK_FALSE(verify_message(pub.key, sig, other_msg));
+  std::string other_sig = sig;
+  other_sig[0] ^= 1;
+  CHECK_FALSE(verify_message(pub.key, other_sig, msg));
+  std::string other_key = pub.key;
+  other_key[0] ^= 1;
+  CHECK_FALSE(verify_message(other_key, sig, msg));
+  CHECK(verify_message(pub.key, sig, msg));
+}
