@@ -82,6 +82,7 @@ void ChangeWatch::reset_locked() {
   last_named_.clear();
   resolved_.clear();
   overflow_seq_ = 0;
+  last_any_seq_ = 0;
   out_of_watches_ = false;
   ++instance_;
 }
@@ -108,6 +109,7 @@ void ChangeWatch::drain_locked() {
     for (ssize_t at = 0; at + static_cast<ssize_t>(sizeof(struct inotify_event)) <= n;) {
       const auto* ev = reinterpret_cast<const struct inotify_event*>(buf + at);
       const uint64_t seq = ++seq_;
+      last_any_seq_ = seq;
       if (ev->mask & IN_Q_OVERFLOW) {
         overflow_seq_ = seq;  // events were lost: nothing can be vouched for
       } else if (ev->len > 0 && ev->name[0] != '\0') {
@@ -125,6 +127,7 @@ void ChangeWatch::drain_locked() {
 }
 
 bool ChangeWatch::changed_since_locked(const std::vector<Dependency>& depends, uint64_t epoch) const {
+  if (last_any_seq_ <= epoch) return false;  // no event at all since: the usual repeated hit, in O(1)
   if (overflow_seq_ > epoch) return true;
   for (const auto& d : depends) {
     auto it = last_event_.find(d.watch);

@@ -116,6 +116,7 @@ class ChangeWatch {
   uint64_t instance_ = 0;
   uint64_t seq_ = 0;
   uint64_t overflow_seq_ = 0;
+  uint64_t last_any_seq_ = 0;  // the sequence of the last event read, whatever it was
   std::unordered_map<int, uint64_t> last_event_;  // watch -> sequence of its last own event
   std::unordered_map<std::string, uint64_t> last_named_;  // "<watch>/<name>" -> sequence of its last event
   std::unordered_map<std::string, Resolved> resolved_;
