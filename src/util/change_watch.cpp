@@ -33,8 +33,6 @@ std::optional<std::string> read_link(const std::string& path) {
   return std::string(buf, static_cast<size_t>(n));
 }
 
-std::string named_key(int wd, const std::string& name) { return std::to_string(wd) + "/" + name; }
-
 std::deque<std::string> components(const std::string& path) {
   std::deque<std::string> out;
   size_t start = 0;
@@ -80,6 +78,7 @@ void ChangeWatch::reset_locked() {
   fd_ = -1;
   last_event_.clear();
   last_named_.clear();
+  named_count_ = 0;
   resolved_.clear();
   overflow_seq_ = 0;
   last_any_seq_ = 0;
@@ -113,11 +112,14 @@ void ChangeWatch::drain_locked() {
       if (ev->mask & IN_Q_OVERFLOW) {
         overflow_seq_ = seq;  // events were lost: nothing can be vouched for
       } else if (ev->len > 0 && ev->name[0] != '\0') {
-        if (last_named_.size() >= kMaxNamedEvents) {  // a busy folder (/tmp): start over
+        if (named_count_ >= kMaxNamedEvents) {  // a busy folder (/tmp): start over
           last_named_.clear();
+          named_count_ = 0;
           overflow_seq_ = seq;
         }
-        last_named_[named_key(ev->wd, ev->name)] = seq;
+        auto [it, added] = last_named_[ev->wd].insert_or_assign(std::string(ev->name), seq);
+        (void)it;
+        if (added) ++named_count_;
       } else {
         last_event_[ev->wd] = seq;  // IN_IGNORED too: the watch is gone
       }
@@ -133,8 +135,10 @@ bool ChangeWatch::changed_since_locked(const std::vector<Dependency>& depends, u
     auto it = last_event_.find(d.watch);
     if (it == last_event_.end() || it->second > epoch) return true;
     if (d.name.empty()) continue;
-    auto named = last_named_.find(named_key(d.watch, d.name));
-    if (named != last_named_.end() && named->second > epoch) return true;
+    auto in_folder = last_named_.find(d.watch);
+    if (in_folder == last_named_.end()) continue;
+    auto named = in_folder->second.find(d.name);
+    if (named != in_folder->second.end() && named->second > epoch) return true;
   }
   return false;
 }
@@ -285,11 +289,15 @@ std::optional<ChangeWatch::Proof> ChangeWatch::watch(const std::vector<std::stri
   return proof;
 }
 
-bool ChangeWatch::unchanged(const Proof& proof) {
+bool ChangeWatch::unchanged(Proof& proof) {
   std::lock_guard<ForkSafeMutex> g(mutex_);
   if (!enabled_ || !usable_locked() || proof.instance != instance_) return false;
   drain_locked();
-  return !changed_since_locked(proof.depends, proof.epoch);
+  if (changed_since_locked(proof.depends, proof.epoch)) return false;
+  // Nothing it depends on changed up to the last event read: it now vouches
+  // from there, so unrelated events read today are not looked at again.
+  proof.epoch = seq_;
+  return true;
 }
 
 }  // namespace tvmffi_jit::util

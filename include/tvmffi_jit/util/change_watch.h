@@ -78,8 +78,9 @@ class ChangeWatch {
   // remember nothing. Once the watch limit is hit, every later call answers
   // nullopt at once (a forked child starts afresh).
   std::optional<Proof> watch(const std::vector<std::string>& present, const std::vector<std::string>& absent);
-  // Whether no event touched what `proof` watched since it was taken.
-  bool unchanged(const Proof& proof);
+  // Whether no event touched what `proof` watched since it was taken; when
+  // so, the proof is advanced to the last event read (the caller keeps it).
+  bool unchanged(Proof& proof);
 
   // Watches held (tests and limits).
   size_t watch_count();
@@ -118,7 +119,9 @@ class ChangeWatch {
   uint64_t overflow_seq_ = 0;
   uint64_t last_any_seq_ = 0;  // the sequence of the last event read, whatever it was
   std::unordered_map<int, uint64_t> last_event_;  // watch -> sequence of its last own event
-  std::unordered_map<std::string, uint64_t> last_named_;  // "<watch>/<name>" -> sequence of its last event
+  // watch -> name in that folder -> sequence of its last event
+  std::unordered_map<int, std::unordered_map<std::string, uint64_t>> last_named_;
+  size_t named_count_ = 0;
   std::unordered_map<std::string, Resolved> resolved_;
 };
 

@@ -221,6 +221,7 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
   if (may_watch)
     if (auto proof = WatchedProofs::global().find(entry_dir, read_stamp))
       if (util::ChangeWatch::global().unchanged(*proof)) {
+        WatchedProofs::global().put(entry_dir, read_stamp, std::move(*proof));  // advanced
         r.hit = true;
         r.watched = true;
         r.miss_reason.clear();
