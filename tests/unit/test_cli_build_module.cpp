@@ -3,7 +3,7 @@
 // runner that writes what a compiler would, so no compiler runs.
 #include <catch2/catch.hpp>
 
-#include "writing_runner.h"
+#include "fake_build.h"
 
 #include <atomic>
 #include <memory>
@@ -47,16 +47,8 @@ struct Request {
     cli::Planned p;
     p.module = &module;
     p.name = "mod";
-    p.tc.host.cxx = "/usr/bin/c++";
-    p.tc.host.cc = "/usr/bin/cc";
-    p.tc.tvm_ffi = toolchain::TvmFfiLocation{"/tvm/include", "/tvm/include", "/tvm/lib", "test"};
-    compile::PlanOptions o;
-    o.detect_gpus = [] {
-      toolchain::DetectedGpus g;
-      g.reason = "no driver in unit tests";
-      return g;
-    };
-    p.plan = compile::make_plan(module.manifest, p.tc, o);
+    p.tc = testing::fake_toolchain();
+    p.plan = compile::make_plan(module.manifest, p.tc, testing::no_gpus());
     return p;
   }
 

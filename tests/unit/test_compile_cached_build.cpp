@@ -4,7 +4,7 @@
 // compiler would, so no compiler runs.
 #include <catch2/catch.hpp>
 
-#include "writing_runner.h"
+#include "fake_build.h"
 
 #include <atomic>
 #include <memory>
@@ -31,24 +31,8 @@ using namespace tvmffi_jit::compile;
 namespace {
 
 using testing::WritingRunner;
-
-toolchain::Toolchain fake_toolchain() {
-  toolchain::Toolchain tc;
-  tc.host.cxx = "/usr/bin/c++";
-  tc.host.cc = "/usr/bin/cc";
-  tc.tvm_ffi = toolchain::TvmFfiLocation{"/tvm/include", "/tvm/include", "/tvm/lib", "test"};
-  return tc;
-}
-
-PlanOptions no_gpus() {
-  PlanOptions o;
-  o.detect_gpus = [] {
-    toolchain::DetectedGpus g;
-    g.reason = "no driver in unit tests";
-    return g;
-  };
-  return o;
-}
+using testing::fake_toolchain;
+using testing::no_gpus;
 
 // A project folder with a few sources; each module a manifest over some.
 struct Project {

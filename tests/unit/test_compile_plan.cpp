@@ -2,6 +2,8 @@
 // with what tvm_ffi's build.ninja runs (apache-tvm-ffi 0.1.15, docs/build.md).
 #include <catch2/catch.hpp>
 
+#include "fake_build.h"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -17,24 +19,9 @@ using Argv = std::vector<std::string>;
 
 namespace {
 
-toolchain::Toolchain fake_toolchain() {
-  toolchain::Toolchain tc;
-  tc.host.cxx = "/usr/bin/c++";
-  tc.host.cc = "/usr/bin/cc";
-  tc.cuda = toolchain::CudaToolkit{"/opt/cuda", "/opt/cuda/bin/nvcc", "CUDA_HOME"};
-  tc.tvm_ffi = toolchain::TvmFfiLocation{"/tvm/include", "/tvm/include", "/tvm/lib", "test"};
-  return tc;
-}
-
-PlanOptions no_gpus() {
-  PlanOptions o;
-  o.detect_gpus = [] {
-    toolchain::DetectedGpus g;
-    g.reason = "no driver in unit tests";
-    return g;
-  };
-  return o;
-}
+// The plan tests build CUDA units too.
+toolchain::Toolchain fake_toolchain() { return testing::fake_toolchain(true); }
+using testing::no_gpus;
 
 struct Sources {
   util::TempDir dir;

@@ -1,14 +1,19 @@
-// A compile::CommandRunner for unit tests in which every compile and link
-// "succeeds": it writes the -o output, an empty depfile for -MF (or nvcc's
-// --dependency-output), and an empty list of what the linker read for
-// --dependency-file, so cached builds record and publish without a compiler.
+// What unit tests plan and build with, without a compiler or a GPU:
+//   WritingRunner: a compile::CommandRunner in which every compile and link
+//     "succeeds": it writes the -o output, an empty depfile for -MF (or
+//     nvcc's --dependency-output), and an empty list of what the linker read
+//     for --dependency-file, so cached builds record and publish;
+//   fake_toolchain(): compilers and tvm-ffi at fixed paths (CUDA optional);
+//   no_gpus(): plan options whose GPU detection finds no driver.
 #pragma once
 
 #include <atomic>
 #include <string>
 #include <vector>
 
+#include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/compile/runner.h"
+#include "tvmffi_jit/toolchain/toolchain.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/strings.h"
 
@@ -34,5 +39,24 @@ class WritingRunner : public compile::CommandRunner {
     return r;
   }
 };
+
+inline toolchain::Toolchain fake_toolchain(bool with_cuda = false) {
+  toolchain::Toolchain tc;
+  tc.host.cxx = "/usr/bin/c++";
+  tc.host.cc = "/usr/bin/cc";
+  if (with_cuda) tc.cuda = toolchain::CudaToolkit{"/opt/cuda", "/opt/cuda/bin/nvcc", "CUDA_HOME"};
+  tc.tvm_ffi = toolchain::TvmFfiLocation{"/tvm/include", "/tvm/include", "/tvm/lib", "test"};
+  return tc;
+}
+
+inline compile::PlanOptions no_gpus() {
+  compile::PlanOptions o;
+  o.detect_gpus = [] {
+    toolchain::DetectedGpus g;
+    g.reason = "no driver in unit tests";
+    return g;
+  };
+  return o;
+}
 
 }  // namespace tvmffi_jit::testing
