@@ -53,7 +53,7 @@ class EntryReceiver : public BlobFileWriter {
     const BlobEntry& e = m.entries.front();
     if (e.key != expected_key_ || e.dir != expected_dir_)
       throw io_error("the blob holds " + e.dir + ", not " + expected_dir_);
-    if (auto why = untrusted_reason(options_, e)) throw UntrustedBlob{std::move(*why)};
+    if (auto trusted = check_trusted(options_, e); !trusted) throw UntrustedBlob{std::move(trusted).error()};
     record_ = e;
   }
   const BlobEntry& record() const { return record_; }
@@ -380,12 +380,11 @@ std::optional<Found> Storage::get_imported(const EntryRequest& request) {
       // when it is the record of this result: its blob dir names the result.
       std::optional<BlobEntry> record = imported_record(
           imported, request.key.portable_hex.substr(0, 16) + "." + util::file_name(imported), request.key.portable_hex);
-      std::optional<std::string> untrusted;
+      Expected<void> trusted;
       if (options_.requires_signature())
-        untrusted = record ? untrusted_reason(options_, *record)
-                           : std::optional<std::string>("it was imported without its signatures");
-      if (untrusted) {
-        count_untrusted("imported entry " + imported, request.name, *untrusted);
+        trusted = record ? check_trusted(options_, *record) : Unexpected{"it was imported without its signatures"};
+      if (!trusted) {
+        count_untrusted("imported entry " + imported, request.name, trusted.why());
         continue;
       }
       Staging staging = store_.stage();
@@ -522,8 +521,7 @@ void Storage::upload(const EntryRequest& request, const std::string& entry_dir) 
   if (options_.read_only) return;
   if (policy_.sign_key && !servers_.empty()) {
     // Never a signing oracle: only what this key's build made gets its signature.
-    std::string why;
-    auto entry = read_entry(entry_dir, &why);
+    auto entry = read_entry(entry_dir);
     if (!entry || !carries_own_signature(*policy_.sign_key, *entry)) {
       spdlog::warn("not uploading {}: it does not carry the signature of {} (a signing build uploads only what it "
                    "built itself)", entry_dir, policy_.sign_key->name);

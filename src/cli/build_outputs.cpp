@@ -94,9 +94,9 @@ std::string write_build_outputs(const BuildOutputOptions& options, const compile
   if (!options.depfile.empty()) {
     std::vector<std::string> recorded_headers;
     if (!cache_entry_dir.empty()) {
-      std::string why;
-      auto entry = cache::read_entry(cache_entry_dir, &why);
-      if (!entry) throw io_error("cannot write the depfile: the cache entry " + cache_entry_dir + " is unreadable: " + why);
+      auto entry = cache::read_entry(cache_entry_dir);
+      if (!entry)
+        throw io_error("cannot write the depfile: the cache entry " + cache_entry_dir + " is unreadable: " + entry.why());
       for (const auto& header : entry->headers) recorded_headers.push_back(header.path);
     }
     compile::write_depfile(options.depfile, {depfile_target}, compile::build_inputs(manifest, result, recorded_headers));

@@ -110,10 +110,10 @@ std::string BuildLog::resolve(const std::string& path) const {
   return !path.empty() && path[0] == '/' ? path : util::join_path(dir_, path);
 }
 
-std::optional<std::string> BuildLog::changed(const File& f, const char* what) const {
+Expected<void> BuildLog::check_unchanged(const File& f, const char* what) const {
   std::optional<util::FileStamp> now = util::file_stamp(resolve(f.path));
-  if (!now) return std::string(what) + " " + f.path + " is gone";
-  if (!(*now == f.stamp)) return std::string(what) + " " + f.path + " changed";
+  if (!now) return Unexpected{std::string(what) + " " + f.path + " is gone"};
+  if (!(*now == f.stamp)) return Unexpected{std::string(what) + " " + f.path + " changed"};
   if (!f.sha256.empty()) {
     // Same stat, but recorded within a timestamp tick of the step: the
     // content decides.
@@ -121,25 +121,25 @@ std::optional<std::string> BuildLog::changed(const File& f, const char* what) co
     try {
       digest = util::sha256_file_hex(resolve(f.path));
     } catch (const Error&) {
-      return std::string(what) + " " + f.path + " cannot be read";
+      return Unexpected{std::string(what) + " " + f.path + " cannot be read"};
     }
-    if (digest != f.sha256) return std::string(what) + " " + f.path + " changed (same stat, new content)";
+    if (digest != f.sha256) return Unexpected{std::string(what) + " " + f.path + " changed (same stat, new content)"};
   }
-  return std::nullopt;
+  return {};
 }
 
-std::optional<std::string> BuildLog::why_run(const std::string& id, const std::string& command) const {
+Expected<void> BuildLog::check_up_to_date(const std::string& id, const std::string& command) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = steps_.find(id);
-  if (it == steps_.end()) return why_empty_.empty() ? "no record of it in the build log" : why_empty_;
+  if (it == steps_.end()) return Unexpected{why_empty_.empty() ? "no record of it in the build log" : why_empty_};
   const Step& s = it->second;
-  if (s.dirty) return "an input was modified while it last ran";
-  if (s.command != command) return "the command changed";
+  if (s.dirty) return Unexpected{"an input was modified while it last ran"};
+  if (s.command != command) return Unexpected{"the command changed"};
   for (const auto& f : s.outputs)
-    if (auto why = changed(f, "output")) return why;
+    if (auto same = check_unchanged(f, "output"); !same) return same;
   for (const auto& f : s.inputs)
-    if (auto why = changed(f, "input")) return why;
-  return std::nullopt;
+    if (auto same = check_unchanged(f, "input"); !same) return same;
+  return {};
 }
 
 void BuildLog::forget(const std::string& id) {

@@ -242,9 +242,9 @@ class Incremental {
 
   // true: skip the step. Else it is forgotten until it succeeds again.
   bool up_to_date(const std::string& id, const std::string& command) {
-    std::optional<std::string> why = log_->why_run(id, command);
-    if (!why) return true;
-    if (verbose_) spdlog::info("{}: runs: {}", id, *why);
+    Expected<void> current = log_->check_up_to_date(id, command);
+    if (current) return true;
+    if (verbose_) spdlog::info("{}: runs: {}", id, current.why());
     log_->forget(id);
     return false;
   }

@@ -259,33 +259,32 @@ nlohmann::json entry_with_headers(const std::vector<HeaderRecord>& headers) {
 TEST_CASE("repeated header records are merged, conflicting ones refused", "[cache][entry]") {
   HeaderRecord h{"/p/include/big.h", 35u << 20, std::string(64, 'c'), "", {}};
   std::vector<HeaderRecord> copies(100, h);
-  std::string why;
-  auto e = entry_from_json(entry_with_headers(copies), &why);
+  auto e = entry_from_json(entry_with_headers(copies));
   REQUIRE(e);
   CHECK(e->headers.size() == 1);  // one re-hash per hit, not a hundred
   HeaderRecord other = h;
   other.sha256 = std::string(64, 'd');
-  CHECK_FALSE(entry_from_json(entry_with_headers({h, other}), &why));
-  CHECK(why.find("recorded twice with different contents") != std::string::npos);
+  auto conflicting = entry_from_json(entry_with_headers({h, other}));
+  CHECK_FALSE(conflicting);
+  CHECK(conflicting.why().find("recorded twice with different contents") != std::string::npos);
 }
 
 TEST_CASE("recorded headers may not add up past the cap", "[cache][entry]") {
   std::vector<HeaderRecord> hs;
   for (int i = 0; i < 3; ++i) hs.push_back({"/p/h" + std::to_string(i) + ".h", 100u << 20, std::string(64, 'c'), "", {}});
-  std::string why;
-  CHECK_FALSE(entry_from_json(entry_with_headers(hs), &why));
-  CHECK(why.find("add up to more than") != std::string::npos);
+  auto too_big = entry_from_json(entry_with_headers(hs));
+  CHECK_FALSE(too_big);
+  CHECK(too_big.why().find("add up to more than") != std::string::npos);
   hs.pop_back();
-  CHECK(entry_from_json(entry_with_headers(hs), &why));
+  CHECK(entry_from_json(entry_with_headers(hs)));
 }
 
 TEST_CASE("header paths with . or .. components are refused", "[cache][entry]") {
-  std::string why;
   for (const char* p : {"/base/../../etc/hostname", "/base/./h.h", "/base//h.h", "/base/inc/.."}) {
     INFO(p);
-    CHECK_FALSE(entry_from_json(entry_with_headers({{p, 1, std::string(64, 'c'), "", {}}}), &why));
+    CHECK_FALSE(entry_from_json(entry_with_headers({{p, 1, std::string(64, 'c'), "", {}}})));
   }
-  CHECK(entry_from_json(entry_with_headers({{"/base/inc/h.h", 1, std::string(64, 'c'), "", {}}}), &why));
+  CHECK(entry_from_json(entry_with_headers({{"/base/inc/h.h", 1, std::string(64, 'c'), "", {}}})));
 }
 
 TEST_CASE("bytes after the compressed frame are refused", "[cache][blob]") {

@@ -38,6 +38,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tvmffi_jit/util/expected.h"
 #include "tvmffi_jit/util/stamp.h"
 
 namespace tvmffi_jit::cache {
@@ -124,23 +125,23 @@ struct EntryRecord {
 };
 
 nlohmann::json entry_to_json(const EntryRecord& e);
-// nullopt (with `why`) for anything not a well-formed entry of our format.
+// Why not, for anything not a well-formed entry of our format.
 // Header records must name lexically normal absolute paths (no "." or ".."
 // component: a relative record of a portable entry joined onto the base
 // cannot leave it); records repeating a path with the same size and SHA-256
 // are merged into one, repeating it with another content is malformed; the
 // merged sizes must stay within kMaxRecordedHeaderBytes.
-std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string* why);
+Expected<EntryRecord> entry_from_json(const nlohmann::json& j);
 // Reads <dir>/entry.json (at most kMaxEntryFileBytes, never through a
-// symlink or from a FIFO); nullopt (with `why`) when missing or malformed.
+// symlink or from a FIFO); why not when missing or malformed.
 // `stamp` (may be null): the stamp entry.json had when read (inode 0: none).
-std::optional<EntryRecord> read_entry(const std::string& dir, std::string* why, util::FullStamp* stamp = nullptr);
+Expected<EntryRecord> read_entry(const std::string& dir, util::FullStamp* stamp = nullptr);
 // Tells read_entry's per-process memo that <dir>/entry.json, now at `stamp`,
 // holds `record` (a writer that just replaced it: the next read need not parse it).
 void remember_entry(const std::string& dir, const util::FullStamp& stamp, const EntryRecord& record);
 // entry.json as JSON (same limits as read_entry), whatever its format version;
-// discarded JSON when missing, too big or malformed.
-nlohmann::json read_entry_json(const std::string& dir, std::string* why);
+// why not when missing, too big or malformed.
+Expected<nlohmann::json> read_entry_json(const std::string& dir);
 // entry.json serialised for writing: throws Error(kIo) when it would be over
 // kMaxEntryFileBytes (thousands of recorded headers), so that every entry
 // written can be read back.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tvmffi_jit/cache/entry.h"
+#include "tvmffi_jit/util/expected.h"
 
 namespace tvmffi_jit::cache {
 
@@ -44,12 +45,12 @@ std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, co
                                        const std::vector<std::string>& exclude_dirs,
                                        const std::vector<std::string>& exclude_files, const DigestMemo& memo = {});
 
-// Re-hashes recorded headers and looks for their shadows; nullopt when all
+// Re-hashes recorded headers and looks for their shadows: a value when all
 // match and no shadow exists, else the first mismatch ("/abs/h.h changed",
 // "/abs/h.h is gone", "/abs/inc1/h.h now shadows /abs/inc2/h.h").
 // `rehashed` (may be null) counts the files re-read.
-std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers, const DigestMemo& memo = {},
-                                         Rehashed* rehashed = nullptr);
+Expected<void> check_headers(const std::vector<HeaderRecord>& headers, const DigestMemo& memo = {},
+                             Rehashed* rehashed = nullptr);
 
 // check_headers() that also records, for each file it re-hashed and found
 // unchanged, the stat of what it hashed (under the same age rule as
@@ -61,8 +62,8 @@ std::optional<std::string> check_headers(const std::vector<HeaderRecord>& header
 // `workers` > 1: the records are checked on that many threads (an adopted
 // entry, which carries no stamps: every file is hashed); the mismatch
 // reported is then one of them, not always the first in record order.
-std::optional<std::string> check_and_stamp_headers(std::vector<HeaderRecord>& headers, const DigestMemo& memo = {},
-                                                   Rehashed* rehashed = nullptr, int workers = 1);
+Expected<void> check_and_stamp_headers(std::vector<HeaderRecord>& headers, const DigestMemo& memo = {},
+                                       Rehashed* rehashed = nullptr, int workers = 1);
 
 constexpr int64_t kTrustedStatAgeSeconds = 2;
 

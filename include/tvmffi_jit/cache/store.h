@@ -72,11 +72,11 @@ struct LookupResult {
 
 // Why `a` (listed in the entry at `entry_dir`) cannot be served: missing, not
 // a regular file (a symlink included), another size or another SHA-256,
-// proven by its stamp unless `rehash` (cache/proof.h). nullopt when it is
+// proven by its stamp unless `rehash` (cache/proof.h). A value when it is
 // intact; then `new_stat` (may be null) gets the stamp to record in place of
 // a.stat, or "" when it stands. `rehashed` (may be null) counts re-reads.
-std::optional<std::string> check_artifact(const std::string& entry_dir, const ArtifactRecord& a, bool rehash,
-                                          Rehashed* rehashed = nullptr, std::string* new_stat = nullptr);
+Expected<void> check_artifact(const std::string& entry_dir, const ArtifactRecord& a, bool rehash,
+                              Rehashed* rehashed = nullptr, std::string* new_stat = nullptr);
 
 // A private build directory under <root>/tmp, removed on destruction unless
 // published or kept.

@@ -17,7 +17,7 @@
 // files and writes nothing. docs/build.md ("Incremental build directories").
 //
 // The executor (execute_plan with ExecuteOptions::incremental) is the only
-// user: it asks why_run() before each step and record()s after it succeeded.
+// user: it asks check_up_to_date() before each step and record()s after it succeeded.
 #pragma once
 
 #include <cstdint>
@@ -55,9 +55,9 @@ class BuildLog {
   // an empty one (every step runs); `why_empty()` says which.
   explicit BuildLog(std::string dir);
 
-  // nullopt when step `id` is up to date for `command`; else why it must run
+  // A value when step `id` is up to date for `command`; else why it must run
   // ("no record", "the command changed", "input /x/a.h changed", ...).
-  std::optional<std::string> why_run(const std::string& id, const std::string& command) const;
+  Expected<void> check_up_to_date(const std::string& id, const std::string& command) const;
   // Drops the record of a step about to run, so a failure leaves it to run again.
   void forget(const std::string& id);
   // After step `id` succeeded: stats (and, when ambiguous, hashes) its files.
@@ -90,7 +90,7 @@ class BuildLog {
   };
   Expected<void> load(const std::string& text);  // or what is wrong with it
   std::string resolve(const std::string& path) const;
-  std::optional<std::string> changed(const File& f, const char* what) const;
+  Expected<void> check_unchanged(const File& f, const char* what) const;
 
   std::string dir_;
   std::string why_empty_;

@@ -92,11 +92,8 @@ nlohmann::json entry_to_json(const EntryRecord& e) {
   return j;
 }
 
-std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string* why) {
-  auto fail = [&](const std::string& w) -> std::optional<EntryRecord> {
-    if (why) *why = w;
-    return std::nullopt;
-  };
+Expected<EntryRecord> entry_from_json(const nlohmann::json& j) {
+  auto fail = [](std::string w) -> Expected<EntryRecord> { return Unexpected{std::move(w)}; };
   if (!j.is_object()) return fail("entry.json is not a JSON object");
   try {
     EntryRecord e;
@@ -191,14 +188,11 @@ std::optional<EntryRecord> entry_from_json(const nlohmann::json& j, std::string*
   }
 }
 
-nlohmann::json read_entry_json(const std::string& dir, std::string* why) {
+Expected<nlohmann::json> read_entry_json(const std::string& dir) {
   auto text = util::read_small_file(util::join_path(dir, kEntryFileName), kMaxEntryFileBytes);
-  if (!text) {
-    if (why) *why = "entry.json: " + text.why();
-    return nlohmann::json(nlohmann::json::value_t::discarded);
-  }
+  if (!text) return Unexpected{"entry.json: " + text.why()};
   auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded() && why) *why = "entry.json is not valid JSON";
+  if (j.is_discarded()) return Unexpected{"entry.json is not valid JSON"};
   return j;
 }
 
@@ -220,11 +214,11 @@ void remember_entry(const std::string& dir, const util::FullStamp& stamp, const 
   entry_memo().put(util::join_path(dir, kEntryFileName), stamp, record);
 }
 
-std::optional<EntryRecord> read_entry(const std::string& dir, std::string* why, util::FullStamp* stamp) {
-  return entry_memo().get_or(util::join_path(dir, kEntryFileName), [&]() -> std::optional<EntryRecord> {
-    auto j = read_entry_json(dir, why);
-    if (j.is_discarded()) return std::nullopt;
-    return entry_from_json(j, why);
+Expected<EntryRecord> read_entry(const std::string& dir, util::FullStamp* stamp) {
+  return entry_memo().get_or(util::join_path(dir, kEntryFileName), [&]() -> Expected<EntryRecord> {
+    auto j = read_entry_json(dir);
+    if (!j) return Unexpected{j.why()};
+    return entry_from_json(*j);
   }, stamp);
 }
 

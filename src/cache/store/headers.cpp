@@ -56,14 +56,14 @@ std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, co
 
 namespace {
 
-// One record: nullopt when it still holds. A file re-hashed and found equal
-// gets its new settled stamp in `h.stat` when `restamp` (counted in
-// `rehashed`).
-std::optional<std::string> check_one(HeaderRecord& h, bool restamp, const DigestMemo& memo, Rehashed* rehashed) {
+// One record: a value when it still holds, else what changed. A file
+// re-hashed and found equal gets its new settled stamp in `h.stat` when
+// `restamp` (counted in `rehashed`).
+Expected<void> check_one(HeaderRecord& h, bool restamp, const DigestMemo& memo, Rehashed* rehashed) {
   for (const auto& s : h.shadows) {
     // Any kind of file: the compiler would have tried to open it first.
     struct stat st;
-    if (::lstat(s.c_str(), &st) == 0) return s + " now shadows " + h.path;
+    if (::lstat(s.c_str(), &st) == 0) return Unexpected{s + " now shadows " + h.path};
   }
   FileCheckOptions how;
   how.memo = memo;
@@ -73,54 +73,53 @@ std::optional<std::string> check_one(HeaderRecord& h, bool restamp, const Digest
   if (rehashed) rehashed->add(counted);
   switch (c.problem) {
     case FileProblem::kNone: break;
-    case FileProblem::kMissing: return h.path + " is gone";
-    case FileProblem::kNotRegular: return h.path + " is not a regular file";
-    case FileProblem::kSize: return h.path + " changed (size)";
-    case FileProblem::kContent: return h.path + " changed";
-    case FileProblem::kUnreadable: return h.path + " cannot be read";
+    case FileProblem::kMissing: return Unexpected{h.path + " is gone"};
+    case FileProblem::kNotRegular: return Unexpected{h.path + " is not a regular file"};
+    case FileProblem::kSize: return Unexpected{h.path + " changed (size)"};
+    case FileProblem::kContent: return Unexpected{h.path + " changed"};
+    case FileProblem::kUnreadable: return Unexpected{h.path + " cannot be read"};
   }
   if (restamp && !c.new_stat.empty()) h.stat = c.new_stat;
-  return std::nullopt;
+  return {};
 }
 
 }  // namespace
 
-std::optional<std::string> check_and_stamp_headers(std::vector<HeaderRecord>& headers, const DigestMemo& memo,
-                                                   Rehashed* rehashed, int workers) {
+Expected<void> check_and_stamp_headers(std::vector<HeaderRecord>& headers, const DigestMemo& memo, Rehashed* rehashed,
+                                       int workers) {
   if (workers <= 1 || headers.size() < 2 * static_cast<size_t>(workers)) {
     for (auto& h : headers)
-      if (auto why = check_one(h, true, memo, rehashed)) return why;
-    return std::nullopt;
+      if (auto held = check_one(h, true, memo, rehashed); !held) return held;
+    return {};
   }
   // Slices of consecutive records, one per job: each its own counts and its
   // first mismatch, read back in order.
   const size_t slices = static_cast<size_t>(workers) * 4;
   const size_t per = (headers.size() + slices - 1) / slices;
-  std::vector<std::optional<std::string>> why(slices);
+  std::vector<Expected<void>> held(slices);
   std::vector<Rehashed> counted(slices);
   std::atomic<bool> failed{false};
   util::parallel_for(slices, workers, [&](size_t i) {
     for (size_t k = i * per; k < std::min(headers.size(), (i + 1) * per) && !failed.load(); ++k)
-      if ((why[i] = check_one(headers[k], true, memo, &counted[i]))) {
+      if (!(held[i] = check_one(headers[k], true, memo, &counted[i]))) {
         failed = true;
         return;
       }
   });
   for (size_t i = 0; i < slices; ++i) {
     if (rehashed) rehashed->add(counted[i]);
-    if (why[i]) return why[i];
+    if (!held[i]) return held[i];
   }
   // A slice stopped by another's mismatch reports nothing; the mismatch is above.
-  return std::nullopt;
+  return {};
 }
 
-std::optional<std::string> check_headers(const std::vector<HeaderRecord>& headers, const DigestMemo& memo,
-                                         Rehashed* rehashed) {
+Expected<void> check_headers(const std::vector<HeaderRecord>& headers, const DigestMemo& memo, Rehashed* rehashed) {
   for (const auto& h : headers) {
     HeaderRecord copy = h;  // checked, never restamped
-    if (auto why = check_one(copy, false, memo, rehashed)) return why;
+    if (auto held = check_one(copy, false, memo, rehashed); !held) return held;
   }
-  return std::nullopt;
+  return {};
 }
 
 void merge_headers(std::vector<HeaderRecord>& into, const std::vector<HeaderRecord>& more) {

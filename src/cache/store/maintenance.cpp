@@ -94,10 +94,16 @@ EntryInfo describe(const std::string& dir, const std::string& dir_name, bool is_
     if (::lstat(util::join_path(dir, f).c_str(), &fst) == 0 && S_ISREG(fst.st_mode))
       info.bytes += static_cast<uint64_t>(fst.st_size);
   }
-  nlohmann::json j = read_entry_json(dir, &info.problem);
-  info.ours = written_by_us(j, dir_name, is_object);
-  if (!j.is_discarded()) info.entry = entry_from_json(j, &info.problem);
-  if (info.entry) info.problem.clear();
+  Expected<nlohmann::json> j = read_entry_json(dir);
+  if (!j) {
+    info.problem = j.why();
+    return info;
+  }
+  info.ours = written_by_us(*j, dir_name, is_object);
+  if (auto entry = entry_from_json(*j))
+    info.entry = std::move(*entry);
+  else
+    info.problem = entry.why();
   return info;
 }
 
@@ -338,7 +344,7 @@ VerifyReport verify_cache(const Store& store, bool remove, const TrustPolicy* po
     if (e.kind != (info.is_object ? "object" : "module")) problem = "entry kind '" + e.kind + "' in the wrong place";
     for (const auto& a : e.artifacts) {
       if (!problem.empty()) break;
-      if (auto p = check_artifact(info.dir, a, true)) problem = *p;
+      if (auto intact = check_artifact(info.dir, a, true); !intact) problem = intact.why();
     }
     if (problem.empty() && policy && !info.is_object)
       if (auto why = policy->refuses(e)) problem = "not trusted: " + *why;

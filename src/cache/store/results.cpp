@@ -144,7 +144,7 @@ void note_distinct_inputs(const std::string& key_dir, const std::string& publish
   for (const auto& sibling : list_result_dirs(key_dir)) {
     if (sibling.path == published_dir) continue;
     try {
-      std::optional<EntryRecord> other = read_entry(sibling.path, nullptr);
+      Expected<EntryRecord> other = read_entry(sibling.path);
       if (!other || other->key != published.key) continue;
       add_new_paths(mine, differing(published, *other));
       add_distinct_inputs(sibling.path, differing(*other, published));

@@ -115,24 +115,24 @@ std::string LookupResult::artifact_path(const std::string& file) const {
   return "";
 }
 
-std::optional<std::string> check_artifact(const std::string& entry_dir, const ArtifactRecord& a, bool rehash,
-                                          Rehashed* rehashed, std::string* new_stat) {
+Expected<void> check_artifact(const std::string& entry_dir, const ArtifactRecord& a, bool rehash, Rehashed* rehashed,
+                              std::string* new_stat) {
   FileCheckOptions how;
   how.follow_symlinks = false;
   how.use_stamps = !rehash;
   FileCheck c = check_recorded_file(util::join_path(entry_dir, a.file), a.size, a.sha256, a.stat, how, rehashed);
   if (new_stat) *new_stat = c.new_stat;
   switch (c.problem) {
-    case FileProblem::kNone: return std::nullopt;
-    case FileProblem::kMissing: return "artifact " + a.file + " is missing";
-    case FileProblem::kNotRegular: return "artifact " + a.file + " is not a regular file";
+    case FileProblem::kNone: return {};
+    case FileProblem::kMissing: return Unexpected{"artifact " + a.file + " is missing"};
+    case FileProblem::kNotRegular: return Unexpected{"artifact " + a.file + " is not a regular file"};
     case FileProblem::kSize:
-      return "artifact " + a.file + " has " + std::to_string(c.found_size) + " bytes, entry.json says " +
-             std::to_string(a.size);
-    case FileProblem::kContent: return "artifact " + a.file + " does not match its SHA-256";
-    case FileProblem::kUnreadable: return "artifact " + a.file + " cannot be read: " + c.detail;
+      return Unexpected{"artifact " + a.file + " has " + std::to_string(c.found_size) + " bytes, entry.json says " +
+                        std::to_string(a.size)};
+    case FileProblem::kContent: return Unexpected{"artifact " + a.file + " does not match its SHA-256"};
+    case FileProblem::kUnreadable: return Unexpected{"artifact " + a.file + " cannot be read: " + c.detail};
   }
-  return std::nullopt;
+  return Unexpected{"artifact " + a.file + ": unknown check result"};
 }
 
 void Staging::keep() {
@@ -194,14 +194,14 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
                            const LookupOptions& options) const {
   LookupResult r = directory_miss(entry_dir);
   if (!r.miss_reason.empty()) return r;
-  std::string why;
   util::FullStamp read_stamp;
-  r.entry = read_entry(entry_dir, &why, &read_stamp);
-  if (!r.entry) {
-    r.miss_reason = why;
+  auto read = read_entry(entry_dir, &read_stamp);
+  if (!read) {
+    r.miss_reason = read.why();
     r.corrupt = true;
     return r;
   }
+  r.entry = std::move(*read);
   if (r.entry->key != key_hex) {
     r.miss_reason = "entry holds key " + r.entry->key.substr(0, 16) + "... (prefix collision or foreign entry)";
     r.corrupt = true;
@@ -233,15 +233,15 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
   if (may_watch && !proof) WatchedProofs::global().forget(entry_dir);
   for (auto& a : r.entry->artifacts) {
     std::string new_stat;
-    if (auto problem = check_artifact(entry_dir, a, options.rehash_artifacts, &r.rehashed, &new_stat)) {
-      r.miss_reason = *problem;
+    if (auto intact = check_artifact(entry_dir, a, options.rehash_artifacts, &r.rehashed, &new_stat); !intact) {
+      r.miss_reason = intact.why();
       r.corrupt = true;
       return r;
     }
     if (!new_stat.empty()) a.stat = std::move(new_stat);
   }
-  if (auto changed = check_and_stamp_headers(r.entry->headers, digest_memo(false), &r.rehashed)) {
-    r.miss_reason = "header " + *changed;
+  if (auto held = check_and_stamp_headers(r.entry->headers, digest_memo(false), &r.rehashed); !held) {
+    r.miss_reason = "header " + held.why();
     return r;
   }
   r.hit = true;
@@ -272,8 +272,8 @@ LookupResult Store::find_result(const std::string& key_dir, const std::string& k
     // What sets this result apart from the key's others, checked first
     // (cache/results.h): one built against other headers is passed over.
     if (results.size() > 1)
-      if (auto changed = check_headers(read_distinct_inputs(result.path), digest_memo(false))) {
-        if (miss.miss_reason.empty()) miss.miss_reason = "header " + *changed;
+      if (auto held = check_headers(read_distinct_inputs(result.path), digest_memo(false)); !held) {
+        if (miss.miss_reason.empty()) miss.miss_reason = "header " + held.why();
         continue;
       }
     LookupResult r = lookup(result.path, key_hex, options);

@@ -89,9 +89,8 @@ std::string portable_result_id(const nlohmann::json& portable_entry) {
   // Bound to a base no real header lies under, the relative header records
   // come back relative from result_id(), as they were where it was packed.
   static const char* const kIdBase = "/.tvmffi-jit-result-id-base";
-  std::string why;
-  auto record = entry_from_json(entry_from_portable(portable_entry, BaseDir(kIdBase)), &why);
-  if (!record) throw io_error(why);
+  auto record = entry_from_json(entry_from_portable(portable_entry, BaseDir(kIdBase)));
+  if (!record) throw io_error(record.why());
   return result_id(*record);
 }
 
@@ -110,13 +109,12 @@ void stage_imported_entry(const std::string& dir, Staging& staging) {
 }
 
 BlobPackEntry portable_pack_entry(const std::string& entry_dir, std::string* result_id_out) {
-  std::string why;
-  auto local = read_entry_json(entry_dir, &why);
-  if (local.is_discarded()) throw io_error(entry_dir + ": " + why);
+  auto local = read_entry_json(entry_dir);
+  if (!local) throw io_error(entry_dir + ": " + local.why());
   // Parsed for the artifact list: only what entry.json lists travels.
-  auto record = entry_from_json(local, &why);
-  if (!record) throw io_error(entry_dir + ": " + why);
-  nlohmann::json portable = entry_to_portable(local);
+  auto record = entry_from_json(*local);
+  if (!record) throw io_error(entry_dir + ": " + record.why());
+  nlohmann::json portable = entry_to_portable(*local);
   std::string key = portable.value("key", "");
   const std::string id = result_id(*record);
   if (result_id_out) *result_id_out = id;
@@ -170,9 +168,8 @@ Expected<LookupResult, AdoptFailure> adopt_portable_entry(const Store& store, St
   if (portable.value("name", "") != request.name || portable.value("kind", "") != "module")
     return fail(K::kCorrupt, "entry.json describes another module");
   nlohmann::json local = entry_from_portable(portable, BaseDir(request.base_dir));
-  std::string why;
-  std::optional<EntryRecord> record = entry_from_json(local, &why);
-  if (!record) return fail(K::kCorrupt, why);
+  Expected<EntryRecord> record = entry_from_json(local);
+  if (!record) return fail(K::kCorrupt, record.why());
   if (auto outside = record_outside(*record, request)) return fail(K::kCorrupt, *outside);
   bool serves_artifact = false;
   for (const auto& a : record->artifacts) serves_artifact = serves_artifact || a.file == request.artifact;
@@ -204,8 +201,9 @@ Expected<LookupResult, AdoptFailure> adopt_portable_entry(const Store& store, St
     return fail(K::kCorrupt, "the result is not " + result_dir_name(request.result_id) + ", the one asked for");
   // Every record is hashed (a portable entry carries no stamps): on a few
   // threads, as the ~300 headers of a CUDA unit are most of a remote hit.
-  if (auto changed = check_and_stamp_headers(record->headers, store.digest_memo(true), nullptr, kAdoptionHashWorkers))
-    return fail(K::kStale, "header " + *changed);
+  if (auto held = check_and_stamp_headers(record->headers, store.digest_memo(true), nullptr, kAdoptionHashWorkers);
+      !held)
+    return fail(K::kStale, "header " + held.why());
   // Written from the parsed record: header records merged, nothing else kept
   // that this version does not read, and this machine's stats of what was
   // just checked (a portable entry has none), so later local hits of the

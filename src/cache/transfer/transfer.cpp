@@ -48,9 +48,8 @@ std::pair<std::string, std::string> check_portable_entry(const std::string& dir,
   if (j.value("key", "") != e.key || j.value("portable_key", "") != e.key)
     throw io_error(e.dir + ": entry.json is for another key");
   if (j.value("kind", "") != "module") throw io_error(e.dir + ": entry.json describes no module");
-  std::string why;
-  auto record = entry_from_json(entry_from_portable(j, BaseDir()), &why);
-  if (!record) throw io_error(e.dir + ": " + why);
+  auto record = entry_from_json(entry_from_portable(j, BaseDir()));
+  if (!record) throw io_error(e.dir + ": " + record.why());
   check_entry_name(record->name);
   const std::string id = portable_result_id(j);
   if (result_blob_dir(e.key, id) != e.dir)
@@ -75,9 +74,8 @@ ExportReport export_entries(const std::vector<std::string>& entry_dirs, const st
       if (sign_key) {
         // Never a signing oracle: the key signs only what a build with it
         // made, or what already carries its signature (cache/trust.h).
-        std::string why;
-        auto entry = read_entry(dir, &why);
-        if (!entry) throw io_error(why);
+        auto entry = read_entry(dir);
+        if (!entry) throw io_error(entry.why());
         if (!carries_own_signature(*sign_key, *entry)) {
           const std::string origin = provenance_origin(*entry);
           report.skipped.push_back(

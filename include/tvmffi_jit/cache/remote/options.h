@@ -12,6 +12,7 @@
 #include "tvmffi_jit/cache/transfer/blob.h"
 #include "tvmffi_jit/cache/remote/url.h"
 #include "tvmffi_jit/cache/transfer/signing.h"
+#include "tvmffi_jit/util/expected.h"
 
 namespace tvmffi_jit::cache {
 
@@ -68,8 +69,8 @@ void finish_remote_options(RemoteOptions& options);
 void load_remote_keys(RemoteOptions& options);
 
 // An entry is used under trusted keys only when one of them signed its
-// manifest record (cache/transfer/signing.h); nullopt when it may be used, else why
+// manifest record (cache/transfer/signing.h): a value when it may be used, else why
 // not ("not signed", "signed by ci-old, which is not trusted here").
-std::optional<std::string> untrusted_reason(const RemoteOptions& options, const BlobEntry& record);
+Expected<void> check_trusted(const RemoteOptions& options, const BlobEntry& record);
 
 }  // namespace tvmffi_jit::cache
