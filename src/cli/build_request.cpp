@@ -199,6 +199,7 @@ BuildRequest resolve_build_request(const BuildArgs& args, const toolchain::EnvLo
   r.plan.env_gpu_backend = env("TVM_FFI_GPU_BACKEND");
   r.plan.env_rocm_arch_list = env("TVM_FFI_ROCM_ARCH_LIST");
   r.plan.split_compile = parse_split_compile(args.split_compile);
+  r.plan.working_directory = current_directory_or_none();
   if (!args.tvm_ffi_root.empty()) r.tvm_ffi.root = args.tvm_ffi_root;
   r.tvm_ffi.env = env;
   r.keep_going = args.keep_going;

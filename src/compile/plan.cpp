@@ -106,18 +106,11 @@ std::vector<std::string> defaults_not_overridden(const std::vector<std::string>&
 
 namespace {
 
-std::string display_path(const Manifest& m, const std::string& path) {
-  std::string base;
-  if (!m.manifest_path.empty()) {
-    base = util::parent_path(m.manifest_path);
-  } else {
-    try {
-      base = util::current_directory();
-    } catch (const Error&) {
-      return path;  // the current directory is gone: show the path whole
-    }
-  }
-  if (util::starts_with(path, base + "/")) return path.substr(base.size() + 1);
+// `path` relative to the manifest's folder, or for a manifest given on the
+// command line to the working directory (PlanOptions); else whole.
+std::string display_path(const Manifest& m, const std::string& path, const std::string& working_directory) {
+  const std::string base = m.manifest_path.empty() ? working_directory : util::parent_path(m.manifest_path);
+  if (!base.empty() && util::starts_with(path, base + "/")) return path.substr(base.size() + 1);
   return path;
 }
 
@@ -395,7 +388,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
       s.display = s.generated_name;
     } else {
       s.input_path = source_file;
-      s.display = display_path(m, source_file);
+      s.display = display_path(m, source_file, options.working_directory);
     }
     s.object_name = plan.artifact_name;
     s.depfile_name = s.object_name + ".d";
@@ -512,7 +505,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
     }
     Language lang = (ext == ".cu" || ext == ".hip") ? gpu : ext == ".c" ? Language::kC : Language::kCxx;
     CompileStep s;
-    s.display = display_path(m, path);
+    s.display = display_path(m, path, options.working_directory);
     if ((host == Host::kCppFile || host == Host::kCudaFile) && path == host_file) {
       // Compiled in place of the file: the wrapper around #include "<file>".
       const bool on_gpu = lang == Language::kCuda || lang == Language::kHip;
@@ -541,7 +534,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
                                      {toolchain::gencode_flag(plan.archs[0], toolchain::GencodeCode::kSass)},
                                      options.split_compile);
       s.input_path = e.path;
-      s.display = display_path(m, e.path);
+      s.display = display_path(m, e.path, options.working_directory);
       s.object_name = "embed_" + e.name + ".cubin";
       s.depfile_name = s.object_name + ".d";
       set_launcher(s, cuda_launcher);

@@ -158,6 +158,10 @@ struct PlanOptions {
   // --split-compile=N flag on every nvcc unit, kSplitCompileAuto the
   // scheduler's choice per job (the cores idle while it would run on).
   int split_compile = 0;
+  // The command's working directory, read once with the request: progress
+  // lines show a source of a manifest given on the command line (no file)
+  // relative to it. Empty: shown whole.
+  std::string working_directory;
 };
 
 // `defaults` less the flags `user` replaces or repeats: an optimisation level
