@@ -168,6 +168,27 @@ def test_progress_lines_of_a_batch_name_the_module(world):
         assert any(f" {module}: " in x and x.endswith(source) for x in progress), p.stderr
 
 
+def test_an_empty_root_holding_only_a_saved_cost_log_schedules_every_unit_by_its_own_cost(world):
+    """docs/build.md, "The cost log": a CI job keeps <root>/costs.log alone and puts it in the
+    next job's empty root; nothing is a hit there, but every unit starts with its logged cost."""
+
+    def build(root):
+        trace = root.parent / (root.name + ".trace")
+        run("build", "-m", world.dir / "manifests", "-j", "2", "--job-trace", trace,
+            env=dict(world.env, TVMFFI_JIT_CACHE_DIR=str(root)), check=0)
+        lines = [json.loads(x) for x in trace.read_text().splitlines()]
+        return [x["estimate_source"] for x in lines if x["step"].startswith("compiling")]
+
+    first = build(world.tmp / "job1")
+    assert len(first) == 3 and "log" not in first, first
+    second_root = world.tmp / "job2"
+    second_root.mkdir()
+    shutil.copy(world.tmp / "job1" / "costs.log", second_root / "costs.log")
+    compiled_before = compiles(world.log)
+    assert build(second_root) == ["log", "log", "log"]
+    assert compiles(world.log) == compiled_before + 3  # built again: only the log came along
+
+
 def test_jobs_and_memory_budget_follow_the_cgroup_limits(world):
     fake = world.tmp / "cgroup-root"
     (fake / "proc" / "self").mkdir(parents=True)
