@@ -79,10 +79,13 @@ Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step
   // one that ends the build last, and nothing tells it apart before it runs:
   // its cicc and ptxas passes get kUnknownUnitSplit threads on the one slot
   // it holds. While every slot is busy the kernel shares the cores among
-  // them (the gate still bounds the jobs, and split passes cost no more CPU
-  // in all); once the queue drains, the long units left running spread
-  // over the cores the short ones gave back, which a unit started on one
-  // thread never could (nvcc cannot grow a running compile).
+  // them (the gate still bounds the jobs); once the queue drains, the long
+  // units left running spread over the cores the short ones gave back,
+  // which a unit started on one thread never could (nvcc cannot grow a
+  // running compile). The price: on idle cores split passes cost no more
+  // CPU, but with every slot busy their extra threads oversubscribe the
+  // cores, and a cold FlashInfer batch at -j 16 took 1.25x ninja's CPU
+  // (docs/benchmarks.md). Why `auto` is opt-in.
   int split = 0;
   if (step.split_compile == kSplitCompileAuto) {
     const bool cost_unknown = !expected || (expected->source != EstimateSource::kLog &&
