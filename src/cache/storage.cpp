@@ -145,8 +145,9 @@ Storage::~Storage() {
 }
 
 void Storage::start_signature_warmup(std::shared_future<void> started) {
-  if (!policy_.active() || crypto_ready_.valid()) return;
-  crypto_ready_ = started.valid() ? std::move(started) : start_signature_setup();
+  if (!policy_.active()) return;
+  std::lock_guard<std::mutex> lock(counts_mutex_);
+  if (!crypto_ready_.valid()) crypto_ready_ = started.valid() ? std::move(started) : start_signature_setup();
 }
 
 void Storage::tally(uint64_t StatsCounters::*counter, uint64_t n) {
