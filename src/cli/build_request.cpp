@@ -230,7 +230,7 @@ BuildRequest resolve_build_request(const BuildArgs& args, const toolchain::EnvLo
   std::string base_override;
   if (!args.base_dir.empty()) base_override = util::absolute_path(args.base_dir);
   else if (auto v = toolchain::non_empty(env, "TVMFFI_JIT_BASE_DIR")) base_override = util::absolute_path(*v);
-  const std::string cwd = base_override.empty() ? current_directory_or_none() : "";
+  const std::string cwd = base_override.empty() ? r.plan.working_directory : "";
   for (auto& in : inputs) {
     ModuleRequest m;
     m.origin = in.origin;
