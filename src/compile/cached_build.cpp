@@ -5,6 +5,7 @@
 // uncached_build (building outside the root), compiler_output (replay).
 #include "tvmffi_jit/compile/cached_build.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <optional>
@@ -49,6 +50,26 @@ void warn_unshared_path(const ModuleKeyInputs& key_inputs, const Manifest& manif
                "and a checkout at another path will not share the entry; pass --base-dir DIR (or set "
                "TVMFFI_JIT_BASE_DIR) to the project's root",
                *path, key_inputs.base_dir, key_inputs.name);
+}
+
+// The folders the toolchain was installed in (cache::LookupOptions::
+// toolchain_dirs): each compiler's prefix (the folder above its bin/), the
+// CUDA and ROCm homes, tvm-ffi's include folders. Strings only: this runs on
+// every in-process hit.
+std::vector<std::string> toolchain_install_dirs(const toolchain::Toolchain& tc) {
+  std::vector<std::string> dirs;
+  for (const std::string* compiler : {&tc.host.cxx, &tc.host.cc})
+    if (!compiler->empty() && (*compiler)[0] == '/') dirs.push_back(util::parent_path(util::parent_path(*compiler)));
+  if (tc.cuda) dirs.push_back(tc.cuda->home);
+  if (tc.rocm) dirs.push_back(tc.rocm->home);
+  if (tc.tvm_ffi) {
+    dirs.push_back(tc.tvm_ffi->include_dir);
+    dirs.push_back(tc.tvm_ffi->dlpack_include_dir);
+  }
+  // A compiler at /bin/c++ would give "/": every file, which no folder of a toolchain is.
+  dirs.erase(std::remove_if(dirs.begin(), dirs.end(), [](const std::string& d) { return d.empty() || d == "/"; }),
+             dirs.end());
+  return dirs;
 }
 
 }  // namespace
@@ -113,6 +134,7 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   // (docs/cache.md, "What a hit proves").
   request.lookup.required_artifacts = {plan.artifact_name};
   request.lookup.rehash_artifacts = options.verify;
+  request.lookup.toolchain_dirs = toolchain_install_dirs(tc);
   cache::Found found = storage.find(request, {options.force, options.only_if_cached, options.lock_timeout_seconds,
                                               "building " + plan.name});
   result.cache = found.status;

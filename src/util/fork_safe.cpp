@@ -10,8 +10,9 @@ namespace tvmffi_jit::util {
 namespace {
 
 struct Registry {
-  std::mutex guard;  // the list; never held across a lock of a listed mutex
+  std::mutex guard;  // the lists; never held across a lock of a listed mutex
   std::vector<ForkSafeMutex*> list;
+  std::vector<ForkChildHook*> hooks;
 };
 
 // Never destroyed: static ForkSafeMutexes in other translation units may be
@@ -46,9 +47,18 @@ void release() {
   locked_for_fork.clear();
 }
 
+// The hooks run after every ForkSafeMutex is unlocked in the child; their
+// list is copied while prepare()'s guard is still held, so none is half-added.
+void release_in_child() {
+  Registry& r = registry();
+  std::vector<ForkChildHook*> hooks = r.hooks;  // copied under the guard prepare() took
+  release();
+  for (ForkChildHook* h : hooks) h->run_in_child();
+}
+
 void register_handlers() {
   static std::once_flag once;
-  std::call_once(once, [] { ::pthread_atfork(prepare, release, release); });
+  std::call_once(once, [] { ::pthread_atfork(prepare, release, release_in_child); });
 }
 
 }  // namespace
@@ -58,6 +68,19 @@ ForkSafeMutex::ForkSafeMutex(int rank) : rank_(rank) {
   Registry& r = registry();
   std::lock_guard<std::mutex> g(r.guard);
   r.list.push_back(this);
+}
+
+ForkChildHook::ForkChildHook(std::function<void()> drop) : drop_(std::move(drop)) {
+  register_handlers();
+  Registry& r = registry();
+  std::lock_guard<std::mutex> g(r.guard);
+  r.hooks.push_back(this);
+}
+
+ForkChildHook::~ForkChildHook() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> g(r.guard);
+  r.hooks.erase(std::remove(r.hooks.begin(), r.hooks.end(), this), r.hooks.end());
 }
 
 ForkSafeMutex::~ForkSafeMutex() {

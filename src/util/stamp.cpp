@@ -1,8 +1,13 @@
 #include "tvmffi_jit/util/stamp.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/vfs.h>
+#include <unistd.h>
 
 #include <ctime>
+#include <mutex>
+#include <optional>
 #include <vector>
 
 namespace tvmffi_jit::util {
@@ -55,22 +60,74 @@ std::string stamp_text(const FullStamp& s) {
          std::to_string(s.ctime_ns);
 }
 
-bool stamps_are_trusted(const struct stat& st, const std::string& path) {
-  // A handful of devices per process (the root, /usr, a checkout): a vector.
-  static ForkSafeMutex mutex;
-  static std::vector<std::pair<uint64_t, bool>> known;
-  const uint64_t dev = static_cast<uint64_t>(st.st_dev);
-  {
-    std::lock_guard<ForkSafeMutex> g(mutex);
-    for (const auto& [d, trusted] : known)
-      if (d == dev) return trusted;
+namespace {
+
+// Which devices' filesystems keep trusted stamps, per process. A device
+// number alone does not name a filesystem for good: once one is unmounted its
+// anonymous device number goes to the next mount (a ramfs where a tmpfs was
+// gets the same st_dev). So the memo is kept only while the mount table is
+// unchanged: /proc/self/mountinfo polls readable-with-priority after any
+// mount or unmount in this mount namespace (proc(5)), one poll(0) per ask.
+class FilesystemTrustMemo {
+ public:
+  static FilesystemTrustMemo& global() {
+    static FilesystemTrustMemo* memo = new FilesystemTrustMemo;  // never destroyed: used until exit
+    return *memo;
   }
+  std::optional<bool> find(uint64_t dev) {
+    std::lock_guard<ForkSafeMutex> g(mutex_);
+    if (!mount_table_unchanged_locked()) {
+      known_.clear();
+      return std::nullopt;
+    }
+    for (const auto& [d, trusted] : known_)
+      if (d == dev) return trusted;
+    return std::nullopt;
+  }
+  void remember(uint64_t dev, bool trusted) {
+    std::lock_guard<ForkSafeMutex> g(mutex_);
+    if (mounts_fd_ < 0) return;  // nothing tells this process of a change: ask every time
+    if (known_.size() < 256) known_.emplace_back(dev, trusted);
+  }
+
+ private:
+  // False when a mount or unmount happened since the last ask, or when the
+  // mount table cannot be watched (then nothing is remembered).
+  bool mount_table_unchanged_locked() {
+    if (mounts_fd_ < 0) {
+      mounts_fd_ = ::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+      return false;  // a new watch of the table: what was remembered before it is not vouched for
+    }
+    struct pollfd p = {mounts_fd_, POLLPRI, 0};
+    const int n = ::poll(&p, 1, 0);
+    return n == 0;  // an event (POLLPRI|POLLERR) or a failed poll: changed, as far as we know
+  }
+
+  ForkSafeMutex mutex_;
+  // The poll state lives in the open file, which a forked child shares with
+  // its parent: the child closes its copy inside fork() (util/fork_safe.h)
+  // and opens its own, so neither consumes the other's event.
+  ForkChildHook drop_in_child_{[this] {
+    if (mounts_fd_ >= 0) ::close(mounts_fd_);
+    mounts_fd_ = -1;
+    known_.clear();
+  }};
+  int mounts_fd_ = -1;
+  // A handful of devices per process (the root, /usr, a checkout): a vector.
+  std::vector<std::pair<uint64_t, bool>> known_;
+};
+
+}  // namespace
+
+bool stamps_are_trusted(const struct stat& st, const std::string& path) {
+  const uint64_t dev = static_cast<uint64_t>(st.st_dev);
+  FilesystemTrustMemo& memo = FilesystemTrustMemo::global();
+  if (auto known = memo.find(dev)) return *known;
   struct statfs fs;
   if (::statfs(path.c_str(), &fs) != 0) return false;  // not memoised: ask again next time
   bool trusted = false;
   for (int64_t magic : kTrustedFilesystems) trusted = trusted || static_cast<int64_t>(fs.f_type) == magic;
-  std::lock_guard<ForkSafeMutex> g(mutex);
-  if (known.size() < 256) known.emplace_back(dev, trusted);
+  memo.remember(dev, trusted);
   return trusted;
 }
 

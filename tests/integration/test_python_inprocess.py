@@ -168,6 +168,90 @@ def test_repeated_in_process_hits_are_watched_and_a_retargeted_include_symlink_s
     assert len(log.read_text().splitlines()) == 2, log.read_text()  # the first build and the rebuild only
 
 
+@needs_engine
+def test_a_write_through_a_shared_mapping_is_never_served_stale_by_a_watched_hit(tool_dir, tmp_path):
+    """inotify reports no write made through a shared writable mapping
+    (docs/cache.md, "Watched hits"): a watched hit still stats the module it
+    hands back and every input the user owns. The header is rewritten with
+    mmap + msync after watched hits, the writer's mapping still open: the next
+    call returns the new value. The cached module changed the same way is
+    not handed back either."""
+    d, log = tool_dir
+    (tmp_path / "inc").mkdir()
+    header = tmp_path / "inc" / "val.h"
+    header.write_text("#define VAL 1\n")
+    out, _ = run_python(
+        f"""
+        import json, mmap, os, time, tvmffi_jit
+        from tvmffi_jit import _engine
+        answers = []
+        real_run = _engine.run
+        def spy(argv):
+            r = real_run(argv)
+            if r and r.get("exit_code") == 0:
+                answers.append(json.loads(r["stdout"]))
+            return r
+        _engine.run = spy
+        src = '#include "val.h"\\nint64_t val() {{ return VAL; }}'
+        def load():
+            return tvmffi_jit.load_inline("mapped", cpp_sources=src, functions="val",
+                                          extra_include_paths=[{str(tmp_path / "inc")!r}])
+        def settle(path):
+            # A watched hit keeps its proof once the stat-checked files' stamps
+            # are 50 ms old (a condition on the clock, not a guessed wait).
+            st = os.stat(path)
+            while time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < 100_000_000:
+                time.sleep(0.01)
+        first = load().val()   # a miss: the binary builds
+        load()                 # a hit in-process: its answer names the module
+        settle({str(header)!r})
+        settle(answers[-1]["path"])
+        hits = [load().val() for _ in range(3)]
+        watched = [a.get("watched", False) for a in answers[-3:]]
+        fd = os.open({str(header)!r}, os.O_RDWR)
+        m = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        os.close(fd)
+        m[:13] = b"#define VAL 2"
+        m.flush()              # msync; the mapping stays open
+        n = len(answers)
+        after = load().val()
+        after_cache = answers[-1]["cache"] if len(answers) > n else "miss"  # the engine answers hits only
+        m.close()
+        # The cached module itself, changed in place through a mapping (its
+        # last bytes: the section headers, which no loaded page holds).
+        for _ in range(3):
+            load()
+        module = answers[-1]["path"]
+        os.chmod(module, 0o644)
+        settle(module)
+        load(); load()
+        watched_before = answers[-1].get("watched", False)
+        fd = os.open(module, os.O_RDWR)
+        size = os.fstat(fd).st_size
+        m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        os.close(fd)
+        m[size - 4:size] = bytes(b ^ 0xFF for b in m[size - 4:size])
+        m.flush()
+        n = len(answers)
+        load()
+        corrupt_answer = answers[-1] if len(answers) > n else {{"cache": "miss"}}
+        m.close()
+        print(json.dumps({{"first": first, "hits": hits, "watched": watched, "after": after,
+                          "after_cache": after_cache, "watched_before": watched_before,
+                          "corrupt_cache": corrupt_answer["cache"],
+                          "corrupt_watched": corrupt_answer.get("watched", False)}}))
+        """,
+        tmp_path, d / "tvmffi-jit",
+    )
+    r = json.loads(out[-1])
+    assert r["first"] == 1 and r["hits"] == [1, 1, 1], r
+    assert r["watched"][-1] is True, r  # the case under test is a watched hit
+    assert r["after"] == 2, r
+    assert r["after_cache"] == "miss", r
+    assert r["watched_before"] is True, r
+    assert r["corrupt_cache"] != "hit" and not r["corrupt_watched"], r
+
+
 def test_only_if_cached_leaves_the_job_limits_unread(tmp_path):
     """The engine's hit path runs no job, so it reads none of the cgroup files,
     mountinfo or /proc/meminfo the job gate is sized from (the debug log says

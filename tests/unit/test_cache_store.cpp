@@ -1,11 +1,15 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <string>
 #include <tuple>
@@ -831,7 +835,44 @@ namespace {
 // The engine's process-wide watch, on for one test.
 struct WatchedHits {
   WatchedHits() { util::ChangeWatch::global().enable(); }
-  ~WatchedHits() { util::ChangeWatch::global().enable(false); }
+  ~WatchedHits() {
+    give_back_idle_watches(0);
+    util::ChangeWatch::global().enable(false);
+  }
+};
+
+// Waits (on the clock, not for a guessed time) until each file's mtime and
+// ctime are old enough for a watched hit to trust a stat of it: a younger
+// stamp could miss a write in the same timestamp tick (store.cpp, kWatchSettledNs).
+void settle_for_watch(const std::vector<std::string>& paths) {
+  for (const auto& p : paths) {
+    auto st = util::full_stamp(p, false);
+    REQUIRE(st);
+    const int64_t newest = std::max(st->mtime_ns, st->ctime_ns);
+    while (util::realtime_now_ns() - newest < 60 * int64_t{1000000}) {
+      struct timespec tick = {0, 5000000};
+      ::nanosleep(&tick, nullptr);
+    }
+  }
+}
+
+// Rewrites the start of `path` through a shared writable mapping and msync,
+// leaving the mapping open as an editor or tool would: no inotify event.
+struct MappedWrite {
+  void* map = MAP_FAILED;
+  size_t size = 0;
+  MappedWrite(const std::string& path, const std::string& bytes) : size(bytes.size()) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);  // the mapping keeps the file open
+    REQUIRE(map != MAP_FAILED);
+    std::memcpy(map, bytes.data(), size);
+    REQUIRE(::msync(map, size, MS_SYNC) == 0);
+  }
+  ~MappedWrite() {
+    if (map != MAP_FAILED) ::munmap(map, size);
+  }
 };
 }  // namespace
 
@@ -848,6 +889,8 @@ TEST_CASE("a watched hit skips the stats until its header, artifact or shadow ch
   record_shadows(headers, {inc1, inc2});
   REQUIRE(headers.at(0).shadows.size() == 1);
   PublishResult p = f.publish("m", kKeyA, "x", headers);
+  const std::string so = util::join_path(p.entry_dir, "m.so");
+  settle_for_watch({h, so});
 
   LookupResult first = f.store.lookup(p.entry_dir, kKeyA);
   REQUIRE(first.hit);
@@ -864,17 +907,18 @@ TEST_CASE("a watched hit skips the stats until its header, artifact or shadow ch
   CHECK_FALSE(changed.hit);
   CHECK(changed.miss_reason.find(h) != std::string::npos);
   util::write_file(h, "#define X 1\n");
+  settle_for_watch({h});
   REQUIRE(f.store.lookup(p.entry_dir, kKeyA).hit);
   REQUIRE(f.store.lookup(p.entry_dir, kKeyA).watched);
 
   // The artifact rewritten in place with the same size.
-  const std::string so = util::join_path(p.entry_dir, "m.so");
   ::chmod(so.c_str(), 0644);
   util::write_file(so, "y");
   LookupResult corrupt = f.store.lookup(p.entry_dir, kKeyA);
   CHECK_FALSE(corrupt.hit);
   CHECK_FALSE(corrupt.watched);
   util::write_file(so, "x");
+  settle_for_watch({so});
   REQUIRE(f.store.lookup(p.entry_dir, kKeyA).hit);
   REQUIRE(f.store.lookup(p.entry_dir, kKeyA).watched);
 
@@ -892,6 +936,88 @@ TEST_CASE("a watched hit skips the stats until its header, artifact or shadow ch
   LookupResult verified = f.store.lookup(p.entry_dir, kKeyA, verify);
   CHECK(verified.hit);
   CHECK_FALSE(verified.watched);
+}
+
+TEST_CASE("a watched hit still sees a write through a shared mapping to its artifact or to a header the user owns",
+          "[cache][store][watch]") {
+  WatchedHits on;
+  Fixture f;
+  const std::string h = util::join_path(f.tmp.path(), "val.h");
+  util::write_file(h, "#define VAL 1\n");
+  PublishResult p = f.publish("m", kKeyA, "module-1", hash_headers({h}, "/", {}, {}));
+  const std::string so = util::join_path(p.entry_dir, "m.so");
+  settle_for_watch({h, so});
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).hit);
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).watched);
+  {
+    MappedWrite edit(h, "#define VAL 2");  // same size; the writer's mapping stays open
+    LookupResult after = f.store.lookup(p.entry_dir, kKeyA);
+    CHECK_FALSE(after.watched);
+    CHECK_FALSE(after.hit);
+    CHECK(after.miss_reason.find(h) != std::string::npos);
+  }
+  util::write_file(h, "#define VAL 1\n");
+  settle_for_watch({h});
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).hit);
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).watched);
+  {
+    ::chmod(so.c_str(), 0644);
+    settle_for_watch({so});
+    REQUIRE(f.store.lookup(p.entry_dir, kKeyA).hit);
+    REQUIRE(f.store.lookup(p.entry_dir, kKeyA).watched);
+    MappedWrite corrupt(so, "module-2");  // the cached module itself, changed in place
+    LookupResult after = f.store.lookup(p.entry_dir, kKeyA);
+    CHECK_FALSE(after.watched);
+    CHECK_FALSE(after.hit);
+    CHECK(after.corrupt);
+  }
+}
+
+TEST_CASE("a result proven too soon after its files changed is not watched until their stamps can catch a write",
+          "[cache][store][watch]") {
+  WatchedHits on;
+  Fixture f;
+  const std::string h = util::join_path(f.tmp.path(), "val.h");
+  util::write_file(h, "#define VAL 1\n");
+  PublishResult p = f.publish("m", kKeyA, "module-1", hash_headers({h}, "/", {}, {}));
+  const std::string so = util::join_path(p.entry_dir, "m.so");
+  settle_for_watch({so});
+  util::write_file(h, "#define VAL 1\n");  // just now: a write in this tick would keep its stamp
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).hit);
+  auto young = util::full_stamp(h);
+  REQUIRE(young);
+  if (util::realtime_now_ns() - std::max(young->mtime_ns, young->ctime_ns) < 50 * int64_t{1000000})
+    CHECK_FALSE(f.store.lookup(p.entry_dir, kKeyA).watched);  // proven by stats again
+  settle_for_watch({h});
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).hit);
+  CHECK(f.store.lookup(p.entry_dir, kKeyA).watched);
+}
+
+TEST_CASE("watched results give their inotify watches back when voided or idle", "[cache][store][watch]") {
+  WatchedHits on;
+  Fixture f;
+  give_back_idle_watches(0);
+  const size_t before = util::ChangeWatch::global().watch_count();
+  const std::string h = util::join_path(f.tmp.path(), "val.h");
+  util::write_file(h, "#define VAL 1\n");
+  PublishResult p = f.publish("m", kKeyA, "module-1", hash_headers({h}, "/", {}, {}));
+  settle_for_watch({h, util::join_path(p.entry_dir, "m.so")});
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).hit);
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).watched);
+  CHECK(util::ChangeWatch::global().watch_count() > before);
+  // A failed proof gives its watches back at once (here: the header changed, the lookup misses).
+  util::write_file(h, "#define VAL 2\n");
+  CHECK_FALSE(f.store.lookup(p.entry_dir, kKeyA).hit);
+  CHECK(util::ChangeWatch::global().watch_count() == before);
+  // And one not hit for a while, at the next put or when asked.
+  util::write_file(h, "#define VAL 1\n");
+  settle_for_watch({h});
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).hit);
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).watched);
+  CHECK(give_back_idle_watches(0) == 1);
+  CHECK(util::ChangeWatch::global().watch_count() == before);
+  REQUIRE(f.store.lookup(p.entry_dir, kKeyA).hit);  // proven again, and watched again
+  CHECK(f.store.lookup(p.entry_dir, kKeyA).watched);
 }
 
 TEST_CASE("headers checked on several threads give the same verdict and counts as on one", "[cache][headers]") {

@@ -2,6 +2,8 @@
 // proven digests, and locks a fork never leaves held in the child.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -96,4 +98,52 @@ TEST_CASE("a child forked while another thread holds a fork-safe lock can take i
   // And the parent's locks work as before.
   CHECK(engine.try_lock());
   engine.unlock();
+}
+
+TEST_CASE("a filesystem mounted where another was, with the same device number, is asked about again",
+          "[util][stamp]") {
+  util::TempDir d;
+  const std::string mnt = util::join_path(d.path(), "mnt");
+  util::make_directories(mnt);
+  const uid_t uid = ::geteuid();
+  const gid_t gid = ::getegid();
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // A mount namespace of our own (in a user namespace where that is how it is permitted).
+    if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) ::_exit(77);
+    try {
+      util::write_file("/proc/self/setgroups", "deny");
+      util::write_file("/proc/self/uid_map", "0 " + std::to_string(uid) + " 1");
+      util::write_file("/proc/self/gid_map", "0 " + std::to_string(gid) + " 1");
+    } catch (...) {
+      ::_exit(77);
+    }
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(77);
+    const std::string file = util::join_path(mnt, "f");
+    auto stat_of_new_file = [&](struct stat& st) {
+      util::write_file(file, "x");
+      return ::stat(file.c_str(), &st) == 0;
+    };
+    struct stat on_tmpfs, on_ramfs;
+    if (::mount("none", mnt.c_str(), "tmpfs", 0, nullptr) != 0 || !stat_of_new_file(on_tmpfs)) ::_exit(77);
+    if (!util::stamps_are_trusted(on_tmpfs, file)) ::_exit(1);  // tmpfs: trusted, and remembered
+    if (::umount(mnt.c_str()) != 0 || ::mount("none", mnt.c_str(), "ramfs", 0, nullptr) != 0 ||
+        !stat_of_new_file(on_ramfs))
+      ::_exit(77);
+    if (on_ramfs.st_dev != on_tmpfs.st_dev) ::_exit(78);  // the number was not reused: nothing to prove
+    ::_exit(util::stamps_are_trusted(on_ramfs, file) ? 2 : 0);  // ramfs is not trusted
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) {
+    WARN("skipped: no mount namespace here (unshare(CLONE_NEWUSER|CLONE_NEWNS) or mount refused)");
+    return;
+  }
+  if (WEXITSTATUS(status) == 78) {
+    WARN("skipped: the kernel gave the ramfs another device number than the tmpfs before it");
+    return;
+  }
+  CHECK(WEXITSTATUS(status) == 0);
 }

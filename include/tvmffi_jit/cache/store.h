@@ -50,6 +50,13 @@ struct LookupOptions {
   // policy, cache/trust.h), or nullopt to take it. A refused result is
   // skipped and the next one tried.
   std::function<std::optional<std::string>(const EntryRecord&)> refuses;
+  // Folders a package manager installs: the compiler's, the CUDA toolkit's
+  // and tvm-ffi's (compile fills them in). A watched hit stats every
+  // recorded input the calling user owns, as a write through a shared
+  // mapping sends no inotify event; for root, who owns the whole system,
+  // the inputs under these folders are left to the watch alone
+  // (docs/cache.md, "Watched hits").
+  std::vector<std::string> toolchain_dirs;
 };
 
 struct LookupResult {
@@ -69,6 +76,11 @@ struct LookupResult {
   // The path of the artifact named `file` if entry.json lists it, else "".
   std::string artifact_path(const std::string& file) const;
 };
+
+// Gives back the inotify watches of the results this process proved while
+// watched and has not hit for `idle_ns` (a long process does this itself
+// for those idle for 10 minutes); the number of proofs released.
+size_t give_back_idle_watches(int64_t idle_ns);
 
 // Why `a` (listed in the entry at `entry_dir`) cannot be served: missing, not
 // a regular file (a symlink included), another size or another SHA-256,

@@ -20,16 +20,34 @@
 // attribute changes of their other files: the cache root's journal line and
 // an entry's last-use time do not void a proof.
 //
-// What a watch cannot see, and so where this is not used or is documented:
-// writes through a shared writable mmap, changes made on another host (only
-// the filesystems whose stamps are trusted, util/stamp.h, are watched: local
-// ones), a mount placed over a watched folder. A full event queue (overflow)
-// voids every proof. Off until enable(): a one-shot CLI process would pay the
-// watches without ever asking again.
+// What a watch cannot see, and so what the caller checks by other means:
+//   * a write through a shared writable mapping (mmap MAP_SHARED): the kernel
+//     sends no inotify event for it, but it does move the file's mtime and
+//     ctime (at the first write fault after the page was last written back,
+//     which msync and writeback both do). The caller (the cache's watched
+//     hits, cache/store/store.cpp) therefore still stats, on every watched
+//     hit, the artifact it hands back and every input the calling user owns;
+//     what remains unseen is such a write by another user to a file that user
+//     owns, and a second write to a page still dirty from the first one
+//     (no fault, so no new stamp, until writeback: stats miss that too);
+//   * changes made on another host (only the filesystems whose stamps are
+//     trusted, util/stamp.h, are watched: local ones);
+//   * a mount placed over a watched folder.
+// A full event queue (overflow) voids every proof. Off until enable(): a
+// one-shot CLI process would pay the watches without ever asking again.
 //
-// Fork-safe: a child (another pid) never reads the inherited inotify
-// descriptor, which would take events from its parent's queue; it starts a
-// new instance, and no proof taken before the fork holds in it.
+// Watches are a per-user kernel resource (fs.inotify.max_user_watches, 8192
+// by default before Linux 5.11) shared with the user's IDEs and file
+// watchers. So a process takes at most a small share of it (1/16, at most
+// 16384), a watch is held only while a kept proof depends on it (release(),
+// and a watch that no proof took is removed at once), and once the kernel
+// refuses a watch (ENOSPC) no new one is asked for a while.
+//
+// Fork-safe: in a forked child the inherited inotify descriptor is closed by
+// a ForkChildHook inside fork(), while that number is provably still ours
+// (util/fork_safe.h), so the child never reads its parent's queue and never
+// closes a descriptor it opened itself later; the child starts a new
+// instance, and no proof taken before the fork holds in it.
 #pragma once
 
 #include <sys/types.h>
@@ -40,9 +58,19 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tvmffi_jit/util/expected.h"
 #include "tvmffi_jit/util/fork_safe.h"
 
 namespace tvmffi_jit::util {
+
+// Why watch() gave no proof: the caller proves with stats either way, and
+// may give proofs back and ask again on kBudget.
+enum class WatchRefusal {
+  kOff,           // not enabled, or no inotify instance
+  kNotWatchable,  // a path not absolute, not a regular file, or on a filesystem whose stamps are not trusted
+  kBudget,        // this process's share of the user's watches is in use
+  kUserLimit,     // the kernel refused a watch (the user's limit): none is asked for a while
+};
 
 class ChangeWatch {
  public:
@@ -55,6 +83,7 @@ class ChangeWatch {
     bool operator<(const Dependency& o) const { return watch != o.watch ? watch < o.watch : name < o.name; }
     bool operator==(const Dependency& o) const { return watch == o.watch && name == o.name; }
   };
+  // A proof holds one reference on each watch it depends on until release().
   struct Proof {
     uint64_t instance = 0;  // the inotify instance (a reset or fork starts another)
     uint64_t epoch = 0;     // events numbered above this void it
@@ -62,8 +91,9 @@ class ChangeWatch {
   };
 
   static ChangeWatch& global();
-  // `max_watches`: the most this instance holds (tests give a few).
-  explicit ChangeWatch(size_t max_watches = kMaxWatches) : max_watches_(max_watches) {}
+  // `max_watches`: the most this instance holds; 0: a share of the user's
+  // limit (default_watch_budget(), read when first enabled). Tests give a few.
+  explicit ChangeWatch(size_t max_watches = 0);
   ~ChangeWatch();
   ChangeWatch(const ChangeWatch&) = delete;
   ChangeWatch& operator=(const ChangeWatch&) = delete;
@@ -72,23 +102,36 @@ class ChangeWatch {
   bool enabled() const;
 
   // Watches what `present` (files that must keep their content) and `absent`
-  // (paths that must stay absent) depend on; call before proving them.
-  // nullopt when not enabled, when a path is on a filesystem whose stamps are
-  // not trusted, or when inotify refuses a watch (limits): prove as usual,
-  // remember nothing. Once the watch limit is hit, every later call answers
-  // nullopt at once (a forked child starts afresh).
-  std::optional<Proof> watch(const std::vector<std::string>& present, const std::vector<std::string>& absent);
+  // (paths that must stay absent) depend on; call before proving them. The
+  // proof holds its watches until release(); on a refusal every watch this
+  // call added is removed again.
+  Expected<Proof, Failure<WatchRefusal>> watch(const std::vector<std::string>& present,
+                                               const std::vector<std::string>& absent);
   // Whether no event touched what `proof` watched since it was taken; when
   // so, the proof is advanced to the last event read (the caller keeps it).
   bool unchanged(Proof& proof);
+  // Gives back the proof's references; a watch no kept proof depends on is
+  // removed (inotify_rm_watch). A proof of an earlier instance (a reset, a
+  // fork) holds nothing here.
+  void release(const Proof& proof);
 
-  // Watches held (tests and limits).
-  size_t watch_count();
+  size_t watch_count();  // watches held (tests, limits)
+  size_t budget() const;  // the most watches this instance holds (0 until enabled with the default)
+
+  // A small share of the user's inotify watches: min(fs.inotify.max_user_watches
+  // and, in a user namespace, user.max_inotify_watches) / 16, at most 16384.
+  static size_t default_watch_budget();
 
  private:
   static constexpr size_t kMaxWatches = 16384;
+  static constexpr size_t kShareOfUserLimit = 16;
   static constexpr size_t kMaxNamedEvents = 1 << 16;  // then as if the queue overflowed
   static constexpr int kMaxSymlinks = 40;
+  static constexpr int64_t kUserLimitBackoffNs = 30 * int64_t{1000000000};
+  struct WatchState {
+    uint64_t last_event = 0;  // sequence of its last own event
+    uint32_t refs = 0;        // kept proofs depending on it
+  };
   struct Resolved {  // a directory path, resolved: what its lookups depend on
     uint64_t epoch = 0;
     std::string real_dir;
@@ -97,28 +140,34 @@ class ChangeWatch {
   };
 
   bool usable_locked();  // opens (or, in a forked child, re-opens) the instance
-  void reset_locked();
+  void reset_locked(bool close_descriptor);
   void drain_locked();
   bool changed_since_locked(const std::vector<Dependency>& depends, uint64_t epoch) const;
-  int add_locked(const std::string& path, bool directory);
+  // -1 with `refusal` set when no watch could be added.
+  int add_locked(const std::string& path, bool directory, WatchRefusal& refusal);
+  void remove_unreferenced_locked(const std::vector<int>& candidates);
   // The real directory `dir` names, watching every directory a lookup on the
   // way passes through (the names looked up into `depends`); null: a
   // component is missing (its name in the last existing directory is
-  // watched), or `failed`: a limit was hit or a filesystem is not trusted.
-  const Resolved* resolve_dir_locked(const std::string& dir, std::vector<Dependency>& depends, bool& failed);
-  bool watch_path_locked(const std::string& path, bool must_exist, std::vector<Dependency>& depends);
+  // watched), or `refusal` is set: a limit was hit or a filesystem is not trusted.
+  const Resolved* resolve_dir_locked(const std::string& dir, std::vector<Dependency>& depends,
+                                     std::optional<WatchRefusal>& refusal);
+  std::optional<WatchRefusal> watch_path_locked(const std::string& path, bool must_exist,
+                                                std::vector<Dependency>& depends);
 
   mutable ForkSafeMutex mutex_;
+  ForkChildHook drop_in_child_;
   size_t max_watches_;
   bool enabled_ = false;
-  bool out_of_watches_ = false;  // a limit was hit: no more proofs in this instance
+  int64_t refuse_until_ns_ = 0;  // after the kernel refused a watch (monotonic clock)
   int fd_ = -1;
   pid_t pid_ = 0;
   uint64_t instance_ = 0;
   uint64_t seq_ = 0;
   uint64_t overflow_seq_ = 0;
   uint64_t last_any_seq_ = 0;  // the sequence of the last event read, whatever it was
-  std::unordered_map<int, uint64_t> last_event_;  // watch -> sequence of its last own event
+  std::unordered_map<int, WatchState> watches_;
+  std::vector<int> added_;  // watches the current watch() call created (removed again on a refusal)
   // watch -> name in that folder -> sequence of its last event
   std::unordered_map<int, std::unordered_map<std::string, uint64_t>> last_named_;
   size_t named_count_ = 0;

@@ -16,6 +16,7 @@
 // while holding one (the handler would wait for itself).
 #pragma once
 
+#include <functional>
 #include <mutex>
 
 namespace tvmffi_jit::util {
@@ -37,6 +38,27 @@ class ForkSafeMutex {
  private:
   std::mutex mutex_;
   int rank_;
+};
+
+// ForkChildHook: runs `drop` in a forked child, inside fork() (the same
+// pthread_atfork handler, after every ForkSafeMutex is unlocked there), before
+// the child's own code runs. For state a child must not share with its parent
+// (a descriptor whose queue or poll state is the parent's): at that moment the
+// descriptor number is provably still the one this process opened, so it may
+// be closed. Later, once the child's code has run, that number may name a
+// file the child opened itself (a daemon that closed what it inherited, then
+// opened its log). `drop` runs single-threaded and must not fork or take a
+// ForkSafeMutex held by another hook.
+class ForkChildHook {
+ public:
+  explicit ForkChildHook(std::function<void()> drop);
+  ~ForkChildHook();
+  ForkChildHook(const ForkChildHook&) = delete;
+  ForkChildHook& operator=(const ForkChildHook&) = delete;
+  void run_in_child() { drop_(); }  // the fork handler's call
+
+ private:
+  std::function<void()> drop_;
 };
 
 }  // namespace tvmffi_jit::util

@@ -11,8 +11,9 @@
 //   - the file lives on a filesystem whose timestamps are local and
 //     fine-grained (stamps_are_trusted): on NFS, FUSE, vfat and the like a
 //     file is re-hashed whatever its stamp.
-// What a stamp cannot see: a write through a shared writable mmap that never
-// updates mtime, and bit rot under an unchanged inode (`tvmffi-jit cache
+// What a stamp cannot see: a write through a shared writable mapping to a page
+// still dirty from an earlier write (the kernel moves mtime at the write fault
+// after a page was written back, not at every store), and bit rot under an unchanged inode (`tvmffi-jit cache
 // verify` re-hashes everything; docs/cache.md, "What the cache promises").
 #pragma once
 
@@ -54,7 +55,11 @@ std::string stamp_text(const FullStamp& s);
 
 // Whether the filesystem holding the file `st` describes (at `path`) keeps
 // local, fine-grained timestamps: ext2/3/4, xfs, btrfs, tmpfs, overlayfs,
-// zfs, f2fs. Asked with statfs once per device per process.
+// zfs, f2fs. Asked with statfs once per device per process while the mount
+// table is unchanged: a device number freed by an unmount is reused by the
+// next mount (a ramfs where a tmpfs was), so any mount or unmount in this
+// mount namespace (one poll of /proc/self/mountinfo per ask) clears the memo.
+// Without /proc every ask is a statfs.
 bool stamps_are_trusted(const struct stat& st, const std::string& path);
 
 // Per-process memo of digests proven by hashing: path -> (the settled stamp
