@@ -285,7 +285,7 @@ def _remove_manifest_files(pid: int) -> None:
 def _write_manifest(manifest: dict[str, Any]) -> str:
     """The path of a private file holding the manifest: written once per
     distinct manifest and process, then reused while it exists."""
-    global _manifest_counter, _manifest_files_pid  # noqa: PLW0603 - a per-process memo
+    global _manifest_files_pid  # noqa: PLW0603 - a per-process memo
     text = json.dumps(manifest).encode("utf-8")
     if _manifest_files_pid != os.getpid():
         if _manifest_files_pid == 0:
@@ -299,10 +299,20 @@ def _write_manifest(manifest: dict[str, Any]) -> str:
         return path
     if len(_manifest_files) >= _MAX_MANIFEST_FILES:
         _remove_manifest_files(os.getpid())
+    path = _write_new_manifest_file(text, ".json")
+    _manifest_files[text] = path
+    return path
+
+
+def _write_new_manifest_file(text: bytes, suffix: str) -> str:
+    """A new private file in $TMPDIR holding ``text``: the folder every
+    manifest of this package is written to, since a manifest's folder is its
+    default base dir, part of the key (it must not change between calls)."""
+    global _manifest_counter  # noqa: PLW0603 - a per-process counter
     directory = os.environ.get("TMPDIR") or "/tmp"
     while True:
         _manifest_counter += 1
-        path = os.path.join(directory, f"tvmffi-jit-py-{os.getpid()}-{_manifest_counter}.json")
+        path = os.path.join(directory, f"tvmffi-jit-py-{os.getpid()}-{_manifest_counter}{suffix}")
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
@@ -313,7 +323,6 @@ def _write_manifest(manifest: dict[str, Any]) -> str:
         except BaseException:
             os.unlink(path)
             raise
-        _manifest_files[text] = path
         return path
 
 
@@ -863,25 +872,9 @@ def _embed_cubin_paths(embed: object, where: str, folder) -> dict[str, str]:
 
 def _write_batch_manifest(manifests: list[dict[str, Any]]) -> str:
     """A modules manifest holding every module inline, in the folder build()
-    writes its manifests to: a module's key depends on its manifest's folder
-    (its default base dir), so build_many() and build() share cache entries."""
-    global _manifest_counter  # noqa: PLW0603 - the per-process file counter build() uses too
-    text = json.dumps({"modules": manifests}).encode("utf-8")
-    directory = os.environ.get("TMPDIR") or "/tmp"
-    while True:
-        _manifest_counter += 1
-        path = os.path.join(directory, f"tvmffi-jit-py-{os.getpid()}-{_manifest_counter}-batch.json")
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            continue
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(text)
-        except BaseException:
-            os.unlink(path)
-            raise
-        return path
+    writes its manifests to, so build_many() and build() share cache entries.
+    Removed by the caller."""
+    return _write_new_manifest_file(json.dumps({"modules": manifests}).encode("utf-8"), "-batch.json")
 
 
 def _batch_terms(text: str, manifest_path: str) -> str:

@@ -12,6 +12,9 @@ Runs the package from the source tree (python/) against $TVMFFI_JIT_BIN.
 
 import json
 import os
+import pty
+import re
+import select
 import shutil
 import subprocess
 import sys
@@ -199,6 +202,34 @@ def test_progress_and_the_summary_are_shown_on_stderr(tmp_path, capfd):
     err = capfd.readouterr().err
     assert "[1/4]" in err and "p1" in err and "p2" in err, err  # the tool's step lines, naming the module
     assert "2 modules: 2 built, 0 hit, 0 failed, 0 skipped" in err, err
+
+
+def test_on_a_terminal_the_tool_draws_its_status_line_there(tmp_path):
+    """sys.stderr on descriptor 2 and a tty: the tool inherits it and rewrites one line, as the CLI does."""
+    script = (f"import sys; sys.path.insert(0, {str(SOURCE_DIR / 'python')!r}); import tvmffi_jit\n"
+              "paths = tvmffi_jit.build_many([{'name': 'tty_a', 'cpp_sources': 'int a;'},"
+              " {'name': 'tty_b', 'cpp_sources': 'int b;'}])\n"
+              "print('PATHS', *paths)\n")
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvpe(sys.executable, [sys.executable, "-c", script], {**os.environ, "TERM": "xterm"})
+    chunks = []
+    while True:
+        try:
+            ready, _, _ = select.select([fd], [], [], 120)
+            data = os.read(fd, 65536) if ready else b""
+        except OSError:  # the child closed the terminal
+            data = b""
+        if not data:
+            break
+        chunks.append(data)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    text = b"".join(chunks).decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert re.search(r"\r\x1b\[K(\x1b\[1;32m)?\[1/", text), repr(text)  # the status line, rewritten in place
+    assert "2 modules: 2 built" in text
+    assert re.search(r"PATHS \S+/tty_a\.so \S+/tty_b\.so", text), repr(text)
 
 
 def test_a_description_and_the_same_build_call_share_the_cache_entry(tmp_path, monkeypatch):
