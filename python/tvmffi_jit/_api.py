@@ -1029,7 +1029,7 @@ def _run_batch(  # noqa: PLR0913
                 error = proc.stderr or f"no result (stdout: {proc.stdout[:200]!r})"
             message = _python_words(_batch_terms(error.rstrip(), path))
             raise BuildError(
-                f"tvmffi-jit build of {len(manifests)} modules failed (exit {proc.returncode}):\n{message}",
+                f"tvmffi-jit build of the batch ({len(manifests)} modules) failed (exit {proc.returncode}):\n{message}",
                 exit_code=proc.returncode or 1,
                 argv=shown,
                 stderr=proc.stderr,
