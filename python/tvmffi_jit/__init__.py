@@ -4,6 +4,7 @@
 of ``tvm_ffi.cpp``'s functions and give the same results; the compile runs
 through ``tvmffi-jit build --json`` and its content-addressed cache (shared
 with the command line), so a hit spawns no compiler and no ninja.
+``build_many`` builds several modules as one batch (one job pool);
 ``inspect(path)`` lists the GPU code of a file; ``patch()`` redirects
 ``tvm_ffi.cpp``'s four functions here. docs/python.md has the details.
 
@@ -13,7 +14,7 @@ import tvm_ffi when they load a module.
 
 from __future__ import annotations
 
-from ._api import BuildError, InspectError, build, build_inline, inspect, load, load_inline
+from ._api import BuildError, InspectError, build, build_inline, build_many, inspect, load, load_inline
 from ._binary import BinaryNotFoundError, find_binary
 from ._patch import is_patched, patch, unpatch
 
@@ -24,6 +25,7 @@ __all__ = [
     "__version__",
     "build",
     "build_inline",
+    "build_many",
     "find_binary",
     "inspect",
     "is_patched",

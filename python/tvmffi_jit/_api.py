@@ -100,22 +100,24 @@ def _str_seq2list(seq: Sequence[str] | str | None, caller: str = "", arg: str = 
     return [os.fspath(item) for item in out] if paths else out
 
 
-def _function_map(functions: Mapping[str, str] | Sequence[str] | str | None, caller: str = "") -> dict[str, str]:
+def _function_map(
+    functions: Mapping[str, str] | Sequence[str] | str | None, caller: str = "", arg: str = "functions"
+) -> dict[str, str]:
     if functions is None:
         return {}
     if isinstance(functions, Mapping):
         out = {}
         for name, doc in functions.items():
             if not isinstance(name, str) or not _is_c_identifier(name):
-                raise ValueError(f"{caller}(): functions key {name!r} is not {_C_IDENTIFIER}")
+                raise ValueError(f"{caller}(): {arg} key {name!r} is not {_C_IDENTIFIER}")
             if not isinstance(doc, str):
-                raise TypeError(f"{caller}(): functions[{name!r}] (its docstring) must be a str, not {_type_name(doc)}")
+                raise TypeError(f"{caller}(): {arg}[{name!r}] (its docstring) must be a str, not {_type_name(doc)}")
             out[name] = doc
         return out
-    names = _str_seq2list(functions, caller, "functions")
+    names = _str_seq2list(functions, caller, arg)
     for i, name in enumerate(names):
         if not _is_c_identifier(name):
-            where = "functions" if isinstance(functions, str) else f"functions[{i}]"
+            where = arg if isinstance(functions, str) else f"{arg}[{i}]"
             raise ValueError(f"{caller}(): {where} = {name!r} is not {_C_IDENTIFIER}")
     return {name: "" for name in names}
 
@@ -283,7 +285,7 @@ def _remove_manifest_files(pid: int) -> None:
 def _write_manifest(manifest: dict[str, Any]) -> str:
     """The path of a private file holding the manifest: written once per
     distinct manifest and process, then reused while it exists."""
-    global _manifest_counter, _manifest_files_pid  # noqa: PLW0603 - a per-process memo
+    global _manifest_files_pid  # noqa: PLW0603 - a per-process memo
     text = json.dumps(manifest).encode("utf-8")
     if _manifest_files_pid != os.getpid():
         if _manifest_files_pid == 0:
@@ -297,10 +299,20 @@ def _write_manifest(manifest: dict[str, Any]) -> str:
         return path
     if len(_manifest_files) >= _MAX_MANIFEST_FILES:
         _remove_manifest_files(os.getpid())
+    path = _write_new_manifest_file(text, ".json")
+    _manifest_files[text] = path
+    return path
+
+
+def _write_new_manifest_file(text: bytes, suffix: str) -> str:
+    """A new private file in $TMPDIR holding ``text``: the folder every
+    manifest of this package is written to, since a manifest's folder is its
+    default base dir, part of the key (it must not change between calls)."""
+    global _manifest_counter  # noqa: PLW0603 - a per-process counter
     directory = os.environ.get("TMPDIR") or "/tmp"
     while True:
         _manifest_counter += 1
-        path = os.path.join(directory, f"tvmffi-jit-py-{os.getpid()}-{_manifest_counter}.json")
+        path = os.path.join(directory, f"tvmffi-jit-py-{os.getpid()}-{_manifest_counter}{suffix}")
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
@@ -311,7 +323,6 @@ def _write_manifest(manifest: dict[str, Any]) -> str:
         except BaseException:
             os.unlink(path)
             raise
-        _manifest_files[text] = path
         return path
 
 
@@ -358,6 +369,9 @@ _PYTHON_WORDS = (
     (r"(?<![\w-])--build-dir(?![\w-])", "build_directory"),
     (r"(?<![\w-])--embed-cubin(?![\w-])", "embed_cubin"),
     (r"(?<![\w-])--function(?![\w-])", "functions"),
+    (r"(?<![\w-])--split-compile(?![\w-])", "split_compile"),
+    (r"(?<![\w-])--job-trace(?![\w-])", "job_trace"),
+    (r"(?<![\w-])(?:-k, )?--keep-going(?![\w-])", "keep_going"),
 )
 
 
@@ -713,6 +727,355 @@ def load(  # noqa: PLR0913
         extra_include_paths, build_directory, backend, None,
     )
     return _load_built(built, keep_module_alive, fixed_path=build_directory is not None)
+
+
+# ---------------------------------------------------------------------------
+# build_many: several modules as one batch of the tool (docs/python.md,
+# "Several modules at once").
+
+# A description's keys: the manifest's (share/tvmffi-jit/manifest.schema.json,
+# whose keys that build() and build_inline() also take are spelled as they
+# spell them), and build()'s aliases of sources. test_python_build_many.py
+# checks them against the schema.
+_DESCRIPTION_KEYS = (
+    "name", "sources", "cpp_files", "cuda_files", "cpp_sources", "cuda_sources", "functions",
+    "extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths", "system_include_paths",
+    "cuda_runtime", "cuda_driver", "cuda_arch", "rocm_arch", "emit", "embed_cubin", "compiler", "kernel_names",
+    "cxx_launcher", "cuda_launcher", "backend",
+)
+# build()'s parameters that a batch decides, as the CLI's batch does (docs/build.md#batch-builds).
+_DECIDED_BY_THE_BATCH = {
+    "output": "a batch names each artifact after its module and returns its path (the CLI refuses --output in "
+    "a batch); for an object file set emit='object'",
+    "build_directory": "a batch builds every module in build_many(build_directory=DIR)'s DIR/<name> (as the "
+    "CLI's --build-dir does for a batch); pass it to build_many()",
+}
+_BATCH_CALLER = "build_many"
+
+
+def _string_or_strings(value: object, where: str) -> str | list[str]:
+    """A key the manifest takes as a string or a list of strings (archs, launchers), passed on as given."""
+    if isinstance(value, str):
+        return value
+    return _list_argument(value, _BATCH_CALLER, where)
+
+
+def _check_bool(value: object, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{_BATCH_CALLER}(): {where} must be True or False, not {_type_name(value)}")
+    return value
+
+
+def _description_manifest(index: int, description: object, embed_dir) -> dict[str, Any]:
+    """The manifest of ``modules[index]``, with every path resolved against the
+    current directory; TypeError/ValueError naming the index and the key.
+    ``embed_dir(name)`` is the folder for the ``embed_cubin`` bytes of module ``name``."""
+    caller, here = _BATCH_CALLER, f"modules[{index}]"
+    if not isinstance(description, Mapping):
+        raise TypeError(
+            f"{caller}(): {here} must be a dict describing one module (keys as build()'s and the manifest's), "
+            f"not {_type_name(description)}"
+        )
+    for key in description:
+        if not isinstance(key, str):
+            raise TypeError(f"{caller}(): {here} has a key {key!r} of type {_type_name(key)}; keys are str")
+        if key in _DECIDED_BY_THE_BATCH:
+            raise ValueError(f"{caller}(): {here}[{key!r}]: {_DECIDED_BY_THE_BATCH[key]}")
+        if key not in _DESCRIPTION_KEYS:
+            import difflib  # noqa: PLC0415 - errors only
+
+            close = difflib.get_close_matches(key, _DESCRIPTION_KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(
+                f"{caller}(): {here}[{key!r}]: unknown key{hint}; a description takes {', '.join(_DESCRIPTION_KEYS)}"
+            )
+    given = {k: v for k, v in description.items() if v is not None}  # None: as if left out, as in build()
+    if "name" not in given:
+        raise ValueError(f"{caller}(): {here}['name'] is missing: every module needs a name")
+    name = given["name"]
+    if not isinstance(name, str):
+        raise TypeError(f"{caller}(): {here}['name'] must be a str, not {_type_name(name)}")
+    if not _is_c_identifier(name):
+        raise ValueError(f"{caller}(): {here}['name'] = {name!r} is not {_C_IDENTIFIER}: it names the module's file")
+
+    def where(key: str) -> str:
+        return f"{here}[{key!r}]"
+
+    manifest: dict[str, Any] = {"name": name}
+    files: list[str] = []
+    for key in ("sources", "cpp_files", "cuda_files"):
+        listed = _str_seq2list(given.get(key), caller, where(key), paths=True)
+        files += [_existing(caller, where(key), i, p, directory=False) for i, p in enumerate(listed)]
+    if files:
+        manifest["sources"] = sorted(files)  # as build() (and tvm_ffi) order them
+    for key in ("cpp_sources", "cuda_sources"):
+        pieces = _str_seq2list(given.get(key), caller, where(key))
+        if pieces:
+            manifest[key] = ["\n".join(pieces)]  # as build_inline() joins them
+    if not files and "cpp_sources" not in manifest and "cuda_sources" not in manifest:
+        raise ValueError(f"{caller}(): {here} ({name!r}) has no source: give sources (or cpp_files, cuda_files), "
+                         "cpp_sources or cuda_sources")
+    if "functions" in given:
+        manifest["functions"] = _function_map(given["functions"], caller, where("functions"))
+    for key in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags"):
+        if key in given:
+            manifest[key] = _flag_list(given[key], caller, where(key))
+    for key in ("extra_include_paths", "system_include_paths"):
+        if key in given:
+            listed = _list_argument(given[key], caller, where(key), paths=True)
+            manifest[key] = [_existing(caller, where(key), i, p, directory=True) for i, p in enumerate(listed)]
+    for key in ("cuda_runtime", "cuda_driver"):
+        if key in given:
+            manifest[key] = _check_bool(given[key], where(key))
+    for key in ("cuda_arch", "rocm_arch", "cxx_launcher", "cuda_launcher"):
+        if key in given:
+            manifest[key] = _string_or_strings(given[key], where(key))
+    for key in ("emit", "compiler"):
+        if key in given:
+            if not isinstance(given[key], str):
+                raise TypeError(f"{caller}(): {where(key)} must be a str, not {_type_name(given[key])}")
+            manifest[key] = given[key]
+    if "kernel_names" in given:
+        manifest["kernel_names"] = _list_argument(given["kernel_names"], caller, where("kernel_names"))
+    if "embed_cubin" in given:
+        manifest["embed_cubin"] = _embed_cubin_paths(given["embed_cubin"], where("embed_cubin"), lambda: embed_dir(name))
+    backend = given.get("backend")
+    if backend is not None and backend not in ("cuda", "hip"):
+        raise ValueError(f"{caller}(): {where('backend')} = {backend!r}: expected 'cuda' or 'hip'")
+    gpu_files = any(os.path.splitext(p)[1].lower() in (".cu", ".hip") for p in files)
+    _resolve_backend(manifest, backend, gpu_files or "cuda_sources" in manifest)
+    return manifest
+
+
+def _embed_cubin_paths(embed: object, where: str, folder) -> dict[str, str]:
+    """``embed_cubin``: name -> bytes (written to ``folder()``, as build_inline() does) or a path."""
+    caller = _BATCH_CALLER
+    if not isinstance(embed, Mapping):
+        raise TypeError(f"{caller}(): {where} must be a dict of name to bytes or a file path, not {_type_name(embed)}")
+    out: dict[str, str] = {}
+    for cubin_name, data in embed.items():
+        if not isinstance(cubin_name, str) or not _is_c_identifier(cubin_name):
+            raise ValueError(f"{caller}(): {where} key {cubin_name!r} is not {_C_IDENTIFIER}")
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            path = os.path.join(folder(), f"{cubin_name}.cubin")
+            _write_if_changed(path, bytes(data))
+            out[cubin_name] = path
+        elif isinstance(data, (str, os.PathLike)):
+            resolved = _resolve(data)
+            if not os.path.isfile(resolved):
+                raise FileNotFoundError(f"{caller}(): {where}[{cubin_name!r}] = {os.fspath(data)!r}: no such file")
+            out[cubin_name] = resolved
+        else:
+            raise TypeError(f"{caller}(): {where}[{cubin_name!r}] must be bytes or a file path, not {_type_name(data)}")
+    return out
+
+
+def _write_batch_manifest(manifests: list[dict[str, Any]]) -> str:
+    """A modules manifest holding every module inline, in the folder build()
+    writes its manifests to, so build_many() and build() share cache entries.
+    Removed by the caller."""
+    return _write_new_manifest_file(json.dumps({"modules": manifests}).encode("utf-8"), "-batch.json")
+
+
+def _batch_terms(text: str, manifest_path: str) -> str:
+    """The tool's words about the batch's temp manifest in the caller's:
+    ``/tmp/x.json: /modules/2/sources/0: ...`` and ``/tmp/x.json#/modules/2``
+    read ``modules[2]['sources'][0]: ...`` and ``modules[2]``."""
+    if manifest_path not in text:
+        return text
+    import re  # noqa: PLC0415 - errors only
+
+    def pointer(match: re.Match[str]) -> str:
+        out = f"modules[{match.group(1)}]"
+        for token in filter(None, (match.group(2) or "").split("/")):
+            out += f"[{token}]" if token.isdigit() else f"[{token!r}]"
+        return out
+
+    path = re.escape(manifest_path)
+    text = re.sub(path + r": /modules/(\d+)((?:/[^:\s/]+)*): ", lambda m: pointer(m) + ": ", text)
+    text = re.sub(path + r"#/modules/(\d+)()", pointer, text)
+    return text.replace(manifest_path, "the descriptions")
+
+
+def build_many(  # noqa: PLR0913, PLR0912
+    modules: Sequence[Mapping[str, Any]],
+    *,
+    build_directory: str | os.PathLike[str] | None = None,
+    keep_going: bool = False,
+    jobs: int | None = None,
+    split_compile: str | int | None = None,
+    job_trace: str | os.PathLike[str] | None = None,
+) -> list[str | BuildError]:
+    """Build several modules as one batch: one run of ``tvmffi-jit build`` with
+    one job pool, the cost log and one summary (docs/build.md#batch-builds).
+
+    ``modules`` is a list of dicts, one per module, with the keys of a
+    manifest (docs/manifest.md) spelled as :func:`build` and
+    :func:`build_inline` spell theirs: ``name`` (required, distinct),
+    ``sources``/``cpp_files``/``cuda_files`` (relative to the current
+    directory), ``cpp_sources``, ``cuda_sources``, ``functions``,
+    ``extra_cflags``, ``extra_cuda_cflags``, ``extra_ldflags``,
+    ``extra_include_paths``, ``system_include_paths``, ``cuda_runtime``,
+    ``cuda_driver``, ``cuda_arch``, ``rocm_arch``, ``emit``, ``embed_cubin``
+    (name -> bytes or a path), ``compiler``, ``kernel_names``,
+    ``cxx_launcher``, ``cuda_launcher``, ``backend``. Every description is
+    checked before anything runs: a bad one raises ``TypeError`` or
+    ``ValueError`` naming ``modules[i]`` and the key, and nothing is built.
+
+    ``build_directory``: module ``name`` is built in ``DIR/name``,
+    incrementally, without the cache (``--build-dir``). ``keep_going``: a
+    module that fails does not stop the others. ``jobs``: parallel jobs
+    (default ``$MAX_JOBS``, else one per core). ``split_compile``: ``"off"``,
+    ``"auto"`` or a number of nvcc threads. ``job_trace``: a file for the
+    job trace (``.json``: Chrome's trace-event format).
+
+    Returns one entry per module, in order: the artifact's absolute path, or
+    (with ``keep_going`` only) the :class:`BuildError` of a module that
+    failed. Without ``keep_going`` the first failure is raised, once the
+    modules already running have finished. Progress is shown on stderr as
+    the CLI shows it.
+    """
+    caller = _BATCH_CALLER
+    if not isinstance(modules, (list, tuple)):
+        hint = " (for one module: build_many([description]))" if isinstance(modules, Mapping) else ""
+        raise TypeError(f"{caller}(): modules must be a list of module descriptions (dicts), not "
+                        f"{_type_name(modules)}{hint}")
+    if not isinstance(keep_going, bool):
+        raise TypeError(f"{caller}(): keep_going must be True or False, not {_type_name(keep_going)}")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0):
+        raise ValueError(f"{caller}(): jobs = {jobs!r}: expected a number of jobs, 0 (one per core) or more")
+    if split_compile is not None and (isinstance(split_compile, bool) or not isinstance(split_compile, (str, int))):
+        raise TypeError(f"{caller}(): split_compile must be 'off', 'auto' or a number, not {_type_name(split_compile)}")
+    # Names first: a duplicate is reported before any file is checked or written.
+    seen: dict[str, int] = {}
+    for i, description in enumerate(modules):
+        name = description.get("name") if isinstance(description, Mapping) else None
+        if isinstance(name, str):
+            if name in seen:
+                raise ValueError(
+                    f"{caller}(): modules[{i}]['name'] = {name!r} is also modules[{seen[name]}]'s: names identify a "
+                    "batch's artifacts (<name>.so, and DIR/<name> with build_directory); rename one"
+                )
+            seen[name] = i
+    build_dir = _resolve(build_directory) if build_directory is not None else None
+    import shutil  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    embed_temp: list[str] = []
+
+    def embed_dir(name: str) -> str:
+        # As build_inline(): in the module's build directory, else a temp
+        # folder removed after the build (the cache keys cubins by content).
+        if build_dir is not None:
+            folder = os.path.join(build_dir, name)
+            os.makedirs(folder, exist_ok=True)
+            return folder
+        if not embed_temp:
+            embed_temp.append(tempfile.mkdtemp(prefix="tvmffi-jit-embed-"))
+        return embed_temp[0]
+
+    try:
+        manifests = [_description_manifest(i, d, embed_dir) for i, d in enumerate(modules)]
+        if not manifests:
+            return []
+        return _run_batch(manifests, build_dir, keep_going, jobs, split_compile, job_trace)
+    finally:
+        for folder in embed_temp:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_batch(  # noqa: PLR0913
+    manifests: list[dict[str, Any]],
+    build_dir: str | None,
+    keep_going: bool,
+    jobs: int | None,
+    split_compile: str | int | None,
+    job_trace: str | os.PathLike[str] | None,
+) -> list[str | BuildError]:
+    argv = ["build", "--json"]  # no -q: the progress lines and the summary are shown
+    root = _tvm_ffi_root()
+    if root is not None:
+        argv += ["--tvm-ffi-root", root]
+    if jobs is None and os.environ.get("MAX_JOBS"):
+        argv += ["-j", os.environ["MAX_JOBS"]]
+    elif jobs is not None:
+        argv += ["-j", str(jobs)]
+    if keep_going:
+        argv.append("--keep-going")
+    if split_compile is not None:
+        argv += ["--split-compile", str(split_compile)]
+    if job_trace is not None:
+        argv += ["--job-trace", os.path.abspath(os.fspath(job_trace))]
+    if build_dir is not None:
+        argv += ["--build-dir", build_dir]
+    path = _write_batch_manifest(manifests)
+    argv += ["-m", path]
+    call_dir = _call_tmpdir()
+    try:
+        try:
+            proc = _binary.run(argv, tmpdir=call_dir, progress=True)
+        except BaseException:
+            _remove_tree(call_dir)
+            raise
+        shown = [_binary.find_binary(), *argv]
+        lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{") and '"origin"' in line]
+        if len(lines) != len(manifests):
+            # The batch did not start (a missing toolchain, an option the tool
+            # refused): one failure object, or nothing after a signal.
+            _remove_tree(call_dir)
+            try:
+                error = json.loads(proc.stdout).get("error") or proc.stderr
+            except ValueError:
+                error = proc.stderr or f"no result (stdout: {proc.stdout[:200]!r})"
+            message = _python_words(_batch_terms(error.rstrip(), path))
+            raise BuildError(
+                f"tvmffi-jit build of the batch ({len(manifests)} modules) failed (exit {proc.returncode}):\n{message}",
+                exit_code=proc.returncode or 1,
+                argv=shown,
+                stderr=proc.stderr,
+            )
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    results: list[str | BuildError] = []
+    skipped: list[str] = []
+    kept_call_dir = False
+    for i, line in enumerate(lines):
+        status = line.get("status")
+        if status in ("built", "hit"):
+            artifact = line["path"]
+            kept_call_dir = kept_call_dir or artifact.startswith(call_dir + os.sep)  # not in the cache: ours
+            results.append(artifact)
+            continue
+        name = line.get("name", manifests[i]["name"])
+        if status == "skipped":
+            skipped.append(name)
+            error = "skipped: an earlier module failed (keep_going=True builds the others)"
+            code = 1
+        else:
+            error = _python_words(_batch_terms(str(line.get("error", "")).rstrip(), path))
+            code = int(line.get("exit_code") or 1)
+        results.append(
+            BuildError(
+                f"tvmffi-jit build of {name!r} (modules[{i}]) failed (exit {code}):\n{error}",
+                exit_code=code,
+                argv=shown,
+                stderr=proc.stderr,
+            )
+        )
+    if not kept_call_dir:
+        _remove_tree(call_dir)
+    if not keep_going:
+        failed = [r for r, line in zip(results, lines) if line.get("status") == "failed"]
+        if failed:
+            error = failed[0]
+            if skipped:
+                error.args = (f"{error.args[0]}\n({len(skipped)} modules not started: {', '.join(skipped)}; "
+                              "keep_going=True builds them)",)
+            raise error
+    return results
 
 
 def inspect(path: str | os.PathLike[str], *, scan_data: bool = False) -> dict[str, Any]:

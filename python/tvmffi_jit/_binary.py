@@ -88,11 +88,19 @@ def find_binary() -> str:
 INTERRUPT_GRACE_SECONDS = 5.0
 
 
-def run(argv: list[str], *, tmpdir: str | None = None) -> subprocess.CompletedProcess[str]:
+def run(argv: list[str], *, tmpdir: str | None = None, progress: bool = False) -> subprocess.CompletedProcess[str]:
     """Run ``tvmffi-jit ARGV...`` with stdout and stderr captured as text.
 
     ``tmpdir``: the child's ``TMPDIR`` (where the tool puts builds it cannot
     cache), a folder the caller removes.
+
+    ``progress``: the tool's stderr (its progress, compiler output, errors,
+    a batch's summary) is shown as it comes, as the CLI shows it: on a
+    terminal (``sys.stderr`` is file descriptor 2 and a tty) the tool writes
+    there itself and draws its status line, and the result's ``stderr`` is
+    empty; anywhere else (Jupyter, a redirected or captured ``sys.stderr``)
+    each chunk is copied to ``sys.stderr`` as it arrives (the tool then
+    prints one line per step) and also kept in the result's ``stderr``.
 
     The tool runs in a process group of its own. When this thread is
     interrupted while it runs (KeyboardInterrupt: Ctrl-C in a terminal, the
@@ -109,22 +117,107 @@ def run(argv: list[str], *, tmpdir: str | None = None) -> subprocess.CompletedPr
         env = dict(os.environ)
         env["TMPDIR"] = tmpdir
     group: dict = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
-    proc = subprocess.Popen(
-        [find_binary(), *argv],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
-        **group,
-    )
+    relay = None
+    stderr: int | None = subprocess.PIPE
+    if progress:
+        _flush(sys.stderr)  # what the caller wrote comes before the tool's lines
+        if _stderr_is_terminal():
+            stderr = None  # inherited: the tool draws its status line on the terminal
+        else:
+            relay = _StderrRelay()
+            stderr = relay.write_fd
+    try:
+        proc = subprocess.Popen(
+            [find_binary(), *argv],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            errors="replace",
+            **group,
+        )
+    except BaseException:
+        if relay is not None:
+            relay.started()
+            relay.finish()
+        raise
+    if relay is not None:
+        relay.started()  # the child holds the write end now
     try:
         out, err = proc.communicate()
     except BaseException:
         _stop(proc)
+        if relay is not None:
+            relay.finish()
         raise
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    if relay is not None:
+        err = relay.finish()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err or "")
+
+
+def _flush(stream: object) -> None:
+    try:
+        stream.flush()  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
+def _stderr_is_terminal() -> bool:
+    """Whether ``sys.stderr`` writes straight to a terminal on descriptor 2,
+    which a child can then inherit."""
+    try:
+        return sys.stderr is not None and sys.stderr.fileno() == 2 and os.isatty(2)
+    except (AttributeError, OSError, ValueError):  # Jupyter's stream, pytest's capture: no usable fileno
+        return False
+
+
+class _StderrRelay:
+    """A pipe for the tool's stderr and a thread copying what arrives to
+    ``sys.stderr`` (and keeping it), for :func:`run` with ``progress``."""
+
+    # After the tool exited, how long the copy may take to reach the end of
+    # the pipe: a process the tool started and left running (an sccache
+    # server) may hold its write end open for good.
+    DRAIN_SECONDS = 5.0
+
+    def __init__(self) -> None:
+        import threading  # noqa: PLC0415 - only for a batch
+
+        self._read_fd, self.write_fd = os.pipe()
+        self._chunks: list[str] = []
+        self._thread = threading.Thread(target=self._copy, name="tvmffi-jit stderr", daemon=True)
+
+    def started(self) -> None:
+        os.close(self.write_fd)
+        self._thread.start()
+
+    def _copy(self) -> None:
+        import codecs  # noqa: PLC0415
+
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        while True:
+            try:
+                data = os.read(self._read_fd, 65536)
+            except OSError:
+                data = b""
+            text = decoder.decode(data, final=not data)
+            if text:
+                self._chunks.append(text)
+                try:
+                    sys.stderr.write(text)
+                    sys.stderr.flush()
+                except (AttributeError, OSError, ValueError):
+                    pass  # no stderr to show it on: it is still kept
+            if not data:
+                return
+
+    def finish(self) -> str:
+        """Everything copied once the pipe is drained (or DRAIN_SECONDS passed)."""
+        self._thread.join(self.DRAIN_SECONDS)
+        if not self._thread.is_alive():
+            os.close(self._read_fd)
+        return "".join(self._chunks)
 
 
 def _stop(proc: subprocess.Popen) -> None:

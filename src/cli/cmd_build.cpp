@@ -315,7 +315,7 @@ int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report)
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   costs.save();
-  if (trace) util::write_file_atomic(r.job_trace, trace->json_lines());
+  if (trace) util::write_file_atomic(r.job_trace, compile::job_trace_text(*trace, r.job_trace));
 
   // 4. Validation loads through the driver one artifact at a time, after the pool is done.
   std::vector<nlohmann::json> validations(n);
@@ -476,8 +476,9 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                   "nvcc split compilation: off (default), auto (a job gets the cores that would idle while it runs:\n"
                   "the tail, or a job longer than its share of the work; docs/build.md#split-compilation) or N threads");
   sub->add_option("--job-trace", args->job_trace,
-                  "Write one JSON line per compile/link process to FILE: module, step, queued/start/end seconds,\n"
-                  "CPU seconds, peak RSS (docs/build.md#job-trace)");
+                  "Write what each compile/link process did to FILE: module, step, queued/start/end seconds, CPU\n"
+                  "seconds, peak RSS. FILE.json: Chrome's trace-event JSON (Perfetto, chrome://tracing), one lane\n"
+                  "per job running at once; any other name: JSON lines (docs/build.md#job-trace)");
   sub->add_option("--cxx-launcher", in.cxx_launcher,
                   "Prefix for C/C++ compile commands, never the link (e.g. ccache, sccache; \"\" for none).\n"
                   "Default: the manifest's cxx_launcher, else $TVMFFI_JIT_CXX_LAUNCHER, else the words before the\n"

@@ -289,38 +289,6 @@ Expected<CommandRecord, CommandFailure> link_by_rename(const LinkStep& link, con
 
 }  // namespace
 
-JobTrace::JobTrace() : start_(Clock::now()) {}
-
-double JobTrace::now() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
-
-void JobTrace::add(const std::string& module, const CommandRecord& record) {
-  nlohmann::json j;
-  j["module"] = module;
-  j["step"] = record.description;
-  j["queued"] = record.queued_at;
-  j["start"] = record.started_at;
-  j["end"] = record.started_at + record.seconds;
-  j["cpu"] = record.cpu_seconds;
-  j["rss"] = record.max_rss_bytes;
-  j["threads"] = record.threads;
-  if (record.slots > 0) j["slots"] = record.slots;
-  if (record.split > 0) j["split"] = record.split;
-  if (!record.estimate_source.empty()) {
-    // How good the estimate was: the cost model's CPU seconds beside the
-    // measured ones (cpu), and what it was based on.
-    j["estimate"] = record.estimated_cpu_seconds;
-    j["estimate_source"] = record.estimate_source;
-  }
-  std::string line = util::dump_json(j, -1) + "\n";
-  std::lock_guard<std::mutex> lock(mutex_);
-  lines_ += line;
-}
-
-std::string JobTrace::json_lines() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return lines_;
-}
-
 size_t progress_steps(const BuildPlan& plan) {
   return plan.device_steps.size() + plan.compile_steps.size() + (plan.nvrtc ? 1 : 0) + (plan.embed_step ? 1 : 0) +
          (plan.link ? 1 : 0);
@@ -501,7 +469,7 @@ std::optional<CommandFailure> run_link(const LinkStep& link, const std::string& 
       options.costs->record_link(options.plan_name, JobCost{"", rec.cpu_seconds, rec.seconds, rec.max_rss_bytes});
     }
     if (options.memory) options.memory->host.observe(rec.max_rss_bytes);
-    if (options.trace) options.trace->add(options.module, rec);
+    if (options.trace) options.trace->add(options.traced_module(), rec);
     status.finished(step, shown_output(rec, options));
     result.commands.push_back(std::move(rec));
   }

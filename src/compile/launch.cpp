@@ -107,7 +107,7 @@ Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step
       rec.estimate_source = estimate_source_name(expected->source);
       options.costs->record_unit(options.plan_name, step, JobCost{"", rec.cpu_seconds, rec.seconds, rec.max_rss_bytes});
     }
-    if (options.trace) options.trace->add(options.module, rec);
+    if (options.trace) options.trace->add(options.traced_module(), rec);
   };
   const std::string what = "compiling " + step.display;
 

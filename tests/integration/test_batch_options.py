@@ -189,6 +189,28 @@ def test_an_empty_root_holding_only_a_saved_cost_log_schedules_every_unit_by_its
     assert compiles(world.log) == compiled_before + 3  # built again: only the log came along
 
 
+def test_job_trace_named_json_is_chromes_trace_event_format_one_lane_per_job_at_once(world):
+    """docs/build.md, "Job trace": FILE.json is the trace-event JSON Perfetto opens; other names JSON lines."""
+    trace = world.tmp / "trace.json"
+    run("build", "-m", world.dir / "manifests", "-j", "2", "--job-trace", trace, env=world.env, check=0)
+    doc = json.loads(trace.read_text())  # one JSON document, not lines
+    jobs = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] in ("compile", "link")]
+    assert sorted(e["name"] for e in jobs) == sorted(
+        f"{m}: {f}" for m in ("mod_a", "mod_b", "mod_c") for f in (f"{m}.cc", f"{m}.so"))
+    # Lanes: no two jobs of one lane overlap, and -j 2 never needed a third.
+    for lane in {e["tid"] for e in jobs}:
+        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in jobs if e["tid"] == lane)
+        assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:])), spans
+    assert {e["tid"] for e in jobs} <= {1, 2} and doc["otherData"]["lanes"] == len({e["tid"] for e in jobs})
+    names = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names[0] == "planning" and names[1] == "job lane 1"
+    # The same build with another name writes JSON lines.
+    lines_file = world.tmp / "trace.jsonl"
+    run("build", "-m", world.dir / "manifests", "--force", "--job-trace", lines_file, env=world.env, check=0)
+    steps = [json.loads(x)["step"] for x in lines_file.read_text().splitlines()]
+    assert steps[0] == "planning 3 modules" and len(steps) == 7
+
+
 def test_jobs_and_memory_budget_follow_the_cgroup_limits(world):
     fake = world.tmp / "cgroup-root"
     (fake / "proc" / "self").mkdir(parents=True)

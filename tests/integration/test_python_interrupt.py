@@ -1,7 +1,7 @@
 """An interrupt of a Python build stops the build and leaves nothing behind.
 
 Jupyter's interrupt sends SIGINT to the kernel process alone. A child Python
-process calls build_inline / load / build (a cache miss); its C++ compiler is
+process calls build_inline / load / build / build_many (a cache miss); its C++ compiler is
 a wrapper that says it started (the handshake: a file holding its pid) and
 then compiles for 300 s. The test sends SIGINT to the Python process only:
 within 5 s the process has ended with KeyboardInterrupt, no process works in
@@ -46,6 +46,7 @@ CALLS = {
     "build_inline": 'tvmffi_jit.build_inline("slow", cpp_sources="int f() {{ return 1; }}")',
     "load": 'tvmffi_jit.load("slow_file", sources=[{source!r}])',
     "build": 'tvmffi_jit.build("slow_file", sources=[{source!r}])',
+    "build_many": 'tvmffi_jit.build_many([{{"name": "slow", "cpp_sources": "int f() {{ return 1; }}"}}])',
 }
 
 

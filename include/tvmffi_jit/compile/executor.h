@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "tvmffi_jit/compile/job_trace.h"
 #include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/compile/runner.h"
 #include "tvmffi_jit/util/error.h"
@@ -44,23 +45,6 @@ struct JobMemory {
   JobMemory(uint64_t cuda_job_bytes, bool learn) : cuda(cuda_job_bytes, learn), host(host_job_bytes(cuda_job_bytes), learn) {}
   util::JobMemoryEstimate cuda;
   util::JobMemoryEstimate host;
-};
-
-// Where the time of a build (or batch) went: one line per process a compile
-// or link ran, with when it asked the gate, started and ended (seconds since
-// the trace began), its CPU time, its peak RSS and what the gate gave it.
-// `build --job-trace FILE` writes it as JSON lines (docs/build.md).
-class JobTrace {
- public:
-  JobTrace();
-  double now() const;  // seconds since the trace began
-  void add(const std::string& module, const CommandRecord& record);
-  std::string json_lines() const;
-
- private:
-  const std::chrono::steady_clock::time_point start_;
-  mutable std::mutex mutex_;
-  std::string lines_;
 };
 
 struct ExecuteOptions {
@@ -94,6 +78,8 @@ struct ExecuteOptions {
   // The module's name in progress lines of a batch ("[3/96] nvcc k3: k3.cu")
   // and in the trace; empty for a single build (its name is not ambiguous).
   std::string module;
+  // The module a job is traced under: `module`, else (a single build) the plan's name.
+  const std::string& traced_module() const { return module.empty() ? plan_name : module; }
   // How commands run and where progress goes (compile/runner.h); null: the
   // defaults, util::run_process and util::Progress::global().
   CommandRunner* runner = nullptr;
