@@ -140,8 +140,8 @@ std::optional<std::string> TrustPolicy::refuses_record(const BlobEntry& record) 
   if (record.signatures.empty()) return std::string("it is not signed");
   std::string names;
   for (const auto& k : trusted) names += (names.empty() ? "" : ", ") + k.name;
-  if (sign_key) names += (names.empty() ? "" : ", ") + sign_key->name + " (its own signing key)";
-  return "no trusted key verifies its signature (signed as " + signers(record.signatures) + "; this build trusts " +
+  if (sign_key) names += (names.empty() ? "" : ", ") + sign_key->name + " (the signing key)";
+  return "no trusted key verifies its signature (signed as " + signers(record.signatures) + "; trusted here: " +
          names + ")";
 }
 

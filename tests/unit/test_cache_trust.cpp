@@ -143,7 +143,7 @@ TEST_CASE("a signing build adopts only what its own key or a trusted key signed,
     record.signatures = {sign_blob_entry(*signer, record)};
     e.provenance = adopted_provenance("redis://cache", &record);
     CHECK(signing.refuses(e).value_or("").find("no trusted key verifies its signature") != std::string::npos);
-    CHECK(signing.refuses_record(record).value_or("").find("ci (its own signing key)") != std::string::npos);
+    CHECK(signing.refuses_record(record).value_or("").find("trusted here: ci (the signing key)") != std::string::npos);
   }
   e.provenance = adopted_provenance("imported", nullptr);
   CHECK(signing.refuses(e).value_or("").find("without the signatures") != std::string::npos);
