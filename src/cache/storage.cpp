@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -40,20 +41,21 @@ struct UntrustedBlob {
 };
 
 // The files of a one-entry blob into a staging entry dir, as they arrive. The
-// manifest is checked first (begin): the entry asked for, and under trusted
-// keys its signature, so an untrusted blob writes nothing at all.
+// manifest is checked first (begin): the entry asked for, and under the trust
+// policy (trusted keys, or a signing build's own key) its signature, so an
+// untrusted blob writes nothing at all.
 class EntryReceiver : public BlobFileWriter {
  public:
-  EntryReceiver(std::string dir, std::string expected_dir, std::string expected_key, const RemoteOptions& options)
+  EntryReceiver(std::string dir, std::string expected_dir, std::string expected_key, const TrustPolicy& policy)
       : dir_(std::move(dir)),
         expected_dir_(std::move(expected_dir)),
         expected_key_(std::move(expected_key)),
-        options_(options) {}
+        policy_(policy) {}
   void begin(const BlobManifest& m) override {
     const BlobEntry& e = m.entries.front();
     if (e.key != expected_key_ || e.dir != expected_dir_)
       throw io_error("the blob holds " + e.dir + ", not " + expected_dir_);
-    if (auto trusted = check_trusted(options_, e); !trusted) throw UntrustedBlob{std::move(trusted).error()};
+    if (auto why = policy_.refuses_record(e)) throw UntrustedBlob{std::move(*why)};
     record_ = e;
   }
   const BlobEntry& record() const { return record_; }
@@ -62,7 +64,7 @@ class EntryReceiver : public BlobFileWriter {
   std::string path_for(const BlobEntry&, const BlobFile& f) override { return util::join_path(dir_, f.name); }
   std::string dir_;
   std::string expected_dir_, expected_key_;
-  const RemoteOptions& options_;
+  const TrustPolicy& policy_;
   BlobEntry record_;
 };
 
@@ -89,7 +91,30 @@ RemoteFailure from_adopt(const AdoptFailure& f) {
   return {f.kind == AdoptFailureKind::kStale ? K::kStale : K::kCorrupt, f.message};
 }
 
+// A server's own failure (it is given up); anything else a get() returns is
+// about the one value asked for (a value above the read's limit: kCorrupt).
+bool gives_up_server(const RemoteFailure& f) { return f.kind == K::kError || f.kind == K::kTimeout; }
+
 }  // namespace
+
+// What one module's lookup may still download from the remotes, lists and
+// results of every server together (RemoteOptions::max_lookup_bytes). A read
+// refused as too large is charged its whole cap: at most that much of it
+// may have travelled (Redis sends the first chunk with STRLEN, a chunked
+// HTTP answer is cut off at the cap).
+struct Storage::LookupBudget {
+  uint64_t total = 0;
+  uint64_t left = 0;
+  // What one read may take: its own limit, or what is left when less.
+  uint64_t cap(uint64_t limit) const { return std::min(limit, left); }
+  void spend(uint64_t bytes) { left -= std::min(left, bytes); }
+  // The limit a read refused as too large ran into, for its message.
+  std::string limit_name(uint64_t cap, uint64_t limit, const std::string& limit_is) const {
+    return cap < limit ? "what is left of this lookup's " + util::format_bytes(total) +
+                             " download budget, TVMFFI_JIT_REMOTE_MAX_LOOKUP"
+                       : limit_is;
+  }
+};
 
 const char* cache_status_name(CacheStatus status) {
   switch (status) {
@@ -226,9 +251,9 @@ void Storage::count_untrusted(const std::string& source, const std::string& name
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true))
     spdlog::warn("{}: the entry for {} is not used: {}; building (with --remote-trusted-key only entries signed by "
-                 "a trusted key are used, and a signing build uses only what carries its own key's signature: "
-                 "docs/remote.md, \"Trust\"). Further untrusted entries are counted as `remote untrusted` "
-                 "in `tvmffi-jit cache stats`",
+                 "a trusted key are used, and a signing build uses only what it built itself or what its own key "
+                 "or a trusted key signed: docs/remote.md, \"Trust\"). Further untrusted entries are counted as "
+                 "`remote untrusted` in `tvmffi-jit cache stats`",
                  source, name, why);
   else
     spdlog::info("{}: the entry for {} is not used: {}", source, name, why);
@@ -343,8 +368,9 @@ Found Storage::get(const EntryRequest& request, Tier tier) {
     Found f;
     LookupOptions lookup = request.lookup;
     // The trust policy holds at this door too: a result adopted by a build
-    // without trusted keys is not a hit for one with them (the next result
-    // of the key is tried instead).
+    // without keys is not a hit for one with trusted keys, nor for a signing
+    // build unless its own key signed it (the next result of the key is
+    // tried instead).
     if (policy_.active()) lookup.refuses = [this](const EntryRecord& e) { return policy_.refuses(e); };
     f.entry = store_.find_result(request.key_dir, request.key.hex, lookup);
     tally(&StatsCounters::rehashed_files, f.entry.rehashed.files);
@@ -381,11 +407,11 @@ std::optional<Found> Storage::get_imported(const EntryRequest& request) {
       // when it is the record of this result: its blob dir names the result.
       std::optional<BlobEntry> record = imported_record(
           imported, request.key.portable_hex.substr(0, 16) + "." + util::file_name(imported), request.key.portable_hex);
-      Expected<void> trusted;
-      if (options_.requires_signature())
-        trusted = record ? check_trusted(options_, *record) : Unexpected{"it was imported without its signatures"};
-      if (!trusted) {
-        count_untrusted("imported entry " + imported, request.name, trusted.why());
+      std::optional<std::string> untrusted;
+      if (policy_.active())
+        untrusted = record ? policy_.refuses_record(*record) : "it was imported without its signatures";
+      if (untrusted) {
+        count_untrusted("imported entry " + imported, request.name, *untrusted);
         continue;
       }
       Staging staging = store_.stage();
@@ -413,29 +439,44 @@ std::optional<Found> Storage::get_remote(const EntryRequest& request) {
   // OpenSSL's ed25519 set-up (~1 ms) overlaps the download instead of
   // following it, if start_signature_warmup() did not start it already;
   // waited for before any blob is read.
-  if (options_.requires_signature()) {
+  if (policy_.active()) {
     std::lock_guard<std::mutex> lock(counts_mutex_);
     if (!crypto_ready_.valid()) crypto_ready_ = start_signature_setup();
   }
+  LookupBudget budget{options_.max_lookup_bytes, options_.max_lookup_bytes};
   bool asked = false;
   for (auto& sp : servers_) {
     Server& s = *sp;
+    if (budget.left == 0) break;
     std::unique_lock<std::mutex> server_lock(s.mutex);
     if (s.down) continue;
     const auto t0 = std::chrono::steady_clock::now();
     RemoteBackend* backend = open(s);
     if (!backend) continue;
     // The key's result list: a hint, capped, each of its ids verified below.
-    RemoteGet list_blob =
-        backend->get(result_list_object(s.scheme, options_, request.key.portable_hex), kMaxResultListBytes);
-    if (!list_blob) {
+    const uint64_t cap = budget.cap(kMaxResultListBytes);
+    RemoteGet list_blob = backend->get(result_list_object(s.scheme, options_, request.key.portable_hex), cap);
+    if (!list_blob && gives_up_server(list_blob.error())) {
       give_up(s, list_blob.error(), ms_since(t0));
       continue;
     }
     server_lock.unlock();  // what it sent is checked without holding the server
     asked = true;
+    if (!list_blob) {
+      // Larger than a list may be: one corrupt answer for this key, like a
+      // malformed list (an upload replaces it); the server stays in use.
+      budget.spend(cap);
+      const std::string limit = budget.limit_name(
+          cap, kMaxResultListBytes,
+          "the " + util::format_bytes(kMaxResultListBytes) + " cap of a result list, which holds at most " +
+              std::to_string(kMaxResultsPerKey) + " ids");
+      count_failure(s, RemoteFailure{K::kCorrupt, "its result list: " + list_blob.error().message + " (" + limit + ")"},
+                    request.name);
+      continue;
+    }
     if (!*list_blob) continue;
     tally(&StatsCounters::remote_bytes_received, (*list_blob)->size());
+    budget.spend((*list_blob)->size());
     std::string why;
     std::optional<ResultList> list = parse_result_list(**list_blob, request.key.portable_hex, &why);
     if (!list) {
@@ -444,37 +485,50 @@ std::optional<Found> Storage::get_remote(const EntryRequest& request) {
     }
     bool server_failed = false;
     for (const auto& id : list->result_ids) {
-      if (auto found = get_remote_result(s, request, id, server_failed)) return found;
+      if (budget.left == 0) break;
+      if (auto found = get_remote_result(s, request, id, budget, server_failed)) return found;
       if (server_failed) break;
     }
   }
+  if (budget.left == 0)
+    spdlog::warn("remote cache: the lookup of {} spent its {} download budget (TVMFFI_JIT_REMOTE_MAX_LOOKUP) "
+                 "without finding a usable result; building",
+                 request.name, util::format_bytes(budget.total));
   if (asked) tally(&StatsCounters::remote_misses);
   return std::nullopt;
 }
 
 std::optional<Found> Storage::get_remote_result(Server& s, const EntryRequest& request, const std::string& id,
-                                                bool& server_failed) {
+                                                LookupBudget& budget, bool& server_failed) {
   std::unique_lock<std::mutex> server_lock(s.mutex);
   if (s.down) {
     server_failed = true;
     return std::nullopt;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  RemoteGet blob = s.backend->get(result_object(s.scheme, options_, request.key.portable_hex, id),
-                                  options_.max_blob_bytes);
-  if (!blob) {
+  const uint64_t cap = budget.cap(options_.max_blob_bytes);
+  RemoteGet blob = s.backend->get(result_object(s.scheme, options_, request.key.portable_hex, id), cap);
+  if (!blob && gives_up_server(blob.error())) {
     give_up(s, blob.error(), ms_since(t0));
     server_failed = true;
     return std::nullopt;
   }
   server_lock.unlock();  // what it sent is checked without holding the server
+  if (!blob) {
+    // Larger than this read may take: that result is unusable, the next is tried.
+    budget.spend(cap);
+    const std::string limit = budget.limit_name(cap, options_.max_blob_bytes, "TVMFFI_JIT_REMOTE_MAX_BLOB");
+    count_failure(s, RemoteFailure{K::kCorrupt, blob.error().message + " (" + limit + ")"}, request.name);
+    return std::nullopt;
+  }
   if (!*blob) {
     spdlog::debug("remote cache {}: result {} of {} is listed but absent", s.shown, result_dir_name(id), request.name);
     return std::nullopt;
   }
   const std::string& bytes = **blob;
   tally(&StatsCounters::remote_bytes_received, bytes.size());
-  if (options_.requires_signature()) {
+  budget.spend(bytes.size());
+  if (policy_.active()) {
     std::shared_future<void> ready;
     {
       std::lock_guard<std::mutex> lock(counts_mutex_);
@@ -486,7 +540,7 @@ std::optional<Found> Storage::get_remote_result(Server& s, const EntryRequest& r
   try {
     Staging staging = store_.stage();
     EntryReceiver rx(staging.entry_dir(), result_blob_dir(request.key.portable_hex, id), request.key.portable_hex,
-                     options_);
+                     policy_);
     try {
       read_blob(blob_source(bytes), rx, BlobLimits{});
     } catch (UntrustedBlob& u) {

@@ -130,23 +130,39 @@ bool carries_own_signature(const SecretKey& key, const EntryRecord& entry) {
   return false;
 }
 
+std::optional<std::string> TrustPolicy::refuses_record(const BlobEntry& record) const {
+  if (!active()) return std::nullopt;
+  // A signing build trusts its own key and nothing less: its key vouches for
+  // what it adopts, beside the keys it was told to trust.
+  std::vector<PublicKey> keys = trusted;
+  if (sign_key) keys.push_back(PublicKey{sign_key->name, sign_key->public_key, ""});
+  if (trusted_signer(keys, record)) return std::nullopt;
+  if (record.signatures.empty()) return std::string("it is not signed");
+  std::string names;
+  for (const auto& k : trusted) names += (names.empty() ? "" : ", ") + k.name;
+  if (sign_key) names += (names.empty() ? "" : ", ") + sign_key->name + " (the signing key)";
+  return "no trusted key verifies its signature (signed as " + signers(record.signatures) + "; trusted here: " +
+         names + ")";
+}
+
 std::optional<std::string> TrustPolicy::refuses(const EntryRecord& entry) const {
   if (!active()) return std::nullopt;
   const std::string origin = provenance_origin(entry);
   if (is_adopted(origin)) {
-    if (trusted.empty()) return std::nullopt;
+    // Objects never travel (only modules are uploaded, exported, imported):
+    // one that says otherwise was written by hand into the root.
+    if (entry.kind == "object")
+      return "a per-TU object is only ever built here, and this one says it was " + where_from(entry);
     auto record = manifest_record_of(entry);
     if (!record) return where_from(entry) + " without the signatures it came with";
     if (auto differs = differs_from_record(entry, *record)) return where_from(entry) + ", but " + *differs;
-    if (trusted_signer(trusted, *record)) return std::nullopt;
-    if (record->signatures.empty()) return where_from(entry) + ", and it is not signed";
-    return where_from(entry) + ", and no trusted key verifies its signature (signed as " + signers(record->signatures) +
-           ")";
+    if (auto why = refuses_record(*record)) return where_from(entry) + ", and " + *why;
+    return std::nullopt;
   }
   if (origin == "built") {
     if (!sign_key || carries_own_signature(*sign_key, entry)) return std::nullopt;
     return "built without the signing key " + sign_key->name +
-           " (a signing build uses only what it made itself, or what carries its key's signature)";
+           " (a signing build uses only what it made itself, or what carries its key's signature or a trusted key's)";
   }
   if (origin.empty()) return std::string("it records no provenance (written by an older tvmffi-jit, or planted)");
   return "its provenance '" + origin + "' is unknown to this tvmffi-jit";

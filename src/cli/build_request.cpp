@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <thread>
 
 #include "tvmffi_jit/cache/root.h"
@@ -102,6 +103,11 @@ cache::RemoteOptions remote_options_from_environment(cache::RemoteOptions o, boo
   o.transfer_timeout_ms =
       static_cast<int>(toolchain::env_duration_ms(env, "TVMFFI_JIT_REMOTE_TIMEOUT", o.transfer_timeout_ms));
   o.max_blob_bytes = toolchain::env_size(env, "TVMFFI_JIT_REMOTE_MAX_BLOB", o.max_blob_bytes);
+  // Twice the blob limit unless set: one stale result of the largest size
+  // does not keep a lookup from the hit listed after it.
+  constexpr uint64_t kMost = std::numeric_limits<uint64_t>::max();
+  const uint64_t twice_blob = o.max_blob_bytes > kMost / 2 ? kMost : 2 * o.max_blob_bytes;
+  o.max_lookup_bytes = toolchain::env_size(env, "TVMFFI_JIT_REMOTE_MAX_LOOKUP", twice_blob);
   if (auto lib = env("TVMFFI_JIT_LIBCURL"); lib && !lib->empty()) o.libcurl = *lib;
   // AWS's variables, read only when an S3 remote will use them (and checked
   // by cache::finish_remote_options).

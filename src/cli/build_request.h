@@ -122,7 +122,8 @@ struct BuildRequest {
 // $TVMFFI_JIT_REMOTE (URLs separated by spaces), $TVMFFI_JIT_REMOTE_READ_ONLY
 // (a boolean: toolchain::env_flag), $TVMFFI_JIT_REMOTE_NAMESPACE,
 // $TVMFFI_JIT_REMOTE_FIRST_BYTE_TIMEOUT and $TVMFFI_JIT_REMOTE_TIMEOUT
-// (durations), $TVMFFI_JIT_REMOTE_MAX_BLOB (a size),
+// (durations), $TVMFFI_JIT_REMOTE_MAX_BLOB and $TVMFFI_JIT_REMOTE_MAX_LOOKUP
+// (sizes; the second defaults to twice the first),
 // $TVMFFI_JIT_REMOTE_SIGN_KEY and $TVMFFI_JIT_REMOTE_TRUSTED_KEYS (files
 // separated by ':', as PATH) under the command line's values: urls, a sign
 // key or trusted keys given on the command line replace the variable's. A

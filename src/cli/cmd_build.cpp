@@ -455,8 +455,8 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--remote-namespace", args->remote_namespace,
                   "Key prefix on the remote servers (default: $TVMFFI_JIT_REMOTE_NAMESPACE, else tvmffi-jit)");
   sub->add_option("--remote-sign-key", args->remote_sign_key,
-                  "Sign uploaded entries with this secret key (NAME.sec from `cache keygen`; default:\n"
-                  "$TVMFFI_JIT_REMOTE_SIGN_KEY)");
+                  "Sign uploaded entries with this secret key (NAME.sec from `cache keygen`); use only what this\n"
+                  "build made or what this key or a --remote-trusted-key signed (default: $TVMFFI_JIT_REMOTE_SIGN_KEY)");
   sub->add_option("--remote-trusted-key", args->remote_trusted_keys,
                   "Use remote and imported entries only if signed by this public key (NAME.pub); repeatable\n"
                   "(default: $TVMFFI_JIT_REMOTE_TRUSTED_KEYS, files separated by ':'; docs/remote.md)")

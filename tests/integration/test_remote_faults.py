@@ -147,14 +147,24 @@ def huge_redis(conn, srv):
 
 
 def chunked_http(conn, srv):
-    """A 200 answer without Content-Length (chunked) of 512 MiB, then held open."""
-    srv.recv_request(conn)
-    conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
-    block = os.urandom(1 << 20)
-    chunk = b"%x\r\n" % len(block) + block + b"\r\n"
-    for _ in range(512):
-        conn.sendall(chunk)
-    srv.stop.wait()
+    """The key's result list naming one result, then for that result a 200 answer without
+    Content-Length (chunked) of 512 MiB, then held open."""
+    while True:
+        request = srv.recv_request(conn)
+        if not request:
+            return
+        name = request.split(b" ", 2)[1].rsplit(b"/", 1)[-1].decode()
+        if "." not in name:  # <key>: its result list (docs/remote.md, "Results on a server")
+            body = json.dumps({"format": "tvmffi-jit results 1", "key": name, "results": ["0" * 64]}).encode()
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            continue
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        block = os.urandom(1 << 20)
+        chunk = b"%x\r\n" % len(block) + block + b"\r\n"
+        for _ in range(512):
+            conn.sendall(chunk)
+        srv.stop.wait()
+        return
 
 
 # ---- the project ----------------------------------------------------------------------------------------------------
@@ -305,12 +315,81 @@ def test_a_redis_claiming_a_3_gib_reply_does_not_make_the_tool_buffer_it(proj):
 def test_an_http_chunked_answer_beyond_the_limit_is_cut_at_the_limit_without_doubling(proj):
     limit = 160 << 20
     with fake(chunked_http) as srv:
-        p, rss = build_measuring_rss(proj, srv.url("http"), env={"TVMFFI_JIT_REMOTE_MAX_BLOB": str(limit)})
+        # Read-only: the fake answers every request with the chunked body, an upload's too.
+        p, rss = build_measuring_rss(proj, srv.url("http"), env={"TVMFFI_JIT_REMOTE_MAX_BLOB": str(limit),
+                                                                  "TVMFFI_JIT_REMOTE_READ_ONLY": "1"})
     assert p.returncode == 0, p.stderr
-    assert "larger than the limit" in p.stderr, p.stderr
+    assert "larger than the limit (167772160 bytes)" in p.stderr and "TVMFFI_JIT_REMOTE_MAX_BLOB" in p.stderr, p.stderr
     # At most the limit plus a small constant (the tool itself, a block): a string grown by
     # doubling would have held 256 MiB at one point.
     assert rss < limit + (48 << 20), rss / (1 << 20)
+
+
+# ---- result lists and what one lookup may download -------------------------------------------------------------------
+
+def redis_sent(srv):
+    """The bytes redis-server has sent its clients so far (INFO stats)."""
+    for line in srv.command("INFO", "stats").decode().splitlines():
+        if line.startswith("total_net_output_bytes:"):
+            return int(line.split(":")[1])
+    raise AssertionError("no total_net_output_bytes in INFO stats")
+
+
+def portable_key(build_json):
+    return json.loads((Path(build_json["entry_dir"]) / "entry.json").read_text())["portable_key"]
+
+
+@pytest.mark.skipif(not HAVE_REDIS, reason="redis-server comes from scripts/setup.sh")
+def test_an_oversized_result_list_misses_its_own_module_only_and_a_writer_repairs_it(proj, tmp_path):
+    (proj.dir / "n.json").write_text(json.dumps({"name": "faults_n", "cpp_sources": "int n() { return 9; }"}))
+    batch = [TOOL, "build", "-m", str(proj.manifest), "-m", str(proj.dir / "n.json"), "--json"]
+
+    def run_batch(root, *extra):
+        env = dict(proj.env, TVMFFI_JIT_CACHE_DIR=str(tmp_path / root))
+        p = subprocess.run([*batch, *extra], env=env, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        return {j["name"]: j for j in map(json.loads, p.stdout.splitlines())}, p.stderr, env
+
+    with remote_servers.server("redis", tmp_path / "redis") as srv:
+        first, _, _ = run_batch("root-a", "--remote", srv.url)  # uploads both modules
+        list_name = f"tvmffi-jit:{portable_key(first['faults_m'])}"
+        listed = json.loads(srv.get(list_name))
+        srv.set(list_name, json.dumps(listed) + " " * (16 << 10))  # still valid JSON, over the 16 KiB cap
+        got, err, env = run_batch("root-b", "--remote", srv.url, "--remote-read-only")
+        assert (got["faults_m"]["cache"], got["faults_n"]["cache"]) == ("miss", "remote-hit"), err
+        assert "cap of a result list" in err and "TVMFFI_JIT_REMOTE_MAX_BLOB" not in err, err
+        assert "not using it again" not in err, err
+        s = json.loads(subprocess.run([TOOL, "cache", "stats", "--json"], env=env, capture_output=True,
+                                      text=True, check=True).stdout)
+        assert (s["remote_errors"], s["remote_corrupt"], s["remote_hits"]) == (0, 1, 1), s
+        # A read-write build that misses on it writes a list that reads again.
+        run_batch("root-c", "--remote", srv.url)
+        repaired = json.loads(srv.get(list_name))
+        assert len(srv.get(list_name)) < 1024 and len(repaired["results"]) == 1, repaired
+        assert srv.get(f"{list_name}.{repaired['results'][0]}"), "the list names the result just uploaded"
+
+
+@pytest.mark.skipif(not HAVE_REDIS, reason="redis-server comes from scripts/setup.sh")
+def test_one_lookup_downloads_at_most_its_budget_from_a_list_of_garbage_results(proj, tmp_path):
+    with remote_servers.server("redis", tmp_path / "redis") as srv:
+        p = build(proj, srv.url, env={"TVMFFI_JIT_REMOTE_READ_ONLY": "1"})
+        assert p.returncode == 0, p.stderr
+        key = portable_key(json.loads(p.stdout))
+        # What a writer to the server can plant: 8 listed ids, each object 4 MiB of garbage.
+        ids = [f"{i:064x}" for i in range(1, 9)]
+        for rid in ids:
+            srv.set(f"tvmffi-jit:{key}.{rid}", os.urandom(4 << 20))
+        srv.set(f"tvmffi-jit:{key}", json.dumps({"format": "tvmffi-jit results 1", "key": key, "results": ids}))
+        before = redis_sent(srv)
+        env = {"TVMFFI_JIT_REMOTE_READ_ONLY": "1", "TVMFFI_JIT_REMOTE_MAX_LOOKUP": "10M",
+               "TVMFFI_JIT_CACHE_DIR": str(tmp_path / "fresh-root")}
+        p = build(proj, srv.url, env=env)
+        sent = redis_sent(srv) - before
+    assert p.returncode == 0 and json.loads(p.stdout)["cache"] == "miss", p.stderr
+    print(f"one lookup of a list of 8 x 4 MiB garbage results downloaded {sent / (1 << 20):.2f} MiB")
+    # Two whole results and half of a third (refused once its size is over what is left), not 8 x 4 MiB.
+    assert sent < (10 << 20) + (64 << 10), sent
+    assert "TVMFFI_JIT_REMOTE_MAX_LOOKUP" in p.stderr, p.stderr
 
 
 # ---- SIGPIPE ----------------------------------------------------------------------------------------------------------

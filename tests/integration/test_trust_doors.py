@@ -71,13 +71,20 @@ def replace_artifact(entry_dir, data):
     meta_path.write_text(json.dumps(meta))
 
 
-@needs_redis
-def test_an_entry_adopted_without_trusted_keys_is_not_a_local_hit_for_a_build_with_them(world):
+def plant_forgery(world, srv):
+    """What a writer to the Redis server `srv` does: the attacker's module (k_value returns 1337)
+    as a self-consistent result of the victim's key (built in root A). (portable key, blob, id)."""
     victim = victim_entry(world)
     _, evil = evil_build(world)
+    portable, blob, rid = forge(victim, Path(evil["path"]).read_bytes())
+    plant(srv, "redis", portable, blob, rid)
+    return portable, blob, rid
+
+
+@needs_redis
+def test_an_entry_adopted_without_trusted_keys_is_not_a_local_hit_for_a_build_with_them(world):
     with remote_servers.server("redis", world.tmp / "redis") as srv:
-        portable, blob, rid = forge(victim, Path(evil["path"]).read_bytes())
-        plant(srv, "redis", portable, blob, rid)
+        portable, blob, rid = plant_forgery(world, srv)
         # A build without keys adopts the forgery into root B (what the docs warn about).
         plain = world.b.build("--remote-read-only", remote=srv.url)
         assert plain["cache"] == "remote-hit" and k_value(plain["path"], 5) == 1337
@@ -163,6 +170,43 @@ def test_a_signing_build_does_not_link_an_object_planted_in_a_shared_root(world)
     before = compiles(world.log)
     again = world.a.build(*world.sign)
     assert again["objects_reused"] == 1 and compiles(world.log) == before + 1
+
+
+@needs_redis
+def test_a_forgery_a_keyless_job_adopted_into_a_shared_root_is_not_served_to_the_signing_build(world):
+    with remote_servers.server("redis", world.tmp / "redis") as srv:
+        plant_forgery(world, srv)
+        # A pull-request job (no keys) adopts the forgery into the runner's shared root B.
+        pr = world.b.build("--remote-read-only", remote=srv.url)
+        assert pr["cache"] == "remote-hit" and k_value(pr["path"], 5) == 1337
+    # The main-branch job signs, in the same root: the adopted forgery is not its hit.
+    before = compiles(world.log)
+    main = world.b.build(*world.sign)
+    assert main["cache"] == "miss" and compiles(world.log) > before, main["stderr"]
+    assert k_value(main["path"], 5) == 16
+    assert "not signed" in main["stderr"] and "remote untrusted" in main["stderr"]
+    # What it built carries its key's signature: the next signing build hits it.
+    again = world.b.build(*world.sign)
+    assert again["cache"] == "hit" and k_value(again["path"], 5) == 16
+
+
+@needs_redis
+def test_a_forged_result_on_a_writable_server_is_not_served_to_a_signing_build_on_a_fresh_root(world):
+    with remote_servers.server("redis", world.tmp / "redis") as srv:
+        portable, _, rid = plant_forgery(world, srv)
+        before = compiles(world.log)
+        main = world.b.build(*world.sign, remote=srv.url)
+        assert main["cache"] == "miss" and compiles(world.log) > before, main["stderr"]
+        assert k_value(main["path"], 5) == 16
+        assert "not signed" in main["stderr"]
+        s = world.b.stats()
+        assert (s["remote_untrusted"], s["remote_hits"]) == (1, 0), s
+        # Its own result is uploaded (signed) and listed before the forgery; a reader trusting CI gets it.
+        listing = json.loads(srv.get(f"tvmffi-jit:{portable}"))
+        assert len(listing["results"]) == 2 and listing["results"][1] == rid, listing
+        c = Project(world.tmp, world.b.dir, world.tmp / "root-c", world.env)
+        got = c.build(*world.trust, remote=srv.url)
+        assert got["cache"] == "remote-hit" and k_value(got["path"], 5) == 16
 
 
 def test_force_replaces_the_entry_it_rebuilds(world):

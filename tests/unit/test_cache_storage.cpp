@@ -294,6 +294,46 @@ TEST_CASE("under trusted keys an unsigned or foreign-signed entry is refused and
   CHECK(artifact_of(f) == "signed");
 }
 
+TEST_CASE("a signing build trusts its own key at every door: remote, local and imported", "[cache][storage]") {
+  World w;
+  KeyPairFiles ci = generate_key_pair("ci", w.tmp.path());
+  const SecretKey ci_key = read_secret_key(ci.secret_file);
+  RemoteOptions signing = w.options();
+  signing.sign_key = ci_key;
+
+  SECTION("a forged result on a writable server is not adopted on a fresh root; a signed one is") {
+    auto forged = server_with(w.blob_a("forged"));
+    Storage storage(w.store_b, signing, &w.stats, backends({forged}));
+    CHECK(storage.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
+    CHECK((w.stats.remote_untrusted == 1 && w.stats.remote_hits == 0));
+    CHECK(!util::path_exists(w.request_b().key_dir));  // nothing of it was written
+    auto signed_server = server_with(w.blob_a("signed by ci", &ci_key));
+    Storage own(w.store_b, signing, &w.stats, backends({signed_server}));
+    Found f = own.get(w.request_b(), Tier::kShared);
+    REQUIRE(f.status == CacheStatus::kRemoteHit);
+    CHECK(artifact_of(f) == "signed by ci");
+  }
+  SECTION("a result a keyless build adopted into the shared root is not a local hit") {
+    auto forged = server_with(w.blob_a("forged"));
+    Storage keyless(w.store_b, w.options(), &w.stats, backends({forged}));
+    REQUIRE(keyless.get(w.request_b(), Tier::kShared).status == CacheStatus::kRemoteHit);
+    REQUIRE(keyless.get(w.request_b(), Tier::kLocal).status == CacheStatus::kHit);
+    Storage storage(w.store_b, signing, &w.stats);
+    Found f = storage.get(w.request_b(), Tier::kLocal);
+    CHECK(f.status == CacheStatus::kMiss);
+    CHECK(f.entry.miss_reason.find("not signed") != std::string::npos);
+    CHECK(w.stats.remote_untrusted == 1);
+  }
+  SECTION("an unsigned import is not adopted") {
+    std::string exported = util::join_path(w.tmp.path(), "export.tvmffi");
+    export_entries({w.publish_a("imported bytes")}, exported);
+    import_entries(w.store_b, exported);
+    Storage storage(w.store_b, signing, &w.stats);
+    CHECK(storage.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
+    CHECK((w.stats.remote_untrusted == 1 && w.stats.imported_hits == 0));
+  }
+}
+
 TEST_CASE("a remote URL is parsed once into its parts", "[cache][storage][url]") {
   RemoteUrl r = parse_remote_url("redis://user:secret@[::1]:7000/3");
   CHECK(r.scheme == find_remote_scheme("redis"));
@@ -479,6 +519,73 @@ TEST_CASE("a remote list naming missing, foreign or oversized results is a miss,
     auto parsed = parse_result_list(many, kPortable, nullptr);
     REQUIRE(parsed);
     CHECK(parsed->result_ids.size() == 1);  // duplicates merged
+  }
+}
+
+TEST_CASE("an oversized result list is one corrupt answer for its key: the server stays in use, a writer repairs it",
+          "[cache][storage][results]") {
+  World w;
+  const World::Packed good = w.blob_a("good");
+  auto remote = server_with(good);
+  const std::string oversized = std::string(kMaxResultListBytes + 1, ' ');
+  remote->objects[object()] = oversized;
+  // The backend's answer is about that value, not about the server.
+  RemoteGet got = make_memory_backend(remote, "memory://0")->get(object(), kMaxResultListBytes);
+  REQUIRE(!got);
+  CHECK(got.error().kind == RemoteFailureKind::kCorrupt);
+
+  Storage storage(w.store_b, w.options(true), &w.stats, backends({remote}));
+  CHECK(storage.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
+  CHECK((w.stats.remote_corrupt == 1 && w.stats.remote_errors == 0 && w.stats.remote_misses == 1));
+  // Not given up: the next key (here the same one, listed properly now) is asked and served.
+  remote->objects[object()] = result_list_text(merge_result_list(std::nullopt, kPortable, good.id));
+  Found f = storage.get(w.request_b(), Tier::kShared);
+  REQUIRE(f.status == CacheStatus::kRemoteHit);
+  CHECK(artifact_of(f) == "good");
+
+  // A read-write build that misses on it replaces it, as it replaces a malformed list.
+  remote->objects[object()] = oversized;
+  util::remove_all(w.store_b.root());
+  Store store{open_root(w.store_b.root(), true)};
+  Storage writer(store, w.options(), &w.stats, backends({remote}));
+  CHECK(writer.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
+  std::string built = w.publish_a("built by b");
+  writer.upload(w.request_b(), built);
+  auto list = parse_result_list(remote->objects[object()], kPortable, nullptr);
+  REQUIRE(list);
+  CHECK(list->result_ids == std::vector<std::string>{result_id(*read_entry(built))});
+}
+
+TEST_CASE("one lookup downloads at most its budget, however many unusable results its list names",
+          "[cache][storage][results]") {
+  World w;
+  auto remote = empty_server();
+  std::optional<ResultList> list;
+  for (int i = 0; i < 8; ++i) {
+    const std::string id = std::string(63, 'a') + std::to_string(i);
+    remote->objects[result_object(id)] = std::string(1000, static_cast<char>('0' + i));  // garbage, not a blob
+    list = merge_result_list(list, kPortable, id);
+  }
+  remote->objects[object()] = result_list_text(*list);
+  const uint64_t list_bytes = remote->objects[object()].size();
+
+  SECTION("without a budget in the way every listed result is tried") {
+    Storage storage(w.store_b, w.options(true), &w.stats, backends({remote}));
+    CHECK(storage.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
+    CHECK(remote->gets == 9);
+    CHECK(w.stats.remote_bytes_received == list_bytes + 8 * 1000);
+  }
+  SECTION("a budget of the list and two and a half results stops at the third") {
+    RemoteOptions o = w.options(true);
+    o.max_lookup_bytes = list_bytes + 2500;
+    Storage storage(w.store_b, o, &w.stats, backends({remote}));
+    CHECK(storage.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
+    CHECK(remote->gets == 4);  // the list, two results, and the third refused at the 500 bytes left
+    CHECK(w.stats.remote_bytes_received == list_bytes + 2000);
+    CHECK((w.stats.remote_corrupt == 3 && w.stats.remote_errors == 0));
+    // The budget is per lookup: the next one has its own.
+    storage.get(w.request_b(), Tier::kShared);
+    CHECK(remote->gets == 8);
   }
 }
 

@@ -122,3 +122,59 @@ TEST_CASE("a signing build serves and signs only what carries its own key's sign
   e.provenance = adopted_provenance("redis://cache", &record);
   CHECK(carries_own_signature(k.ci, e));
 }
+
+TEST_CASE("a signing build adopts only what its own key or a trusted key signed, never less", "[cache][trust]") {
+  Keys k;
+  util::TempDir other_dir;
+  generate_key_pair("other", other_dir.path());
+  SecretKey other = read_secret_key(other_dir.path() + "/other.sec");
+  TrustPolicy signing;
+  signing.sign_key = &k.ci;
+  EntryRecord e = module_entry();
+  BlobEntry record = record_of(e);
+
+  // Adopted by a build without keys into a root the signing build shares:
+  // unsigned, signed by an impostor of the same name, or by a key it was not
+  // told to trust, it is not served.
+  e.provenance = adopted_provenance("redis://cache", &record);
+  CHECK(signing.refuses(e).value_or("").find("not signed") != std::string::npos);
+  CHECK(signing.refuses_record(record).value_or("") == "it is not signed");
+  for (const SecretKey* signer : {&k.attacker, &other}) {
+    record.signatures = {sign_blob_entry(*signer, record)};
+    e.provenance = adopted_provenance("redis://cache", &record);
+    CHECK(signing.refuses(e).value_or("").find("no trusted key verifies its signature") != std::string::npos);
+    CHECK(signing.refuses_record(record).value_or("").find("trusted here: ci (the signing key)") != std::string::npos);
+  }
+  e.provenance = adopted_provenance("imported", nullptr);
+  CHECK(signing.refuses(e).value_or("").find("without the signatures") != std::string::npos);
+
+  // Its own key's signature is enough; so is a trusted key's, when it has one.
+  record.signatures = {sign_blob_entry(k.ci, record)};
+  e.provenance = adopted_provenance("redis://cache", &record);
+  CHECK_FALSE(signing.refuses_record(record));
+  CHECK_FALSE(signing.refuses(e));
+  record.signatures = {sign_blob_entry(other, record)};
+  e.provenance = adopted_provenance("imported", &record);
+  TrustPolicy signing_and_trusting = signing;
+  signing_and_trusting.trusted = {read_public_key(other_dir.path() + "/other.pub")};
+  CHECK(signing.refuses(e));
+  CHECK_FALSE(signing_and_trusting.refuses(e));
+  CHECK_FALSE(signing_and_trusting.refuses_record(record));
+
+  // Without keys a record is not checked at all.
+  CHECK_FALSE(TrustPolicy{}.refuses_record(record_of(e)));
+}
+
+TEST_CASE("a per-TU object that claims to be adopted is refused even with a signature", "[cache][trust]") {
+  Keys k;
+  TrustPolicy signing;
+  signing.sign_key = &k.ci;
+  EntryRecord o = module_entry();
+  o.kind = "object";
+  BlobEntry record = record_of(o);
+  record.signatures = {sign_blob_entry(k.ci, record)};  // even a record the key really signed
+  o.provenance = adopted_provenance("redis://cache", &record);
+  CHECK(signing.refuses(o).value_or("").find("per-TU object is only ever built here") != std::string::npos);
+  o.provenance = built_provenance(o, &k.ci);
+  CHECK_FALSE(signing.refuses(o));
+}

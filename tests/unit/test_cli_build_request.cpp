@@ -155,3 +155,18 @@ TEST_CASE("the AWS variables are read with the remote ones and checked only when
   CHECK(s3.s3.region == "eu-west-3");
   CHECK(s3.read_only);
 }
+
+TEST_CASE("a lookup's download budget is twice the blob limit unless TVMFFI_JIT_REMOTE_MAX_LOOKUP says otherwise",
+          "[cli][build_request][remote]") {
+  auto options = [](std::map<std::string, std::string> env) {
+    return remote_options_from_environment({}, false, toolchain::fixed_environment(std::move(env)));
+  };
+  CHECK(options({}).max_lookup_bytes == 2 * options({}).max_blob_bytes);
+  CHECK(options({{"TVMFFI_JIT_REMOTE_MAX_BLOB", "64M"}}).max_lookup_bytes == 128ull << 20);
+  CHECK(options({{"TVMFFI_JIT_REMOTE_MAX_BLOB", "64M"}, {"TVMFFI_JIT_REMOTE_MAX_LOOKUP", "10M"}}).max_lookup_bytes ==
+        10ull << 20);
+  CHECK(options({{"TVMFFI_JIT_REMOTE_MAX_BLOB", "16777215T"}}).max_lookup_bytes == ~0ull);  // saturated
+  std::string message;
+  CHECK(usage_error_of([&] { options({{"TVMFFI_JIT_REMOTE_MAX_LOOKUP", "0"}}); }, &message) == 2);
+  CHECK(message.find("TVMFFI_JIT_REMOTE_MAX_LOOKUP") != std::string::npos);
+}

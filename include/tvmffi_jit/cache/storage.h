@@ -24,7 +24,10 @@
 // from several threads: a remote that fails (kError, kTimeout) is given up for
 // the rest of the command after one warning, so a batch of N modules waits out
 // a silent server's deadline once, not N times. What a remote sent that is not
-// usable (kCorrupt, kUntrusted, kStale) is a miss that builds. Every outcome
+// usable (kCorrupt, kUntrusted, kStale; a value above its read's limit, such
+// as an oversized result list, is kCorrupt) is a miss for that key or result
+// that builds, and one module's lookup downloads at most
+// RemoteOptions::max_lookup_bytes from all remotes together. Every outcome
 // is counted (`cache stats`): into the caller's StatsCounters when given, and
 // into the root's journal by flush_counts().
 #pragma once
@@ -194,10 +197,12 @@ class Storage : public EntryStorage {
   struct Server;
   Expected<void> can_take_entry();
   std::optional<Found> get_imported(const EntryRequest& request);
+  struct LookupBudget;
   std::optional<Found> get_remote(const EntryRequest& request);
-  // One result object of a remote: nullopt when absent or unusable (counted).
+  // One result object of a remote: nullopt when absent or unusable (counted),
+  // downloaded within what is left of the lookup's budget.
   std::optional<Found> get_remote_result(Server& s, const EntryRequest& request, const std::string& result_id,
-                                         bool& server_failed);
+                                         LookupBudget& budget, bool& server_failed);
   RemoteBackend* open(Server& s);
   void count_failure(Server& s, const RemoteFailure& f, const std::string& module);
   void give_up(Server& s, const RemoteFailure& f, double elapsed_ms);

@@ -25,15 +25,22 @@
 // pull-request jobs write too): a per-TU object or a module without it is
 // rebuilt, never linked, uploaded or exported with the key.
 //
-// The policy (TrustPolicy::refuses):
-//   * with trusted keys, an adopted or imported entry is served only if a
-//     trusted key signed its manifest record and the entry's artifacts are
-//     the ones that record lists, whichever tier it is found in; an entry
-//     without provenance is not served;
-//   * with a signing key, a module or object is served (and linked, and
-//     signed) only if it carries this key's signature: built by a build with
-//     this key, or adopted from an entry this key signed;
-//   * otherwise, everything that is self-consistent is served.
+// The policy (TrustPolicy::refuses, and refuses_record for a blob's or an
+// import's manifest record before it is adopted). A build trusts the keys it
+// was given to trust (--remote-trusted-key) and, when it signs, its own key
+// (--remote-sign-key): a signing build trusts nothing less than itself.
+//   * with either, an adopted or imported entry is served only if one of
+//     those keys signed its manifest record and the entry's artifacts are the
+//     ones that record lists, whichever tier it is found in (the local one,
+//     the imported entries, a remote); an entry without provenance is not
+//     served;
+//   * with a signing key, what was built here is served (and linked, and
+//     signed) only if it carries this key's "built" signature: a module or
+//     object built by a build without the key (a pull-request job sharing the
+//     root) is rebuilt;
+//   * a per-TU object is only ever built here (objects never travel): one
+//     that claims another origin is refused;
+//   * with neither, everything that is self-consistent is served.
 // A root is trusted by whoever owns it: an entry planted in a root the user
 // can write, with a forged "built" record, is out of scope (as Nix trusts its
 // own store); signing builds are the exception above.
@@ -52,10 +59,18 @@ namespace tvmffi_jit::cache {
 
 struct TrustPolicy {
   std::vector<PublicKey> trusted;  // --remote-trusted-key: adopted entries must carry one's signature
-  const SecretKey* sign_key = nullptr;  // --remote-sign-key: only its own work is served, linked, signed
+  // --remote-sign-key: only its own work is served, linked, signed, and an
+  // adopted entry must carry its signature (or a trusted key's).
+  const SecretKey* sign_key = nullptr;
+  // Whether anything is checked: with neither key every self-consistent
+  // entry is served, and nothing adopted needs a signature.
   bool active() const { return !trusted.empty() || sign_key; }
   // Why `entry` may not be served here (nullopt: it may).
   std::optional<std::string> refuses(const EntryRecord& entry) const;
+  // Why an entry with this manifest record (a remote blob's, an import's)
+  // may not be adopted here: active, and none of the keys this build trusts
+  // (the trusted keys, its own signing key) signed it. nullopt: it may.
+  std::optional<std::string> refuses_record(const BlobEntry& record) const;
 };
 
 // The digest a "built" signature covers (above).

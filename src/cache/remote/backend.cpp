@@ -48,8 +48,8 @@ class MemoryBackend : public RemoteBackend {
     auto it = server_->objects.find(object);
     if (it == server_->objects.end()) return std::optional<std::string>();
     if (it->second.size() > max_bytes)
-      return fail(RemoteFailureKind::kError, "GET " + object + ": the blob is larger than the limit (" +
-                                                 std::to_string(max_bytes) + " bytes); not downloaded");
+      return fail(RemoteFailureKind::kCorrupt, "GET " + object + ": the blob is larger than the limit (" +
+                                                   std::to_string(max_bytes) + " bytes); not downloaded");
     return std::optional<std::string>(it->second);
   }
   RemotePut put(const std::string& object, const std::string& blob) override {

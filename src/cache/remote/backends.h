@@ -29,6 +29,13 @@ struct RemoteFault {
 [[noreturn]] inline void remote_timeout(std::string message) {
   throw RemoteFault{RemoteFailureKind::kTimeout, std::move(message)};
 }
+// A value larger than the get() may take: refused before it is buffered (or
+// cut off at the limit), and the backend stays usable. What the server holds
+// under that name, not a failing server: kCorrupt, and the caller names the
+// limit that applied.
+[[noreturn]] inline void remote_too_large(std::string message) {
+  throw RemoteFault{RemoteFailureKind::kCorrupt, std::move(message)};
+}
 
 // Runs `body` (a backend's get, put or connect) and returns its value, or the
 // RemoteFault it raised as a failure.

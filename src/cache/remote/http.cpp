@@ -367,8 +367,8 @@ class HttpBackend : public RemoteBackend {
     }
     util::check_termination();
     if ((d && d->too_large) || rc == CURLE_FILESIZE_EXCEEDED)
-      remote_fault(where + ": the blob is larger than the limit (" + std::to_string(d ? d->max : 0) +
-                     " bytes, TVMFFI_JIT_REMOTE_MAX_BLOB); not downloaded");
+      remote_too_large(where + ": the blob is larger than the limit (" + std::to_string(d ? d->max : 0) +
+                       " bytes); not downloaded");
     // libcurl's own connect timeout (the others are checked above).
     if (rc == CURLE_OPERATION_TIMEDOUT) remote_timeout(where + ": " + api_.easy_strerror(rc));
     // Name the host that did not resolve (the URL may hide it: s3:// builds it).

@@ -20,13 +20,4 @@ void load_remote_keys(RemoteOptions& o) {
   for (const auto& f : o.trusted_key_files) o.trusted_keys.push_back(read_public_key(f));
 }
 
-Expected<void> check_trusted(const RemoteOptions& options, const BlobEntry& record) {
-  if (!options.requires_signature()) return {};
-  if (trusted_signer(options.trusted_keys, record)) return {};
-  if (record.signatures.empty()) return Unexpected{"it is not signed"};
-  std::string names;
-  for (const auto& s : record.signatures) names += (names.empty() ? "" : ", ") + s.signer;
-  return Unexpected{"no trusted key verifies its signature (signed as " + names + ")"};
-}
-
 }  // namespace tvmffi_jit::cache

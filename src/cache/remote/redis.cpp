@@ -123,8 +123,8 @@ class RedisBackend : public RemoteBackend {
     if (r[0]->integer <= 0) return std::nullopt;  // absent (an empty blob would be invalid anyway)
     const uint64_t size = static_cast<uint64_t>(r[0]->integer);
     if (size > max_bytes)
-      remote_fault("GET " + k + ": the value has " + std::to_string(size) + " bytes, more than the limit (" +
-                     std::to_string(max_bytes) + " bytes, TVMFFI_JIT_REMOTE_MAX_BLOB); not downloaded");
+      remote_too_large("GET " + k + ": the value has " + std::to_string(size) + " bytes, more than the limit (" +
+                       std::to_string(max_bytes) + " bytes); not downloaded");
     std::string body;
     body.reserve(static_cast<size_t>(size));
     append_chunk(body, r[1], std::min(size, first), k);

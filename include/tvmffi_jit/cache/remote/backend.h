@@ -25,8 +25,10 @@ struct RemoteOptions;  // cache/remote/options.h
 
 // Why a remote entry was not used. A server's own failures are kError and
 // kTimeout (then it is given up for the rest of the process); what it sent is
-// kCorrupt (verification failed), kUntrusted (no trusted key signed it) or
-// kStale (built against headers that differ here). Absence is not a failure.
+// kCorrupt (verification failed, or a get() found a value larger than it may
+// take), kUntrusted (no trusted key signed it) or kStale (built against
+// headers that differ here): a miss for that key or result, the server is
+// asked again. Absence is not a failure.
 enum class RemoteFailureKind { kError, kTimeout, kCorrupt, kUntrusted, kStale };
 using RemoteFailure = Failure<RemoteFailureKind>;
 
@@ -39,8 +41,9 @@ using RemotePut = Expected<void, RemoteFailure>;
 class RemoteBackend {
  public:
   virtual ~RemoteBackend() = default;
-  // At most `max_bytes` (TVMFFI_JIT_REMOTE_MAX_BLOB): a larger one is a
-  // failure, refused before it is buffered.
+  // At most `max_bytes` (the caller's limit: a result list's cap, the blob
+  // limit, what is left of a lookup's budget): a larger value is a kCorrupt
+  // failure, refused before it is buffered, whose message names no variable.
   virtual RemoteGet get(const std::string& object, uint64_t max_bytes) = 0;
   virtual RemotePut put(const std::string& object, const std::string& blob) = 0;
   // How messages name it: the redacted URL.

@@ -46,6 +46,12 @@ struct RemoteOptions {
   // As received; memory for a download is at most this plus a small constant,
   // checked before anything is buffered.
   uint64_t max_blob_bytes = 1ull << 30;
+  // The most one module's lookup downloads in total, from every remote: the
+  // result lists and each result it tries (docs/remote.md, "Limits"). Every
+  // download is capped by what is left, so a list of 8 ids whose objects are
+  // garbage costs at most this, not 8 blob limits. The environment's default
+  // is twice max_blob_bytes (remote_options_from_environment), as here.
+  uint64_t max_lookup_bytes = 2ull << 30;
   std::string libcurl;  // $TVMFFI_JIT_LIBCURL: the libcurl to dlopen (empty: the usual sonames)
   S3Settings s3;
   // Signing (cache/transfer/signing.h, docs/remote.md "Trust"): the files as given,
@@ -55,7 +61,6 @@ struct RemoteOptions {
   std::optional<SecretKey> sign_key;
   std::vector<PublicKey> trusted_keys;
   bool enabled() const { return !servers.empty(); }
-  bool requires_signature() const { return !trusted_keys.empty(); }
 };
 
 // Checks what the caller read from the environment (cli/build_request.h,
@@ -67,10 +72,5 @@ void finish_remote_options(RemoteOptions& options);
 // Reads sign_key_file and trusted_key_files into sign_key and trusted_keys;
 // usage_error (exit 2) naming a file that is not a key of its kind.
 void load_remote_keys(RemoteOptions& options);
-
-// An entry is used under trusted keys only when one of them signed its
-// manifest record (cache/transfer/signing.h): a value when it may be used, else why
-// not ("not signed", "signed by ci-old, which is not trusted here").
-Expected<void> check_trusted(const RemoteOptions& options, const BlobEntry& record);
 
 }  // namespace tvmffi_jit::cache
