@@ -259,7 +259,8 @@ BuiltModules build_all(const BuildRequest& r, CommandContext& ctx, const std::ve
                        std::shared_future<void> signature_setup, compile::JobTrace* trace, FailureReport& report) {
   util::JobGate gate(r.limits.slots, r.limits.memory_bytes);
   compile::JobMemory memory(r.limits.cuda_job_bytes, r.limits.learn_job_bytes);
-  compile::CostModel costs(r.use_cache && !r.only_if_cached ? util::join_path(r.cache_dir, "costs.log") : "");
+  compile::CostModel costs(r.use_cache && !r.only_if_cached ? util::join_path(r.cache_dir, "costs.log") : "",
+                           r.limits.memory_bytes);
   if (trace) {
     compile::CommandRecord planning;
     planning.description = "planning " + std::to_string(planned.size()) + " modules";
@@ -303,11 +304,11 @@ BuiltModules build_all(const BuildRequest& r, CommandContext& ctx, const std::ve
     out.items.push_back(build_one(0, nullptr));  // a failure is this command's error (exit code and message)
     out.items[0].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   } else {
-    std::vector<const compile::BuildPlan*> plans;
-    for (const auto& p : planned) plans.push_back(p.plan ? &*p.plan : nullptr);
+    std::vector<compile::BatchModule> modules;
+    for (const auto& p : planned) modules.push_back({p.plan ? &*p.plan : nullptr, p.module->base_dir});
     compile::BatchOptions bo;
     bo.keep_going = r.keep_going;
-    bo.order = compile::longest_chain_first(costs, plans);
+    bo.order = compile::longest_chain_first(costs, modules);
     bo.gate = &gate;
     bo.on_failure = [&](size_t i, const compile::BatchItem& item) {
       const std::string where = planned[i].module->origin.empty() ? "" : " (" + planned[i].module->origin + ")";

@@ -50,11 +50,12 @@ const char* batch_status_name(BatchStatus s) {
   return "skipped";
 }
 
-std::vector<size_t> longest_chain_first(CostModel& costs, const std::vector<const BuildPlan*>& plans) {
-  std::vector<double> chain(plans.size(), 0);
-  for (size_t i = 0; i < plans.size(); ++i)
-    if (plans[i]) chain[i] = costs.module_chain_seconds(plans[i]->name, *plans[i]);
-  std::vector<size_t> order(plans.size());
+std::vector<size_t> longest_chain_first(CostModel& costs, const std::vector<BatchModule>& modules) {
+  std::vector<double> chain(modules.size(), 0);
+  for (size_t i = 0; i < modules.size(); ++i)
+    if (const BuildPlan* plan = modules[i].plan)
+      chain[i] = costs.module_chain_seconds(CostScope(plan->name, modules[i].base_dir), *plan);
+  std::vector<size_t> order(modules.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return chain[a] > chain[b]; });
   return order;

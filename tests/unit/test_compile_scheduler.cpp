@@ -58,10 +58,11 @@ TEST_CASE("a batch starts the module the cost log knows to be long first, ties i
   std::vector<BuildPlan> plans;
   for (const char* n : {"a", "b", "c", "d"}) plans.push_back(one_unit_plan(n));
   CostModel costs;
-  costs.record_unit("c", plans[2].compile_steps[0], JobCost{"", 100, 100, 0});  // known long
-  costs.record_unit("b", plans[1].compile_steps[0], JobCost{"", 1, 1, 0});      // known short
+  costs.record_unit(CostScope{"c"}, plans[2].compile_steps[0], JobCost{"", 100, 100, 0});  // known long
+  costs.record_unit(CostScope{"b"}, plans[1].compile_steps[0], JobCost{"", 1, 1, 0});      // known short
   // a and d were never built: both estimated as the mean of the C++ units known, a tie.
-  std::vector<const BuildPlan*> given = {&plans[0], &plans[1], &plans[2], &plans[3], nullptr};  // e: not planned
+  std::vector<BatchModule> given = {{&plans[0], ""}, {&plans[1], ""}, {&plans[2], ""}, {&plans[3], ""},
+                                    {nullptr, ""}};  // e: not planned
   const std::vector<size_t> order = longest_chain_first(costs, given);
   CHECK(order == std::vector<size_t>{2, 0, 3, 1, 4});
 
@@ -81,7 +82,7 @@ TEST_CASE("with no cost known, a batch keeps the input order", "[build][batch][s
   std::vector<BuildPlan> plans;
   for (const char* n : {"x", "y", "z"}) plans.push_back(one_unit_plan(n));
   CostModel costs;
-  CHECK(longest_chain_first(costs, {&plans[0], &plans[1], &plans[2]}) == std::vector<size_t>{0, 1, 2});
+  CHECK(longest_chain_first(costs, {{&plans[0], ""}, {&plans[1], ""}, {&plans[2], ""}}) == std::vector<size_t>{0, 1, 2});
 }
 
 TEST_CASE("run_batch holds the gate until every starting module has checked in", "[build][batch][scheduler]") {

@@ -42,11 +42,16 @@ struct BatchItem {
   size_t objects_compiled = 0;
 };
 
+// A module of a batch as the scheduler orders it.
+struct BatchModule {
+  const BuildPlan* plan = nullptr;  // null: it could not be planned (it fails at once: no work)
+  std::string base_dir;             // where the cost log names its sources from (CostScope)
+};
+
 // The order a batch starts its modules in: the longest chain first (a
 // module's longest unit, then its link: CostModel::module_chain_seconds),
-// modules of equal chains in input order. A null plan (a module that could
-// not be planned: it fails at once) counts as no work.
-std::vector<size_t> longest_chain_first(CostModel& costs, const std::vector<const BuildPlan*>& plans);
+// modules of equal chains in input order.
+std::vector<size_t> longest_chain_first(CostModel& costs, const std::vector<BatchModule>& modules);
 
 struct BatchOptions {
   // Modules in flight at once. 0: twice the gate's slots (a module computing
