@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tvmffi_jit/compile/batch.h"
+#include "tvmffi_jit/compile/scheduler.h"
 
 namespace tvmffi_jit::cli {
 

@@ -79,6 +79,7 @@ ModuleOutcome build_module(Shared& sh, const Planned& p, util::JobGate::Party* p
   const compile::BuildPlan& plan = *p.plan;
   compile::ExecuteOptions exec = sh.exec;
   exec.party = party;
+  exec.base_dir = p.module->base_dir;
   if (r.batch) exec.module = plan.name;
   ModuleOutcome out;
   if (r.use_cache) {

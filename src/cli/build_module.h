@@ -12,7 +12,7 @@
 #include "build_request.h"
 #include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/cli/commands.h"
-#include "tvmffi_jit/compile/batch.h"
+#include "tvmffi_jit/compile/scheduler.h"
 #include "tvmffi_jit/compile/cached_build.h"
 #include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/compile/plan.h"

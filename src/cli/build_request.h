@@ -15,7 +15,7 @@
 #include "build_outputs.h"
 #include "cli/driver_load.h"
 #include "tvmffi_jit/cache/remote/options.h"
-#include "tvmffi_jit/compile/batch.h"
+#include "tvmffi_jit/compile/manifest_expand.h"
 #include "tvmffi_jit/compile/manifest.h"
 #include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/toolchain/environment.h"

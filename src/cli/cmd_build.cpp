@@ -23,7 +23,7 @@
 #include "build_module.h"
 #include "build_outputs.h"
 #include "tvmffi_jit/compile/arch_check.h"
-#include "tvmffi_jit/compile/batch.h"
+#include "tvmffi_jit/compile/scheduler.h"
 #include "output.h"
 #include "tvmffi_jit/compile/key.h"
 #include "tvmffi_jit/cache/remote/backend.h"
@@ -174,12 +174,9 @@ toolchain::DetectedGpus no_gpu_detection() {
   return gpus;
 }
 
-int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report) {
-  // SIGINT/SIGTERM/SIGHUP stop the compilers and unwind, so the staging and
-  // temp dirs below are removed on the way out (util/process.h).
-  util::UnwindOnTermination unwind_on_termination;
-  // 1. The request: command line, environment (the lookup cli::run() made),
-  //    manifest(s) and defaults, fully checked (exit 2) before anything runs.
+// 1. The request: command line, environment (the lookup cli::run() made),
+//    manifest(s) and defaults, fully checked (exit 2) before anything runs.
+BuildRequest resolve_request(const BuildArgs& args, const CommandContext& ctx) {
   const toolchain::EnvLookup& env = ctx.environment.env;
   // --only-if-cached runs nothing, so it reads none of what the job limits
   // come from (the cgroup files, mountinfo, /proc/meminfo): the engine library
@@ -193,20 +190,22 @@ int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report)
   // (docs/cache.md, "Watched hits") unless TVMFFI_JIT_WATCH=0; a one-shot
   // command-line process would pay the watches without asking again.
   if (ctx.embedded) util::ChangeWatch::global().enable(toolchain::env_flag(env, "TVMFFI_JIT_WATCH", true));
-  // With keys, OpenSSL's ed25519 set-up (~1 ms) runs beside planning and the
-  // key, not before the first signature check; not for the engine's kept
-  // storage (command_storage: no thread may outlive its call).
-  std::shared_future<void> signature_setup;
-  if (request.use_cache && !(ctx.embedded && request.only_if_cached) &&
-      (!request.remote.trusted_keys.empty() || request.remote.sign_key))
-    signature_setup = cache::start_signature_setup();
-  const BuildRequest& r = request;
-  std::optional<compile::JobTrace> trace;  // from here, so that planning shows in the timeline
-  if (!r.job_trace.empty()) trace.emplace();
+  return request;
+}
 
-  // 2. With what, and how: every module's toolchain (exit 4 when missing) and
-  //    plan, before anything is built. With --keep-going a module that cannot
-  //    be planned is a failed module of the batch; otherwise it ends the batch.
+// With keys, OpenSSL's ed25519 set-up (~1 ms) runs beside planning and the
+// key, not before the first signature check; not for the engine's kept
+// storage (command_storage: no thread may outlive its call).
+std::shared_future<void> start_signature_setup_if_keys(const BuildRequest& r, const CommandContext& ctx) {
+  if (r.use_cache && !(ctx.embedded && r.only_if_cached) && (!r.remote.trusted_keys.empty() || r.remote.sign_key))
+    return cache::start_signature_setup();
+  return {};
+}
+
+// 2. Plan all: every module's toolchain (exit 4 when missing) and plan,
+//    before anything is built. With --keep-going a module that cannot be
+//    planned is a failed module of the batch; otherwise it ends the batch.
+std::vector<Planned> plan_all(const BuildRequest& r, FailureReport& report) {
   std::optional<toolchain::DetectedGpus> gpus;  // asked once for the batch (planning is serial)
   compile::PlanOptions plan_options = r.plan;
   plan_options.detect_gpus = [&gpus, &r] {
@@ -215,7 +214,6 @@ int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report)
   };
   if (r.only_if_cached) plan_options.detect_gpus = no_gpu_detection;
   std::vector<Planned> planned;
-  size_t total_steps = 0;
   for (const auto& m : r.modules) {
     Planned p;
     p.module = &m;
@@ -232,7 +230,6 @@ int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report)
       p.name = p.plan->name;
       if (!r.batch) report.name = p.name;
       check_supported_archs(*p.plan, p.tc, r.use_cache ? r.cache_dir : std::string(), r.use_cache);
-      total_steps += compile::progress_steps(*p.plan);
     } catch (const Error& e) {
       if (!r.batch) throw;
       if (!r.keep_going) {
@@ -243,13 +240,27 @@ int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report)
     }
     planned.push_back(std::move(p));
   }
+  return planned;
+}
 
-  // 3. Build: one job gate for every compile and link of the request, and
-  //    one cost model (what each job cost before, <root>/costs.log; read at
-  //    the first job that runs, so an all-hit command never reads it).
+// What building every module gave: per module, in input order.
+struct BuiltModules {
+  std::vector<ModuleOutcome> outcomes;
+  std::vector<compile::BatchItem> items;
+  double wall_seconds = 0;
+};
+
+// 3. Build all: one job gate for every compile and link of the request, and
+//    one cost model (what each job cost before, <root>/costs.log; read at
+//    the first job that runs, so an all-hit command never reads it). A single
+//    module's failure is the command's error; a batch's modules go through
+//    the scheduler (compile/scheduler.h).
+BuiltModules build_all(const BuildRequest& r, CommandContext& ctx, const std::vector<Planned>& planned,
+                       std::shared_future<void> signature_setup, compile::JobTrace* trace, FailureReport& report) {
   util::JobGate gate(r.limits.slots, r.limits.memory_bytes);
   compile::JobMemory memory(r.limits.cuda_job_bytes, r.limits.learn_job_bytes);
-  compile::CostModel costs(r.use_cache && !r.only_if_cached ? util::join_path(r.cache_dir, "costs.log") : "");
+  compile::CostModel costs(r.use_cache && !r.only_if_cached ? util::join_path(r.cache_dir, "costs.log") : "",
+                           r.limits.memory_bytes);
   if (trace) {
     compile::CommandRecord planning;
     planning.description = "planning " + std::to_string(planned.size()) + " modules";
@@ -268,103 +279,110 @@ int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report)
   shared.exec.cuda_job_bytes = r.limits.cuda_job_bytes;
   shared.exec.memory = &memory;
   shared.exec.costs = &costs;
-  shared.exec.trace = trace ? &*trace : nullptr;
+  shared.exec.trace = trace;
 
   const size_t n = planned.size();
-  std::vector<ModuleOutcome> outcomes(n);
-  auto build_one = [&](size_t i) -> compile::BatchItem {
-    util::JobGate::Party party(&gate);  // checks in at the module's first job, or here when it ends
+  BuiltModules out;
+  out.outcomes.resize(n);
+  auto build_one = [&](size_t i, util::JobGate::Party* party) -> compile::BatchItem {
     const Planned& p = planned[i];
     if (!p.plan) throw Error(p.plan.error().kind, p.plan.why());
     try {
-      outcomes[i] = build_module(shared, p, &party);
+      out.outcomes[i] = build_module(shared, p, party);
     } catch (const compile::CommandFailedError& e) {
-      outcomes[i].failed_command = e.record();  // its line (or the failure object) shows the command apart
+      out.outcomes[i].failed_command = e.record();  // its line (or the failure object) shows the command apart
       if (!r.batch) report.failed_command = e.record();
       throw;
     }
-    return outcomes[i].item;
+    return out.outcomes[i].item;
   };
+  size_t total_steps = 0;
+  for (const auto& p : planned)
+    if (p.plan) total_steps += compile::progress_steps(*p.plan);
   const auto start = std::chrono::steady_clock::now();
-  std::vector<compile::BatchItem> items;
   if (!r.batch) {
-    items.push_back(build_one(0));  // a failure is this command's error (exit code and message)
-    items[0].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out.items.push_back(build_one(0, nullptr));  // a failure is this command's error (exit code and message)
+    out.items[0].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   } else {
+    std::vector<compile::BatchModule> modules;
+    for (const auto& p : planned) modules.push_back({p.plan ? &*p.plan : nullptr, p.module->base_dir});
     compile::BatchOptions bo;
     bo.keep_going = r.keep_going;
-    bo.concurrency = 2 * gate.slots();
-    // Longest chain first (stable): a long module started last would run
-    // alone at the end. The chains come from the cost log when there is one.
-    bo.order.resize(n);
-    std::vector<double> chain(n, 0);
-    for (size_t i = 0; i < n; ++i) {
-      bo.order[i] = i;
-      if (planned[i].plan) chain[i] = costs.module_chain_seconds(planned[i].plan->name, *planned[i].plan);
-    }
-    std::stable_sort(bo.order.begin(), bo.order.end(), [&](size_t a, size_t b) { return chain[a] > chain[b]; });
-    // The first jobs are chosen among every starting module's (util/job_gate.h, hold).
-    gate.hold(std::min<size_t>(n, static_cast<size_t>(bo.concurrency)), std::chrono::milliseconds(1000));
+    bo.order = compile::longest_chain_first(costs, modules);
+    bo.gate = &gate;
     bo.on_failure = [&](size_t i, const compile::BatchItem& item) {
-      gate.release_hold();  // without -k the modules not started yet never check in
       const std::string where = planned[i].module->origin.empty() ? "" : " (" + planned[i].module->origin + ")";
       util::Progress::global().print_above("tvmffi-jit: error: " + planned[i].name + where + ": " + item.error + "\n");
     };
     util::ProgressScope progress(total_steps);
-    items = compile::run_batch(n, bo, build_one);
+    out.items = compile::run_batch(n, bo, build_one);
   }
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   costs.save();
-  if (trace) util::write_file_atomic(r.job_trace, compile::job_trace_text(*trace, r.job_trace));
+  spdlog::debug("job gate: peak {} slots, peak {} reserved of {}; largest nvcc job {}, host job {}", gate.peak_slots(),
+                util::format_bytes(gate.peak_reserved_bytes()), util::format_bytes(gate.memory_bytes()),
+                util::format_bytes(memory.cuda.largest_seen()), util::format_bytes(memory.host.largest_seen()));
+  return out;
+}
 
-  // 4. Validation loads through the driver one artifact at a time, after the pool is done.
-  std::vector<nlohmann::json> validations(n);
-  for (size_t i = 0; r.validate && i < n; ++i) {
-    if (items[i].status != compile::BatchStatus::kHit && items[i].status != compile::BatchStatus::kBuilt) continue;
-    int v = validate_build_output(outcomes[i].path, r.validate_options, r.require_driver, r.json ? &validations[i] : nullptr);
+// 4. Validation loads through the driver one artifact at a time, after the pool is done.
+std::vector<nlohmann::json> validate_all(const BuildRequest& r, BuiltModules& built) {
+  std::vector<nlohmann::json> validations(built.items.size());
+  for (size_t i = 0; r.validate && i < built.items.size(); ++i) {
+    compile::BatchItem& item = built.items[i];
+    if (item.status != compile::BatchStatus::kHit && item.status != compile::BatchStatus::kBuilt) continue;
+    const std::string& path = built.outcomes[i].path;
+    int v = validate_build_output(path, r.validate_options, r.require_driver, r.json ? &validations[i] : nullptr);
     if (v != 0) {
-      items[i].status = compile::BatchStatus::kFailed;
-      items[i].exit_code = v;
-      items[i].error = "validation of " + outcomes[i].path + " failed";
+      item.status = compile::BatchStatus::kFailed;
+      item.exit_code = v;
+      item.error = "validation of " + path + " failed";
     }
   }
+  return validations;
+}
 
-  // 5. Report. One module: its path (or --output's) or one JSON object.
-  if (!r.batch) {
-    ModuleOutcome& o = outcomes[0];
-    if (o.only_if_cached_miss) {
-      o.json["warnings"] = util::logged_warnings();
-      write_stdout(report, util::dump_json(o.json, 2) + "\n");
-      return 0;
-    }
-    const bool ok = items[0].status != compile::BatchStatus::kFailed;
-    const std::string shown = ok ? write_build_outputs(r.outputs, r.modules[0].manifest, *planned[0].plan, o.build,
-                                                       o.entry_dir)
-                                 : o.path;
-    if (r.json) {
-      if (!r.outputs.output.empty()) o.json["output"] = shown;
-      if (r.validate) o.json["validation"] = validations[0];
-      o.json["warnings"] = util::logged_warnings();
-      write_stdout(report, util::dump_json(o.json, 2) + "\n");
-    } else {
-      write_stdout(report, shown + "\n");
-    }
-    return items[0].exit_code;
+// 5a. Report one module: its path (or --output's) or one JSON object.
+int report_module(const BuildRequest& r, const Planned& planned, BuiltModules& built, const nlohmann::json& validation,
+                  FailureReport& report) {
+  ModuleOutcome& o = built.outcomes[0];
+  if (o.only_if_cached_miss) {
+    o.json["warnings"] = util::logged_warnings();
+    write_stdout(report, util::dump_json(o.json, 2) + "\n");
+    return 0;
   }
-  // A batch: one line per module, in input order (docs/build.md#batch-builds).
+  const bool ok = built.items[0].status != compile::BatchStatus::kFailed;
+  const std::string shown =
+      ok ? write_build_outputs(r.outputs, r.modules[0].manifest, *planned.plan, o.build, o.entry_dir) : o.path;
+  if (r.json) {
+    if (!r.outputs.output.empty()) o.json["output"] = shown;
+    if (r.validate) o.json["validation"] = validation;
+    o.json["warnings"] = util::logged_warnings();
+    write_stdout(report, util::dump_json(o.json, 2) + "\n");
+  } else {
+    write_stdout(report, shown + "\n");
+  }
+  return built.items[0].exit_code;
+}
+
+// 5b. Report a batch: one line per module, in input order
+//     (docs/build.md#batch-builds), then the summary table on stderr.
+int report_batch(const BuildRequest& r, const CommandContext& ctx, const std::vector<Planned>& planned,
+                 const BuiltModules& built, const std::vector<nlohmann::json>& validations, FailureReport& report) {
   std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    const compile::BatchItem& item = items[i];
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const compile::BatchItem& item = built.items[i];
+    const ModuleOutcome& outcome = built.outcomes[i];
     const bool ok = item.status == compile::BatchStatus::kHit || item.status == compile::BatchStatus::kBuilt;
     if (r.json) {
-      nlohmann::json j = ok ? outcomes[i].json : nlohmann::json::object();
+      nlohmann::json j = ok ? outcome.json : nlohmann::json::object();
       if (!ok) {
         j["schema_version"] = kBuildJsonSchemaVersion;
         j["name"] = planned[i].name;
         if (item.status == compile::BatchStatus::kFailed) {
           j["exit_code"] = item.exit_code;
           j["error"] = item.error;
-          if (outcomes[i].failed_command) j["failed_command"] = failed_command_json(*outcomes[i].failed_command);
+          if (outcome.failed_command) j["failed_command"] = failed_command_json(*outcome.failed_command);
         }
       }
       if (r.validate && !validations[i].is_null()) j["validation"] = validations[i];
@@ -374,20 +392,34 @@ int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report)
       out += util::dump_json(j) + "\n";
     } else {
       // A failed or skipped module prints an empty line, so line N is module N.
-      out += (ok ? outcomes[i].path : std::string()) + "\n";
+      out += (ok ? outcome.path : std::string()) + "\n";
     }
   }
   write_stdout(report, out);
   if (ctx.global.quiet == 0) {
     std::vector<std::string> names;
     for (const auto& p : planned) names.push_back(p.name);
-    std::string table = format_batch_summary(names, items, wall);
+    std::string table = format_batch_summary(names, built.items, built.wall_seconds);
     std::fwrite(table.data(), 1, table.size(), stderr);
   }
-  spdlog::debug("job gate: peak {} slots, peak {} reserved of {}; largest nvcc job {}, host job {}", gate.peak_slots(),
-                util::format_bytes(gate.peak_reserved_bytes()), util::format_bytes(gate.memory_bytes()),
-                util::format_bytes(memory.cuda.largest_seen()), util::format_bytes(memory.host.largest_seen()));
-  return compile::batch_exit_code(items);
+  return compile::batch_exit_code(built.items);
+}
+
+// Request, plan all, build all, validate, report.
+int run_build(const BuildArgs& args, CommandContext& ctx, FailureReport& report) {
+  // SIGINT/SIGTERM/SIGHUP stop the compilers and unwind, so the staging and
+  // temp dirs below are removed on the way out (util/process.h).
+  util::UnwindOnTermination unwind_on_termination;
+  const BuildRequest r = resolve_request(args, ctx);
+  std::shared_future<void> signature_setup = start_signature_setup_if_keys(r, ctx);
+  std::optional<compile::JobTrace> trace;  // from here, so that planning shows in the timeline
+  if (!r.job_trace.empty()) trace.emplace();
+  const std::vector<Planned> planned = plan_all(r, report);
+  BuiltModules built = build_all(r, ctx, planned, std::move(signature_setup), trace ? &*trace : nullptr, report);
+  if (trace) util::write_file_atomic(r.job_trace, compile::job_trace_text(*trace, r.job_trace));
+  const std::vector<nlohmann::json> validations = validate_all(r, built);
+  return r.batch ? report_batch(r, ctx, planned, built, validations, report)
+                 : report_module(r, planned[0], built, validations[0], report);
 }
 
 }  // namespace
@@ -455,8 +487,8 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--remote-namespace", args->remote_namespace,
                   "Key prefix on the remote servers (default: $TVMFFI_JIT_REMOTE_NAMESPACE, else tvmffi-jit)");
   sub->add_option("--remote-sign-key", args->remote_sign_key,
-                  "Sign uploaded entries with this secret key (NAME.sec from `cache keygen`); use only what this\n"
-                  "build made or what this key or a --remote-trusted-key signed (default: $TVMFFI_JIT_REMOTE_SIGN_KEY)");
+                  "Sign uploaded entries with this secret key (NAME.sec from `cache keygen`; default:\n"
+                  "$TVMFFI_JIT_REMOTE_SIGN_KEY)");
   sub->add_option("--remote-trusted-key", args->remote_trusted_keys,
                   "Use remote and imported entries only if signed by this public key (NAME.pub); repeatable\n"
                   "(default: $TVMFFI_JIT_REMOTE_TRUSTED_KEYS, files separated by ':'; docs/remote.md)")

@@ -14,7 +14,12 @@ namespace tvmffi_jit::compile {
 
 namespace {
 
-constexpr const char* kHeader = "# tvmffi-jit cost log v1: id kind cpu_ms wall_ms peak_kib\n";
+// The header names the version; the layout of a job's first five fields is
+// that of version 1, which reads them too (it drops the lines it does not know).
+std::string header() {
+  return "# tvmffi-jit cost log v" + std::to_string(kCostLogVersion) +
+         ": id kind cpu_ms wall_ms peak_kib [fields of later versions]\n";
+}
 // The log is a hint: a larger file is not read (and is rewritten from what
 // this command learned). 200,000 jobs at ~50 bytes each.
 constexpr uint64_t kMaxLogBytes = 10ull << 20;
@@ -62,6 +67,14 @@ bool is_kind(std::string_view s) {
   return true;
 }
 
+// "v<N>" opening a line of version N's own layout (N >= 2); nullopt for a job's id.
+std::optional<int> later_version(std::string_view field) {
+  if (field.size() < 2 || field.size() > 6 || field[0] != 'v') return std::nullopt;
+  auto n = parse_number(field.substr(1));
+  if (!n) return std::nullopt;
+  return static_cast<int>(*n);
+}
+
 }  // namespace
 
 const char* estimate_source_name(EstimateSource s) {
@@ -74,47 +87,67 @@ const char* estimate_source_name(EstimateSource s) {
   return "default";
 }
 
-std::string unit_cost_id(const std::string& module, const CompileStep& step) {
-  return short_id('u', module + '\0' + step.object_name + '\0' + step.compiler_input());
+std::string unit_cost_id(const CostScope& scope, const CompileStep& step) {
+  // A generated unit's input is its fixed name (main.cpp, cpp_0_k.exports.cpp).
+  const std::string input = step.generated_text ? step.generated_name : scope.base.portable_path(step.input_path);
+  return short_id('u', scope.module + '\0' + step.object_name + '\0' + input);
 }
 
-std::string unit_source_cost_id(const CompileStep& step) {
-  // A generated source (an export wrapper, inline code) is named by its text.
-  const std::string input = step.generated_text ? "text " + util::sha256_hex(*step.generated_text) : step.input_path;
+std::string unit_source_cost_id(const CostScope& scope, const CompileStep& step) {
+  // A generated source (an export wrapper, inline code) is named by its text,
+  // where a wrapper includes its file by absolute path.
+  const std::string input = step.generated_text
+                                ? "text " + util::sha256_hex(scope.base.portable_text(*step.generated_text))
+                                : scope.base.portable_path(step.input_path);
   return short_id('s', std::string(language_name(step.language)) + '\0' + input);
 }
 
 std::string link_cost_id(const std::string& module) { return short_id('l', module); }
 
-std::unordered_map<std::string, JobCost> parse_cost_log(std::string_view text) {
-  std::unordered_map<std::string, JobCost> out;
+CostLog parse_cost_log(std::string_view text) {
+  CostLog out;
   for (const std::string& line : util::split_lines(text)) {
     if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> f = util::split_any(line, "\t");
-    if (f.size() != 5 || !is_id(f[0]) || !is_kind(f[1])) continue;
+    // The five fields this version knows, then whatever a later one appended.
+    std::vector<std::string_view> f;
+    size_t at = 0;
+    while (f.size() < 5 && at <= line.size()) {
+      const size_t tab = std::min(line.find('\t', at), line.size());
+      f.push_back(std::string_view(line).substr(at, tab - at));
+      at = tab + 1;
+    }
+    if (out.jobs.size() + out.later_lines.size() >= kMaxEntries && !out.jobs.count(std::string(f[0]))) continue;
+    if (auto version = later_version(f[0])) {
+      if (*version > kCostLogVersion) out.later_lines.push_back(line);
+      continue;
+    }
+    if (f.size() < 5 || !is_id(f[0]) || !is_kind(f[1])) continue;
     auto cpu = parse_number(f[2]), wall = parse_number(f[3]), kib = parse_number(f[4]);
     if (!cpu || !wall || !kib) continue;
-    if (out.size() >= kMaxEntries && !out.count(f[0])) continue;
-    out[f[0]] = JobCost{f[1], *cpu / 1000.0, *wall / 1000.0, *kib * 1024};
+    JobCost cost{std::string(f[1]), *cpu / 1000.0, *wall / 1000.0, *kib * 1024};
+    if (at < line.size()) cost.later_fields = line.substr(at);
+    out.jobs[std::string(f[0])] = std::move(cost);
   }
   return out;
 }
 
-std::string format_cost_log(const std::unordered_map<std::string, JobCost>& entries) {
+std::string format_cost_log(const CostLog& log) {
   std::vector<const std::pair<const std::string, JobCost>*> sorted;
-  for (const auto& e : entries) sorted.push_back(&e);
+  for (const auto& e : log.jobs) sorted.push_back(&e);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
-  std::string out = kHeader;
+  std::string out = header();
   for (const auto* e : sorted) {
     const JobCost& c = e->second;
     out += e->first + "\t" + c.kind + "\t" + std::to_string(std::llround(std::max(0.0, c.cpu_seconds) * 1000)) + "\t" +
            std::to_string(std::llround(std::max(0.0, c.wall_seconds) * 1000)) + "\t" +
-           std::to_string(c.peak_rss_bytes / 1024) + "\n";
+           std::to_string(c.peak_rss_bytes / 1024) + (c.later_fields.empty() ? "" : "\t" + c.later_fields) + "\n";
   }
+  for (const auto& line : log.later_lines) out += line + "\n";
   return out;
 }
 
-CostModel::CostModel(std::string log_path) : path_(std::move(log_path)) {}
+CostModel::CostModel(std::string log_path, uint64_t memory_budget)
+    : path_(std::move(log_path)), memory_budget_(memory_budget) {}
 
 void CostModel::load_locked() {
   if (loaded_) return;
@@ -125,7 +158,17 @@ void CostModel::load_locked() {
     spdlog::debug("no cost log read from {}: {}", path_, text.why());
     return;
   }
-  for (auto& [id, cost] : parse_cost_log(*text)) {
+  size_t unbelievable = 0;
+  uint64_t largest = 0;
+  for (auto& [id, cost] : parse_cost_log(*text).jobs) {
+    if (memory_budget_ > 0 && cost.peak_rss_bytes > memory_budget_) {
+      // Not a peak this machine could have measured: the job reserves as
+      // its kind does. A job that does need more still runs alone (the gate
+      // clamps a reservation to its budget).
+      largest = std::max(largest, cost.peak_rss_bytes);
+      ++unbelievable;
+      cost.peak_rss_bytes = 0;
+    }
     if (id[0] == 'u') {
       auto& t = kind_totals_[cost.kind];
       t.first += cost.cpu_seconds;
@@ -133,6 +176,10 @@ void CostModel::load_locked() {
     }
     known_.emplace(id, std::move(cost));
   }
+  if (unbelievable > 0)
+    spdlog::warn("cost log {}: {} job(s) learned a peak memory larger than the {} this build may use (up to {}); "
+                 "not used for their reservations (the log is a hint: delete it to forget every cost)",
+                 path_, unbelievable, util::format_bytes(memory_budget_), util::format_bytes(largest));
 }
 
 std::string CostModel::kind_of(const CompileStep& step) const {
@@ -145,12 +192,12 @@ std::string CostModel::kind_of(const CompileStep& step) const {
   return "c++";
 }
 
-CostEstimate CostModel::estimate_unit(const std::string& module, const CompileStep& step) {
+CostEstimate CostModel::estimate_unit(const CostScope& scope, const CompileStep& step) {
   std::lock_guard<std::mutex> lock(mutex_);
   load_locked();
   const std::string kind = kind_of(step);
-  if (auto it = known_.find(unit_cost_id(module, step)); it != known_.end()) return {it->second, EstimateSource::kLog};
-  if (auto it = known_.find(unit_source_cost_id(step)); it != known_.end())
+  if (auto it = known_.find(unit_cost_id(scope, step)); it != known_.end()) return {it->second, EstimateSource::kLog};
+  if (auto it = known_.find(unit_source_cost_id(scope, step)); it != known_.end())
     return {it->second, EstimateSource::kSameSource};
   if (auto it = kind_totals_.find(kind); it != kind_totals_.end() && it->second.second > 0)
     return {JobCost{kind, it->second.first / it->second.second, it->second.first / it->second.second, 0},
@@ -166,19 +213,19 @@ CostEstimate CostModel::estimate_link(const std::string& module) {
   return {JobCost{"link", default_cpu_seconds("link"), default_cpu_seconds("link"), 0}, EstimateSource::kDefault};
 }
 
-double CostModel::module_chain_seconds(const std::string& module, const BuildPlan& plan) {
+double CostModel::module_chain_seconds(const CostScope& scope, const BuildPlan& plan) {
   double longest = 0;
   for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
-    for (const auto& s : *steps) longest = std::max(longest, estimate_unit(module, s).cost.cpu_seconds);
-  return longest + (plan.link ? estimate_link(module).cost.cpu_seconds : 0);
+    for (const auto& s : *steps) longest = std::max(longest, estimate_unit(scope, s).cost.cpu_seconds);
+  return longest + (plan.link ? estimate_link(scope.module).cost.cpu_seconds : 0);
 }
 
-void CostModel::record_unit(const std::string& module, const CompileStep& step, const JobCost& measured) {
+void CostModel::record_unit(const CostScope& scope, const CompileStep& step, const JobCost& measured) {
   JobCost cost = measured;
   cost.kind = kind_of(step);
   std::lock_guard<std::mutex> lock(mutex_);
   load_locked();
-  for (const std::string& id : {unit_cost_id(module, step), unit_source_cost_id(step)}) {
+  for (const std::string& id : {unit_cost_id(scope, step), unit_source_cost_id(scope, step)}) {
     known_[id] = cost;
     recorded_[id] = cost;
   }
@@ -201,13 +248,28 @@ void CostModel::save() {
   if (path_.empty() || recorded_.empty()) return;
   try {
     util::LockOptions lo;
-    lo.timeout_seconds = 10;  // a hint: never hold a build up for long
+    lo.timeout_seconds = kCostLockWaitSeconds;  // a hint: never hold a build up
     lo.note = "updating the cost log";
     util::FileLock file_lock = util::FileLock::acquire(util::join_path(util::parent_path(path_), "costs.lock"), lo);
-    if (!file_lock.locked()) return;
-    std::unordered_map<std::string, JobCost> merged;
+    if (!file_lock.locked()) {
+      // Under -v: the build did not wait, and says why nothing was learned.
+      if (util::log_verbosity() >= 1) {
+        const auto& holder = file_lock.last_holder();
+        spdlog::info("cost log {} not updated: {} (what this build's jobs cost is not learned)", path_,
+                     file_lock.status() == util::LockStatus::kTimedOut
+                         ? "costs.lock is held by " + (holder ? holder->text : std::string("another process"))
+                         : std::string("costs.lock cannot be locked"));
+      }
+      return;
+    }
+    CostLog merged;
     if (auto text = util::read_small_file(path_, kMaxLogBytes)) merged = parse_cost_log(*text);
-    for (const auto& [id, cost] : recorded_) merged[id] = cost;
+    for (const auto& [id, cost] : recorded_) {
+      JobCost& line = merged.jobs[id];
+      std::string later = std::move(line.later_fields);  // a later version's fields of this job stay
+      line = cost;
+      line.later_fields = std::move(later);
+    }
     util::write_file_atomic(path_, format_cost_log(merged));
     recorded_.clear();
   } catch (const Error& e) {

@@ -49,7 +49,8 @@ Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step
   // the gate is its chain, the unit then its module's link, so the longest
   // chains start first whatever module they are in.
   std::optional<CostEstimate> expected;
-  if (options.costs) expected = options.costs->estimate_unit(options.plan_name, step);
+  const CostScope scope(options.plan_name, options.base_dir);
+  if (options.costs) expected = options.costs->estimate_unit(scope, step);
   // --split-compile auto: up to 8 cores for one nvcc (its cicc and ptxas
   // passes split; the host passes stay one thread), as many as the gate finds
   // idle (util/job_gate.h: the tail, or a job longer than its share).
@@ -105,7 +106,7 @@ Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step
     if (expected) {
       rec.estimated_cpu_seconds = expected->cost.cpu_seconds;
       rec.estimate_source = estimate_source_name(expected->source);
-      options.costs->record_unit(options.plan_name, step, JobCost{"", rec.cpu_seconds, rec.seconds, rec.max_rss_bytes});
+      options.costs->record_unit(scope, step, JobCost{"", rec.cpu_seconds, rec.seconds, rec.max_rss_bytes});
     }
     if (options.trace) options.trace->add(options.traced_module(), rec);
   };

@@ -288,28 +288,38 @@ GpuBackend resolve_backend(const Manifest& m, const toolchain::Toolchain& tc, co
   return GpuBackend::kCuda;
 }
 
-BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const PlanOptions& options) {
-  BuildPlan plan;
-  plan.name = m.name;
-  plan.emit = m.emit;
-  plan.compiler = m.compiler;
-  for (const auto& [f, _] : m.functions) plan.functions.push_back(f);
-  plan.backend = resolve_backend(m, tc, options);
-  const bool hip = plan.backend == GpuBackend::kHip;
+namespace {
 
-  const bool device_emit = m.emit == EmitKind::kCubin || m.emit == EmitKind::kFatbin || m.emit == EmitKind::kPtx;
-  const bool use_nvrtc = m.compiler == DeviceCompiler::kNvrtc;
-  if (!device_emit && !tc.tvm_ffi) throw missing_tool_error(tc.tvm_ffi.error());
+// What a manifest compiles for, resolved once before any step is planned:
+// the backend, the archs (on the plan) and the launchers.
+struct Targets {
+  bool device_emit = false;  // emit cubin, fatbin or ptx: device code only, no module
+  bool nvrtc = false;
+  bool hip = false;
+  std::string rocm_include, rocm_lib, hipcc;  // backend hip only
+  // Set on the compile steps, never on the embed unit or the link.
+  toolchain::Launcher cuda_launcher, cxx_launcher, c_launcher;
+};
+
+// 1. Targets: the backend, the CUDA or ROCm archs (on `plan`), the launchers.
+//    A missing toolkit or launcher program is exit 4 before anything runs.
+Targets resolve_targets(const Manifest& m, const toolchain::Toolchain& tc, const PlanOptions& options,
+                        BuildPlan& plan) {
+  Targets t;
+  plan.backend = resolve_backend(m, tc, options);
+  t.hip = plan.backend == GpuBackend::kHip;
+  t.device_emit = m.emit == EmitKind::kCubin || m.emit == EmitKind::kFatbin || m.emit == EmitKind::kPtx;
+  t.nvrtc = m.compiler == DeviceCompiler::kNvrtc;
+  if (!t.device_emit && !tc.tvm_ffi) throw missing_tool_error(tc.tvm_ffi.error());
 
   // Backend hip: tvm_ffi's flags (docs/build.md "HIP"); C++ units get the
   // ROCm include directory and the module links libamdhip64 even without
   // HIP sources, as in tvm_ffi.
-  std::string rocm_include, rocm_lib, hipcc;
-  if (hip) {
+  if (t.hip) {
     if (!tc.rocm) throw missing_tool_error("backend hip needs ROCm: " + tc.rocm.error());
-    rocm_include = util::join_path(tc.rocm->home, "include");
-    rocm_lib = util::join_path(tc.rocm->home, "lib");
-    hipcc = tc.rocm->hipcc;
+    t.rocm_include = util::join_path(tc.rocm->home, "include");
+    t.rocm_lib = util::join_path(tc.rocm->home, "lib");
+    t.hipcc = tc.rocm->hipcc;
     if (m.has_gpu_sources()) {
       toolchain::RocmArchResolution r = toolchain::resolve_rocm_archs(m.command_line_rocm_arch, m.rocm_arch,
                                                                       options.env_rocm_arch_list, m.extra_cuda_cflags);
@@ -317,212 +327,250 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
       plan.arch_source = r.source;
     }
   }
-  if (!hip && (m.cuda_runtime || m.cuda_driver) && !tc.cuda)
+  if (!t.hip && (m.cuda_runtime || m.cuda_driver) && !tc.cuda)
     throw missing_tool_error(std::string(m.cuda_runtime ? "cuda_runtime" : "cuda_driver") +
                              " needs the CUDA toolkit: " + tc.cuda.error());
-  if (!hip && m.needs_cuda()) {
-    if (!use_nvrtc && !tc.cuda) throw missing_tool_error(tc.cuda.error());
+  if (!t.hip && m.needs_cuda()) {
+    if (!t.nvrtc && !tc.cuda) throw missing_tool_error(tc.cuda.error());
     toolchain::ArchResolution r =
         toolchain::resolve_archs(m.command_line_arch, m.cuda_arch, options.env_arch_list, options.detect_gpus);
     plan.archs = r.archs;
     plan.arch_source = r.source;
   }
+  if ((t.hip ? m.has_gpu_sources() : m.needs_cuda()) && !t.nvrtc)
+    t.cuda_launcher = pick_launcher(m.cuda_launcher, m.cuda_launcher_source, options.env_cuda_launcher,
+                                    "TVMFFI_JIT_CUDA_LAUNCHER", {}, "");
+  if (!t.device_emit) {
+    t.cxx_launcher = pick_launcher(m.cxx_launcher, m.cxx_launcher_source, options.env_cxx_launcher,
+                                   "TVMFFI_JIT_CXX_LAUNCHER", tc.host.cxx_launcher, "CXX");
+    t.c_launcher = pick_launcher(m.cxx_launcher, m.cxx_launcher_source, options.env_cxx_launcher,
+                                 "TVMFFI_JIT_CXX_LAUNCHER", tc.host.cc_launcher, "CC");
+  }
+  return t;
+}
+
+// NVRTC lowers the one kernel source in-process.
+NvrtcStep nvrtc_step(const Manifest& m, const toolchain::Toolchain& tc, const BuildPlan& plan,
+                     const std::string& source_file) {
+  const bool is_inline = m.has_inline_cuda();
+  NvrtcStep step;
+  step.request.source = is_inline ? join_inline_sources(m.cuda_sources) : util::read_file(source_file);
+  // NVRTC searches `#include "x.h"` next to the source *name*, as nvcc does
+  // next to the file: the full path keeps quote includes working from any cwd.
+  step.request.source_name = is_inline ? m.name + ".cu" : source_file;
+  step.request.arch = m.emit == EmitKind::kCubin ? plan.archs[0].sm() : plan.archs[0].compute();
+  step.request.output = m.emit == EmitKind::kCubin ? NvrtcOutput::kCubin : NvrtcOutput::kPtx;
+  if (tc.tvm_ffi) step.request.include_paths = {tc.tvm_ffi->include_dir, tc.tvm_ffi->dlpack_include_dir};
+  append(step.request.include_paths, m.extra_include_paths);
+  append(step.request.include_paths, m.system_include_paths);  // NVRTC has no -isystem
+  step.request.options = stripped(m.extra_cuda_cflags);
+  step.request.name_expressions = m.kernel_names;
+  step.output_name = plan.artifact_name;
+  return step;
+}
+
+// 2a. Device code only: one kernel source -> one cubin/fatbin/PTX file,
+//     through NVRTC or one nvcc step.
+void plan_device_output(const Manifest& m, const toolchain::Toolchain& tc, const PlanOptions& options,
+                        const Targets& t, BuildPlan& plan) {
   const std::string emit = emit_kind_name(m.emit);
-  // Resolved once (a missing launcher program is exit 4 before anything runs);
-  // set on the compile steps below, never on the embed unit or the link.
-  toolchain::Launcher cuda_launcher, cxx_launcher, c_launcher;
-  if ((hip ? m.has_gpu_sources() : m.needs_cuda()) && !use_nvrtc)
-    cuda_launcher = pick_launcher(m.cuda_launcher, m.cuda_launcher_source, options.env_cuda_launcher,
-                                  "TVMFFI_JIT_CUDA_LAUNCHER", {}, "");
-  if (!device_emit) {
-    cxx_launcher = pick_launcher(m.cxx_launcher, m.cxx_launcher_source, options.env_cxx_launcher,
-                                 "TVMFFI_JIT_CXX_LAUNCHER", tc.host.cxx_launcher, "CXX");
-    c_launcher = pick_launcher(m.cxx_launcher, m.cxx_launcher_source, options.env_cxx_launcher,
-                               "TVMFFI_JIT_CXX_LAUNCHER", tc.host.cc_launcher, "CC");
+  if ((m.emit == EmitKind::kCubin || m.emit == EmitKind::kPtx) && plan.archs.size() != 1)
+    need_one_arch("emit " + emit, plan.archs, plan.arch_source,
+                  "use --emit fatbin to bundle several, or pick one with --arch");
+  if (m.emit == EmitKind::kCubin && plan.archs[0].ptx)
+    throw usage_error("emit cubin holds SASS only, but " + plan.archs[0].text() +
+                      " asks for PTX: use --emit fatbin (SASS + PTX) or --emit ptx");
+  const std::string out_ext = m.emit == EmitKind::kCubin ? ".cubin" : m.emit == EmitKind::kFatbin ? ".fatbin" : ".ptx";
+  plan.artifact_name = m.name + out_ext;
+  const bool is_inline = m.has_inline_cuda();
+  const std::string source_file = is_inline ? "" : m.sources.front();
+  if (t.nvrtc) {
+    plan.nvrtc = nvrtc_step(m, tc, plan, source_file);
+    return;
   }
-
-  // Device code only: one kernel source -> one cubin/fatbin/PTX file.
-  if (device_emit) {
-    if ((m.emit == EmitKind::kCubin || m.emit == EmitKind::kPtx) && plan.archs.size() != 1)
-      need_one_arch("emit " + emit, plan.archs, plan.arch_source,
-                    "use --emit fatbin to bundle several, or pick one with --arch");
-    if (m.emit == EmitKind::kCubin && plan.archs[0].ptx)
-      throw usage_error("emit cubin holds SASS only, but " + plan.archs[0].text() +
-                        " asks for PTX: use --emit fatbin (SASS + PTX) or --emit ptx");
-    const std::string out_ext = m.emit == EmitKind::kCubin ? ".cubin" : m.emit == EmitKind::kFatbin ? ".fatbin" : ".ptx";
-    plan.artifact_name = m.name + out_ext;
-    const bool is_inline = m.has_inline_cuda();
-    const std::string source_file = is_inline ? "" : m.sources.front();
-    if (use_nvrtc) {
-      NvrtcStep step;
-      step.request.source = is_inline ? join_inline_sources(m.cuda_sources) : util::read_file(source_file);
-      // NVRTC searches `#include "x.h"` next to the source *name*, as nvcc does
-      // next to the file: the full path keeps quote includes working from any cwd.
-      step.request.source_name = is_inline ? m.name + ".cu" : source_file;
-      step.request.arch = m.emit == EmitKind::kCubin ? plan.archs[0].sm() : plan.archs[0].compute();
-      step.request.output = m.emit == EmitKind::kCubin ? NvrtcOutput::kCubin : NvrtcOutput::kPtx;
-      if (tc.tvm_ffi) step.request.include_paths = {tc.tvm_ffi->include_dir, tc.tvm_ffi->dlpack_include_dir};
-      append(step.request.include_paths, m.extra_include_paths);
-      append(step.request.include_paths, m.system_include_paths);  // NVRTC has no -isystem
-      step.request.options = stripped(m.extra_cuda_cflags);
-      step.request.name_expressions = m.kernel_names;
-      step.output_name = plan.artifact_name;
-      plan.nvrtc = std::move(step);
-      return plan;
-    }
-    std::vector<std::string> arch_flags;
-    CompileOutput out = CompileOutput::kFatbin;
-    if (m.emit == EmitKind::kCubin) {
-      out = CompileOutput::kCubin;
-      arch_flags = {toolchain::gencode_flag(plan.archs[0], toolchain::GencodeCode::kSass)};
-    } else if (m.emit == EmitKind::kPtx) {
-      out = CompileOutput::kPtx;
-      arch_flags = {"-arch=" + plan.archs[0].compute()};
-    } else {
-      arch_flags = toolchain::gencode_flags(plan.archs);
-    }
-    CompileStep s = device_compile(m, tc, out, arch_flags, options.split_compile);
-    if (is_inline) {
-      s.generated_name = m.name + ".cu";
-      s.generated_text = join_inline_sources(m.cuda_sources);
-      s.display = s.generated_name;
-    } else {
-      s.input_path = source_file;
-      s.display = display_path(m, source_file, options.working_directory);
-    }
-    s.object_name = plan.artifact_name;
-    s.depfile_name = s.object_name + ".d";
-    set_launcher(s, cuda_launcher);
-    plan.compile_steps.push_back(std::move(s));
-    return plan;
+  std::vector<std::string> arch_flags;
+  CompileOutput out = CompileOutput::kFatbin;
+  if (m.emit == EmitKind::kCubin) {
+    out = CompileOutput::kCubin;
+    arch_flags = {toolchain::gencode_flag(plan.archs[0], toolchain::GencodeCode::kSass)};
+  } else if (m.emit == EmitKind::kPtx) {
+    out = CompileOutput::kPtx;
+    arch_flags = {"-arch=" + plan.archs[0].compute()};
+  } else {
+    arch_flags = toolchain::gencode_flags(plan.archs);
   }
+  CompileStep s = device_compile(m, tc, out, arch_flags, options.split_compile);
+  if (is_inline) {
+    s.generated_name = m.name + ".cu";
+    s.generated_text = join_inline_sources(m.cuda_sources);
+    s.display = s.generated_name;
+  } else {
+    s.input_path = source_file;
+    s.display = display_path(m, source_file, options.working_directory);
+  }
+  s.object_name = plan.artifact_name;
+  s.depfile_name = s.object_name + ".d";
+  set_launcher(s, t.cuda_launcher);
+  plan.compile_steps.push_back(std::move(s));
+}
 
-  // A module or an object: wrapped translation units.
-  // Our defaults first, less those the user's flags replace (-O3 for -O2,
-  // -std=c++20 for -std=c++17) or repeat; then the user's flags.
+// The flags of a module's units, per language: our defaults first, less
+// those the user's flags replace (-O3 for -O2, -std=c++20 for -std=c++17) or
+// repeat; then the user's flags; then the include directories.
+struct UnitFlags {
+  std::vector<std::string> cxx, c, cuda, hip;
+};
+
+UnitFlags unit_flags(const Manifest& m, const toolchain::Toolchain& tc, const Targets& t, const BuildPlan& plan) {
   const std::vector<std::string> user_cflags = stripped(m.extra_cflags);
   const std::vector<std::string> user_cuda_cflags = stripped(m.extra_cuda_cflags);
-  std::vector<std::string> cxxflags = defaults_not_overridden(default_cxx_flags(), user_cflags);
-  std::vector<std::string> cflags = defaults_not_overridden(default_c_flags(), user_cflags);
-  std::vector<std::string> cudaflags = defaults_not_overridden(default_cuda_flags(), user_cuda_cflags);
-  append(cudaflags, toolchain::gencode_flags(plan.archs));
-  std::vector<std::string> hipflags = defaults_not_overridden(default_hip_flags(), user_cuda_cflags);
-  for (const auto& a : plan.rocm_archs) hipflags.push_back("--offload-arch=" + a);
-  append(cxxflags, user_cflags);
-  append(cflags, user_cflags);
-  append(cudaflags, user_cuda_cflags);
-  append(hipflags, user_cuda_cflags);
-  const std::vector<std::string> includes = include_flags(tc, m, rocm_include);
-  append(cxxflags, includes);
-  append(cflags, includes);
-  append(cudaflags, includes);
-  append(hipflags, includes);
+  UnitFlags f;
+  f.cxx = defaults_not_overridden(default_cxx_flags(), user_cflags);
+  f.c = defaults_not_overridden(default_c_flags(), user_cflags);
+  f.cuda = defaults_not_overridden(default_cuda_flags(), user_cuda_cflags);
+  append(f.cuda, toolchain::gencode_flags(plan.archs));
+  f.hip = defaults_not_overridden(default_hip_flags(), user_cuda_cflags);
+  for (const auto& a : plan.rocm_archs) f.hip.push_back("--offload-arch=" + a);
+  append(f.cxx, user_cflags);
+  append(f.c, user_cflags);
+  append(f.cuda, user_cuda_cflags);
+  append(f.hip, user_cuda_cflags);
+  const std::vector<std::string> includes = include_flags(tc, m, t.rocm_include);
+  for (auto* flags : {&f.cxx, &f.c, &f.cuda, &f.hip}) append(*flags, includes);
   // cuda_runtime / cuda_driver: host units see the toolkit's headers
   // (cuda_runtime.h, cuda.h) as system headers, last, as nvcc gives them to
   // CUDA units itself.
-  if (!hip && (m.cuda_runtime || m.cuda_driver)) {
+  if (!t.hip && (m.cuda_runtime || m.cuda_driver)) {
     const std::string toolkit_include = util::join_path(tc.cuda->home, "include");
-    append(cxxflags, {"-isystem", toolkit_include});
-    append(cflags, {"-isystem", toolkit_include});
+    append(f.cxx, {"-isystem", toolkit_include});
+    append(f.c, {"-isystem", toolkit_include});
   }
-  // What GPU sources (.cu, .hip, inline CUDA) compile as.
-  const Language gpu = hip ? Language::kHip : Language::kCuda;
+  return f;
+}
 
-  // Which translation unit receives the exports: inline C++, else the first
-  // C++ file, else inline CUDA, else the first CUDA file. For inline-only
-  // builds this is load_inline's rule (C++ if there is any, else CUDA).
-  enum class Host { kNone, kInlineCpp, kCppFile, kInlineCuda, kCudaFile };
-  Host host = Host::kNone;
-  std::string host_file;
-  auto first_file_with = [&](Language lang) -> std::string {
-    for (const auto& s : m.sources) {
-      std::string ext = util::extension(s);
-      bool cuda = ext == ".cu" || ext == ".hip", c = ext == ".c", obj = ext == ".o";
-      if (lang == Language::kCuda ? cuda : (!cuda && !c && !obj)) return s;
+// Which translation unit receives the exports: inline C++, else the first
+// C++ file, else inline CUDA, else the first CUDA file. For inline-only
+// builds this is load_inline's rule (C++ if there is any, else CUDA).
+enum class ExportHost { kNone, kInlineCpp, kCppFile, kInlineCuda, kCudaFile };
+
+std::string first_file_with(const Manifest& m, Language lang) {
+  for (const auto& s : m.sources) {
+    std::string ext = util::extension(s);
+    bool cuda = ext == ".cu" || ext == ".hip", c = ext == ".c", obj = ext == ".o";
+    if (lang == Language::kCuda ? cuda : (!cuda && !c && !obj)) return s;
+  }
+  return "";
+}
+
+std::pair<ExportHost, std::string> export_host(const Manifest& m) {
+  if (m.functions.empty()) return {ExportHost::kNone, ""};
+  if (m.has_inline_cpp()) return {ExportHost::kInlineCpp, ""};
+  if (std::string f = first_file_with(m, Language::kCxx); !f.empty()) return {ExportHost::kCppFile, f};
+  if (m.has_inline_cuda()) return {ExportHost::kInlineCuda, ""};
+  if (std::string f = first_file_with(m, Language::kCuda); !f.empty()) return {ExportHost::kCudaFile, f};
+  return {ExportHost::kNone, ""};
+}
+
+// A module's translation units, numbered per language as tvm_ffi names
+// their objects (cpp_0.o, c_0.o, cuda_0.o).
+class UnitPlanner {
+ public:
+  UnitPlanner(const Manifest& m, const toolchain::Toolchain& tc, const PlanOptions& options, const Targets& t,
+              BuildPlan& plan)
+      : m_(m), tc_(tc), options_(options), t_(t), plan_(plan), flags_(unit_flags(m, tc, t, plan)) {}
+
+  // Inline code, then the source files in order; returns the prebuilt
+  // objects (.o sources), linked as they are.
+  std::vector<std::string> add_units() {
+    auto [host, host_file] = export_host(m_);
+    // What GPU sources (.cu, .hip, inline CUDA) compile as.
+    const Language gpu = t_.hip ? Language::kHip : Language::kCuda;
+    if (m_.has_inline_cpp()) add_inline(Language::kCxx, "main.cpp", m_.cpp_sources, host == ExportHost::kInlineCpp,
+                                        "cpp_sources");
+    if (m_.has_inline_cuda())
+      add_inline(gpu, "cuda.cu", m_.cuda_sources, host == ExportHost::kInlineCuda, "cuda_sources");
+    std::vector<std::string> prebuilt_objects;
+    for (const auto& path : m_.sources) {
+      std::string ext = util::extension(path);
+      if (ext == ".o") {
+        prebuilt_objects.push_back(path);
+        continue;
+      }
+      Language lang = (ext == ".cu" || ext == ".hip") ? gpu : ext == ".c" ? Language::kC : Language::kCxx;
+      CompileStep s;
+      s.display = display_path(m_, path, options_.working_directory);
+      if ((host == ExportHost::kCppFile || host == ExportHost::kCudaFile) && path == host_file) {
+        // Compiled in place of the file: the wrapper around #include "<file>".
+        const bool on_gpu = lang == Language::kCuda || lang == Language::kHip;
+        int index = on_gpu ? cuda_count_ : cpp_count_;
+        s.generated_name = std::string(on_gpu ? "cuda_" : "cpp_") + std::to_string(index) + "_" + stem(path) +
+                           (!on_gpu ? ".exports.cpp" : ext == ".hip" ? ".exports.hip" : ".exports.cu");
+        s.generated_text = file_export_unit(path, m_.functions);
+        set_exports(s, s.display);
+        host_file.clear();
+      } else {
+        s.input_path = path;
+      }
+      add_step(lang, std::move(s));
     }
-    return "";
-  };
-  if (!m.functions.empty()) {
-    if (m.has_inline_cpp()) host = Host::kInlineCpp;
-    else if (!(host_file = first_file_with(Language::kCxx)).empty()) host = Host::kCppFile;
-    else if (m.has_inline_cuda()) host = Host::kInlineCuda;
-    else if (!(host_file = first_file_with(Language::kCuda)).empty()) host = Host::kCudaFile;
+    return prebuilt_objects;
   }
 
-  auto set_exports = [&](CompileStep& s, const std::string& source) {
-    for (const auto& [f, _] : m.functions) s.exports.push_back(f);
+  bool has_cuda_units() const { return !t_.hip && (m_.has_inline_cuda() || cuda_count_ > 0); }
+
+ private:
+  void set_exports(CompileStep& s, const std::string& source) {
+    for (const auto& [f, _] : m_.functions) s.exports.push_back(f);
     s.exports_source = source;
-  };
-  int cpp_count = 0, c_count = 0, cuda_count = 0;
-  auto add_step = [&](Language lang, CompileStep s) {
-    s.language = lang;
-    s.output = CompileOutput::kObject;
-    if (lang == Language::kCuda || lang == Language::kHip) {
-      s.compiler = lang == Language::kHip ? hipcc : tc.cuda->nvcc;
-      s.flags = lang == Language::kHip ? hipflags : cudaflags;
-      s.object_name = "cuda_" + std::to_string(cuda_count++) + ".o";  // tvm_ffi's name for hipcc objects too
-      set_launcher(s, cuda_launcher);
-      if (lang == Language::kCuda) set_split_compile(s, options.split_compile);
-    } else if (lang == Language::kC) {
-      s.compiler = tc.host.cc;
-      s.flags = cflags;
-      s.object_name = "c_" + std::to_string(c_count++) + ".o";
-      set_launcher(s, c_launcher);
-    } else {
-      s.compiler = tc.host.cxx;
-      s.flags = cxxflags;
-      s.object_name = "cpp_" + std::to_string(cpp_count++) + ".o";
-      set_launcher(s, cxx_launcher);
-    }
-    s.depfile_name = s.object_name + ".d";
-    plan.compile_steps.push_back(std::move(s));
-  };
+  }
 
-  if (m.has_inline_cpp()) {
+  void add_inline(Language lang, const char* name, const std::vector<std::string>& sources, bool exports,
+                  const char* key) {
     CompileStep s;
-    s.generated_name = "main.cpp";
-    s.generated_text = decorate_with_tvm_ffi(join_inline_sources(m.cpp_sources),
-                                             host == Host::kInlineCpp ? m.functions : FunctionList{});
+    s.generated_name = name;
+    s.generated_text = decorate_with_tvm_ffi(join_inline_sources(sources), exports ? m_.functions : FunctionList{});
     s.display = s.generated_name;
-    if (host == Host::kInlineCpp) set_exports(s, "cpp_sources");
-    add_step(Language::kCxx, std::move(s));
-  }
-  if (m.has_inline_cuda()) {
-    CompileStep s;
-    s.generated_name = "cuda.cu";
-    s.generated_text = decorate_with_tvm_ffi(join_inline_sources(m.cuda_sources),
-                                             host == Host::kInlineCuda ? m.functions : FunctionList{});
-    s.display = s.generated_name;
-    if (host == Host::kInlineCuda) set_exports(s, "cuda_sources");
-    add_step(gpu, std::move(s));
-  }
-  std::vector<std::string> prebuilt_objects;
-  for (const auto& path : m.sources) {
-    std::string ext = util::extension(path);
-    if (ext == ".o") {
-      prebuilt_objects.push_back(path);
-      continue;
-    }
-    Language lang = (ext == ".cu" || ext == ".hip") ? gpu : ext == ".c" ? Language::kC : Language::kCxx;
-    CompileStep s;
-    s.display = display_path(m, path, options.working_directory);
-    if ((host == Host::kCppFile || host == Host::kCudaFile) && path == host_file) {
-      // Compiled in place of the file: the wrapper around #include "<file>".
-      const bool on_gpu = lang == Language::kCuda || lang == Language::kHip;
-      int index = on_gpu ? cuda_count : cpp_count;
-      s.generated_name = std::string(on_gpu ? "cuda_" : "cpp_") + std::to_string(index) + "_" + stem(path) +
-                         (!on_gpu ? ".exports.cpp" : ext == ".hip" ? ".exports.hip" : ".exports.cu");
-      s.generated_text = file_export_unit(path, m.functions);
-      set_exports(s, s.display);
-      host_file.clear();
-    } else {
-      s.input_path = path;
-    }
+    if (exports) set_exports(s, key);
     add_step(lang, std::move(s));
   }
 
-  // Embedded device binaries: prebuilt files as they are, .cu files compiled
-  // to a cubin for the build's single arch first.
+  void add_step(Language lang, CompileStep s) {
+    s.language = lang;
+    s.output = CompileOutput::kObject;
+    if (lang == Language::kCuda || lang == Language::kHip) {
+      s.compiler = lang == Language::kHip ? t_.hipcc : tc_.cuda->nvcc;
+      s.flags = lang == Language::kHip ? flags_.hip : flags_.cuda;
+      s.object_name = "cuda_" + std::to_string(cuda_count_++) + ".o";  // tvm_ffi's name for hipcc objects too
+      set_launcher(s, t_.cuda_launcher);
+      if (lang == Language::kCuda) set_split_compile(s, options_.split_compile);
+    } else if (lang == Language::kC) {
+      s.compiler = tc_.host.cc;
+      s.flags = flags_.c;
+      s.object_name = "c_" + std::to_string(c_count_++) + ".o";
+      set_launcher(s, t_.c_launcher);
+    } else {
+      s.compiler = tc_.host.cxx;
+      s.flags = flags_.cxx;
+      s.object_name = "cpp_" + std::to_string(cpp_count_++) + ".o";
+      set_launcher(s, t_.cxx_launcher);
+    }
+    s.depfile_name = s.object_name + ".d";
+    plan_.compile_steps.push_back(std::move(s));
+  }
+
+  const Manifest& m_;
+  const toolchain::Toolchain& tc_;
+  const PlanOptions& options_;
+  const Targets& t_;
+  BuildPlan& plan_;
+  const UnitFlags flags_;
+  int cpp_count_ = 0, c_count_ = 0, cuda_count_ = 0;
+};
+
+// Embedded device binaries: prebuilt files as they are, .cu files compiled
+// to a cubin for the build's single arch first; then the embed unit.
+void plan_embeds(const Manifest& m, const toolchain::Toolchain& tc, const PlanOptions& options, const Targets& t,
+                 BuildPlan& plan) {
   for (const auto& e : m.embed_cubin) {
     PlannedEmbed pe;
     pe.name = e.name;
@@ -537,7 +585,7 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
       s.display = display_path(m, e.path, options.working_directory);
       s.object_name = "embed_" + e.name + ".cubin";
       s.depfile_name = s.object_name + ".d";
-      set_launcher(s, cuda_launcher);
+      set_launcher(s, t.cuda_launcher);
       pe.built_name = s.object_name;
       plan.device_steps.push_back(std::move(s));
     } else {
@@ -547,7 +595,12 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
   }
   plan.embed_compiler = tc.host.cxx;
   if (!plan.embeds.empty()) plan.embed_step = embed_step(plan, plan.embed_compiler);
+}
 
+// The link: a shared library for a module, else one object (merged by ld -r
+// when there are several).
+LinkStep module_link(const Manifest& m, const toolchain::Toolchain& tc, const Targets& t, const BuildPlan& plan,
+                     const std::vector<std::string>& prebuilt_objects, bool has_cuda) {
   LinkStep link;
   for (const auto& s : plan.compile_steps) link.inputs.push_back(s.object_name);
   append(link.inputs, prebuilt_objects);
@@ -556,13 +609,12 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
     link.kind = LinkStep::Kind::kSharedLibrary;
     link.program = tc.host.cxx;
     link.flags = {"-shared", "-L" + tc.tvm_ffi->lib_dir, "-ltvm_ffi"};
-    bool has_cuda = !hip && (m.has_inline_cuda() || cuda_count > 0);
-    if (has_cuda || (!hip && m.cuda_runtime))
+    if (has_cuda || (!t.hip && m.cuda_runtime))
       append(link.flags, {"-L" + util::join_path(tc.cuda->home, "lib64"), "-lcudart"});
     // The driver API through the toolkit's stub (its SONAME is libcuda.so.1,
     // the driver's): links on a machine without a GPU driver.
-    if (!hip && m.cuda_driver) append(link.flags, {"-L" + util::join_path(tc.cuda->home, "lib64/stubs"), "-lcuda"});
-    if (hip) append(link.flags, {"-L" + rocm_lib, "-lamdhip64"});
+    if (!t.hip && m.cuda_driver) append(link.flags, {"-L" + util::join_path(tc.cuda->home, "lib64/stubs"), "-lcuda"});
+    if (t.hip) append(link.flags, {"-L" + t.rocm_lib, "-lamdhip64"});
     append(link.flags, stripped(m.extra_ldflags));
     link.output_name = m.name + ".so";
     link.depfile_name = link.output_name + ".d";
@@ -571,10 +623,12 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
     if (link.kind == LinkStep::Kind::kMergeObjects) link.program = tc.ld;
     link.output_name = m.name + ".o";
   }
-  plan.artifact_name = link.output_name;
-  plan.link = std::move(link);
-  // Intermediate names are fixed (cpp_0.o, main.cpp, embed_cubin.o), so a
-  // module named like one of them would overwrite its own input.
+  return link;
+}
+
+// Intermediate names are fixed (cpp_0.o, main.cpp, embed_cubin.o), so a
+// module named like one of them would overwrite its own input.
+void check_artifact_name(const Manifest& m, const BuildPlan& plan) {
   auto collides = [&](const std::string& n) { return n == plan.artifact_name; };
   for (const auto* steps : {&plan.compile_steps, &plan.device_steps})
     for (const auto& s : *steps)
@@ -584,6 +638,33 @@ BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const Pla
   if (!plan.embeds.empty() && collides(plan.embed_object_name))
     throw usage_error("module name \"" + m.name + "\" collides with the embed object " + plan.embed_object_name +
                       ": choose another name");
+}
+
+// 2b. A module or an object: wrapped translation units, embedded device
+//     binaries, the link.
+void plan_module(const Manifest& m, const toolchain::Toolchain& tc, const PlanOptions& options, const Targets& t,
+                 BuildPlan& plan) {
+  UnitPlanner units(m, tc, options, t, plan);
+  const std::vector<std::string> prebuilt_objects = units.add_units();
+  plan_embeds(m, tc, options, t, plan);
+  plan.link = module_link(m, tc, t, plan, prebuilt_objects, units.has_cuda_units());
+  plan.artifact_name = plan.link->output_name;
+  check_artifact_name(m, plan);
+}
+
+}  // namespace
+
+BuildPlan make_plan(const Manifest& m, const toolchain::Toolchain& tc, const PlanOptions& options) {
+  BuildPlan plan;
+  plan.name = m.name;
+  plan.emit = m.emit;
+  plan.compiler = m.compiler;
+  for (const auto& [f, _] : m.functions) plan.functions.push_back(f);
+  const Targets targets = resolve_targets(m, tc, options, plan);
+  if (targets.device_emit)
+    plan_device_output(m, tc, options, targets, plan);
+  else
+    plan_module(m, tc, options, targets, plan);
   return plan;
 }
 

@@ -170,22 +170,25 @@ def test_progress_lines_of_a_batch_name_the_module(world):
 
 def test_an_empty_root_holding_only_a_saved_cost_log_schedules_every_unit_by_its_own_cost(world):
     """docs/build.md, "The cost log": a CI job keeps <root>/costs.log alone and puts it in the
-    next job's empty root; nothing is a hit there, but every unit starts with its logged cost."""
+    next job's empty root; nothing is a hit there, but every unit starts with its logged cost,
+    even when the next job's checkout sits at another path (a runner's own workspace)."""
 
-    def build(root):
+    def build(project, root):
         trace = root.parent / (root.name + ".trace")
-        run("build", "-m", world.dir / "manifests", "-j", "2", "--job-trace", trace,
+        run("build", "-m", project / "manifests", "-j", "2", "--base-dir", project, "--job-trace", trace,
             env=dict(world.env, TVMFFI_JIT_CACHE_DIR=str(root)), check=0)
         lines = [json.loads(x) for x in trace.read_text().splitlines()]
         return [x["estimate_source"] for x in lines if x["step"].startswith("compiling")]
 
-    first = build(world.tmp / "job1")
+    first = build(world.dir, world.tmp / "job1")
     assert len(first) == 3 and "log" not in first, first
+    moved = world.tmp / "runner2" / "workspace" / "proj"
+    shutil.copytree(world.dir, moved)
     second_root = world.tmp / "job2"
     second_root.mkdir()
     shutil.copy(world.tmp / "job1" / "costs.log", second_root / "costs.log")
     compiled_before = compiles(world.log)
-    assert build(second_root) == ["log", "log", "log"]
+    assert build(moved, second_root) == ["log", "log", "log"]
     assert compiles(world.log) == compiled_before + 3  # built again: only the log came along
 
 

@@ -17,7 +17,7 @@
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/storage.h"
-#include "tvmffi_jit/compile/batch.h"
+#include "tvmffi_jit/compile/scheduler.h"
 #include "tvmffi_jit/compile/cached_build.h"
 #include "tvmffi_jit/compile/key.h"
 #include "tvmffi_jit/compile/plan.h"
@@ -136,7 +136,7 @@ TEST_CASE("a batch sharing one storage gives a failing remote up once, for every
                                          p.manifest("m3", R"("c.cc")"), p.manifest("m4", R"("d.cc")")};
   BatchOptions bo;
   bo.concurrency = 4;
-  std::vector<BatchItem> items = run_batch(modules.size(), bo, [&](size_t i) {
+  std::vector<BatchItem> items = run_batch(modules.size(), bo, [&](size_t i, util::JobGate::Party*) {
     CachedBuildResult r = p.build(modules[i], storage, runner);
     BatchItem item;
     item.status = r.cache == cache::CacheStatus::kMiss ? BatchStatus::kBuilt : BatchStatus::kHit;

@@ -676,10 +676,10 @@ TEST_CASE("the cost log orders queued jobs longest first and learns what each jo
   const std::string log = util::join_path(root.path(), "costs.log");
   // What an earlier build learned: c.cc is the longest, then a.cc, then d.cc;
   // b.cc was never built: estimated as the mean of the C++ jobs logged, 24 s.
-  std::unordered_map<std::string, JobCost> earlier;
-  earlier[unit_cost_id("lib", plan.compile_steps[2])] = JobCost{"c++", 40, 40, 0};
-  earlier[unit_cost_id("lib", plan.compile_steps[0])] = JobCost{"c++", 30, 30, 0};
-  earlier[unit_cost_id("lib", plan.compile_steps[3])] = JobCost{"c++", 2, 2, 0};
+  CostLog earlier;
+  earlier.jobs[unit_cost_id(CostScope{"lib"}, plan.compile_steps[2])] = JobCost{"c++", 40, 40, 0};
+  earlier.jobs[unit_cost_id(CostScope{"lib"}, plan.compile_steps[0])] = JobCost{"c++", 30, 30, 0};
+  earlier.jobs[unit_cost_id(CostScope{"lib"}, plan.compile_steps[3])] = JobCost{"c++", 2, 2, 0};
   util::write_file(log, format_cost_log(earlier));
 
   CostModel costs(log);
@@ -728,22 +728,22 @@ TEST_CASE("the cost log orders queued jobs longest first and learns what each jo
 
   // What this build cost replaces what the log said, and the link is learned.
   costs.save();
-  auto saved = parse_cost_log(util::read_file(log));
-  REQUIRE(saved.count(unit_cost_id("lib", plan.compile_steps[2])));
-  CHECK(saved[unit_cost_id("lib", plan.compile_steps[2])].cpu_seconds == Approx(2.5));
-  CHECK(saved[unit_cost_id("lib", plan.compile_steps[1])].kind == "c++");
+  auto saved = parse_cost_log(util::read_file(log)).jobs;
+  REQUIRE(saved.count(unit_cost_id(CostScope{"lib"}, plan.compile_steps[2])));
+  CHECK(saved[unit_cost_id(CostScope{"lib"}, plan.compile_steps[2])].cpu_seconds == Approx(2.5));
+  CHECK(saved[unit_cost_id(CostScope{"lib"}, plan.compile_steps[1])].kind == "c++");
   CHECK(saved.count(link_cost_id("lib")));
-  CHECK(saved.count(unit_source_cost_id(plan.compile_steps[1])));
+  CHECK(saved.count(unit_source_cost_id(CostScope{"lib"}, plan.compile_steps[1])));
   // A new model reads it back: b.cc is now known from the log.
   CostModel again(log);
-  CHECK(again.estimate_unit("lib", plan.compile_steps[1]).source == EstimateSource::kLog);
+  CHECK(again.estimate_unit(CostScope{"lib"}, plan.compile_steps[1]).source == EstimateSource::kLog);
   // The same source in another module is estimated from this one's cost.
-  CHECK(again.estimate_unit("other", plan.compile_steps[1]).source == EstimateSource::kSameSource);
+  CHECK(again.estimate_unit(CostScope{"other"}, plan.compile_steps[1]).source == EstimateSource::kSameSource);
 }
 
 TEST_CASE("a damaged cost log is a hint ignored line by line, never a failure", "[build][executor][costs]") {
   auto parsed = parse_cost_log("# header\nnot a line\nu0123456789abcdef0123\tc++\t1500\t1600\t10\n"
-                               "u0123456789abcdef0123\tc++\t-1\t1\t1\nzzz\tc++\t1\t1\t1\n\xff\xfe\n");
+                               "u0123456789abcdef0123\tc++\t-1\t1\t1\nzzz\tc++\t1\t1\t1\n\xff\xfe\n").jobs;
   REQUIRE(parsed.size() == 1);
   CHECK(parsed.begin()->second.cpu_seconds == Approx(1.5));
   CHECK(parsed.begin()->second.peak_rss_bytes == 10 * 1024);
@@ -753,10 +753,10 @@ TEST_CASE("a damaged cost log is a hint ignored line by line, never a failure", 
   CompileStep s;
   s.language = Language::kCuda;
   s.flags = {"-gencode=arch=compute_90,code=sm_90", "-gencode=arch=compute_80,code=sm_80"};
-  CostEstimate e = costs.estimate_unit("m", s);
+  CostEstimate e = costs.estimate_unit(CostScope{"m"}, s);
   CHECK(e.source == EstimateSource::kDefault);
   CHECK(e.cost.kind == "nvcc/2");
-  costs.record_unit("m", s, JobCost{"", 1, 1, 0});
+  costs.record_unit(CostScope{"m"}, s, JobCost{"", 1, 1, 0});
   costs.save();  // cannot write over a directory: logged, not thrown
 }
 
@@ -824,7 +824,7 @@ TEST_CASE("split-compile auto splits a unit of unknown cost on its one slot, and
   // Its cost logged as short: one slot, no split.
   util::TempDir logs;
   CostModel known(logs.path() + "/costs.log");
-  known.record_unit(ExecuteOptions{}.plan_name, s, JobCost{"", 1, 1, 0});
+  known.record_unit(CostScope{ExecuteOptions{}.plan_name}, s, JobCost{"", 1, 1, 0});
   auto [known_argv, known_rec] = run(known);
   CHECK(known_rec.slots == 1);
   CHECK(known_rec.split == 0);

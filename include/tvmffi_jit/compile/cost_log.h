@@ -5,17 +5,29 @@
 //
 // A job is named by its module, its output and its input (costs survive an
 // edit of the source, as ninja's do: the last cost seen is the best guess for
-// the next build). A unit never built before is estimated: the cost of the same
-// source compiled for another module or output, else the mean of the logged
-// jobs of its kind (the compiler and its number of -gencode targets), else a
-// default per kind. `--job-trace` shows each estimate beside the cost measured.
+// the next build). An input under the module's base dir (docs/remote.md) is
+// named relative to it, so a checkout at another path (a CI runner's own
+// workspace) finds its costs; a generated unit (inline code, an export
+// wrapper) is named by its text, with the base dir's paths in it made
+// relative the same way. A unit never built before is estimated: the cost of
+// the same source compiled for another module or output, else the mean of the
+// logged jobs of its kind (the compiler and its number of -gencode targets),
+// else a default per kind. `--job-trace` shows each estimate beside the cost
+// measured.
 //
-// The file is text, one job per line ("<id>\t<kind>\t<cpu ms>\t<wall ms>\t<peak KiB>"),
-// the last line of an id winning; a command reads it once (at its first
-// estimate, so a command that builds nothing never reads it) and rewrites it
-// once at its end, merged with what another command wrote meanwhile, under
-// <root>/costs.lock (atomically: a reader sees the old or the new file). It
-// is a hint: a missing, unreadable or damaged log only makes estimates worse.
+// The file is text (format_cost_log): a header naming the format's version,
+// then one job per line ("<id>\t<kind>\t<cpu ms>\t<wall ms>\t<peak KiB>"), the
+// last line of an id winning. A later version may append fields to a line or
+// write lines of its own tagged "v<N>\t"; this one reads the five fields it
+// knows and keeps the rest verbatim when it rewrites the file, so an older
+// binary sharing a root never erases what a newer one learned. A command
+// reads the file once (at its first estimate, so a command that builds
+// nothing never reads it) and rewrites it once at its end, merged with what
+// another command wrote meanwhile, under <root>/costs.lock (atomically: a
+// reader sees the old or the new file); when another process holds the lock
+// longer than a moment, what this command learned is not saved. It is a
+// hint: a missing, unreadable or damaged log only makes estimates worse, and
+// a learned peak larger than the memory the build may use is not believed.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +36,9 @@
 #include <string>
 #include <unordered_map>
 
+#include <vector>
+
+#include "tvmffi_jit/cache/portable.h"
 #include "tvmffi_jit/compile/plan.h"
 
 namespace tvmffi_jit::compile {
@@ -33,6 +48,9 @@ struct JobCost {
   double cpu_seconds = 0;
   double wall_seconds = 0;
   uint64_t peak_rss_bytes = 0;
+  // The fields a later version appended to the job's line ("\t"-joined),
+  // kept verbatim; empty for a job this version measured first.
+  std::string later_fields = {};
 };
 
 // Where an estimate came from, for --job-trace.
@@ -44,35 +62,62 @@ struct CostEstimate {
   EstimateSource source = EstimateSource::kDefault;
 };
 
+// The module a unit is built for, as the log names it: its name, and the
+// base dir its sources are named relative to (empty: by absolute path).
+struct CostScope {
+  explicit CostScope(std::string module_name, const std::string& base_dir = "")
+      : module(std::move(module_name)), base(base_dir) {}
+  std::string module;
+  cache::BaseDir base;
+};
+
 // The ids a job is logged under.
-std::string unit_cost_id(const std::string& module, const CompileStep& step);
-std::string unit_source_cost_id(const CompileStep& step);  // the source alone, whatever module or output
+std::string unit_cost_id(const CostScope& scope, const CompileStep& step);
+std::string unit_source_cost_id(const CostScope& scope, const CompileStep& step);  // the source alone, whatever module or output
 std::string link_cost_id(const std::string& module);
 
-// The log's lines, parsed: id -> the last cost given for it. Malformed lines
-// are skipped (the file is a hint, never a reason to fail).
-std::unordered_map<std::string, JobCost> parse_cost_log(std::string_view text);
-std::string format_cost_log(const std::unordered_map<std::string, JobCost>& entries);
+// The format this version writes (the header says it).
+inline constexpr int kCostLogVersion = 2;
+
+// The log's lines, parsed.
+struct CostLog {
+  std::unordered_map<std::string, JobCost> jobs;  // id -> the last cost given for it
+  // Lines of a later version ("v<N>\t...", N > kCostLogVersion): not read, kept verbatim.
+  std::vector<std::string> later_lines;
+};
+// Malformed lines are skipped (the file is a hint, never a reason to fail).
+CostLog parse_cost_log(std::string_view text);
+std::string format_cost_log(const CostLog& log);
+
+// How long save() waits for costs.lock: another command's merge takes
+// milliseconds; a holder that takes longer costs this command its update,
+// never the wait.
+inline constexpr double kCostLockWaitSeconds = 0.25;
 
 // The model one command builds with: loaded lazily from `log_path` ("" keeps
 // everything in memory), asked by every job before it queues, told what each
 // job cost, and saved once (save()). Thread-safe.
 class CostModel {
  public:
-  explicit CostModel(std::string log_path = "");
+  // `memory_budget`: what this build's jobs may reserve together (the job
+  // gate's; 0: unlimited). A logged peak above it cannot be this machine's:
+  // it is not used (the job reserves as its kind does), with one warning.
+  explicit CostModel(std::string log_path = "", uint64_t memory_budget = 0);
   CostModel(const CostModel&) = delete;
   CostModel& operator=(const CostModel&) = delete;
 
-  CostEstimate estimate_unit(const std::string& module, const CompileStep& step);
+  CostEstimate estimate_unit(const CostScope& scope, const CompileStep& step);
   CostEstimate estimate_link(const std::string& module);
   // The longest path through a module: its longest unit, then its link.
-  double module_chain_seconds(const std::string& module, const BuildPlan& plan);
+  double module_chain_seconds(const CostScope& scope, const BuildPlan& plan);
 
-  void record_unit(const std::string& module, const CompileStep& step, const JobCost& cost);
+  void record_unit(const CostScope& scope, const CompileStep& step, const JobCost& cost);
   void record_link(const std::string& module, const JobCost& cost);
 
   // Merges what this command learned into the log file (no-op when nothing
-  // was recorded or there is no file). Errors are logged at debug level only.
+  // was recorded or there is no file). Waits at most kCostLockWaitSeconds
+  // for costs.lock; gives up then (said under -v), keeping what it learned
+  // for a later save(). Errors are logged at debug level only.
   void save();
 
   // Tests: the entries known now (loaded and recorded).
@@ -83,6 +128,7 @@ class CostModel {
   std::string kind_of(const CompileStep& step) const;
 
   const std::string path_;
+  const uint64_t memory_budget_;
   std::mutex mutex_;
   bool loaded_ = false;
   std::unordered_map<std::string, JobCost> known_;

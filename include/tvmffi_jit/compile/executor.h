@@ -74,6 +74,10 @@ struct ExecuteOptions {
   // reserves; told what each job cost. Null: weights by kind only.
   CostModel* costs = nullptr;
   std::string plan_name;  // set by execute_plan(): the module its jobs are logged under
+  // The module's base dir (docs/remote.md): the cost log names its sources
+  // relative to it, so a checkout at another path finds their costs. Empty:
+  // by absolute path.
+  std::string base_dir;
   JobTrace* trace = nullptr;    // --job-trace
   // The module's name in progress lines of a batch ("[3/96] nvcc k3: k3.cu")
   // and in the trace; empty for a single build (its name is not ambiguous).

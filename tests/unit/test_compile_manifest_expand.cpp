@@ -1,11 +1,10 @@
-// Batch builds: expanding -m arguments into modules, and running them with
-// --keep-going semantics.
+// The modules of a request: -m arguments (files, directories, globs, modules
+// manifests) expanded into manifests.
 #include <catch2/catch.hpp>
 
-#include <atomic>
 #include <set>
 
-#include "tvmffi_jit/compile/batch.h"
+#include "tvmffi_jit/compile/manifest_expand.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 
@@ -110,42 +109,4 @@ TEST_CASE("batch manifest mistakes are exit 2 naming the place", "[build][batch]
   }
   util::write_file(t.path("extra.json"), R"({"modules": ["a.json"], "cuda_arch": "9.0"})");
   CHECK_THROWS_AS(expand_manifest_arguments({t.path("extra.json")}), ManifestError);
-}
-
-TEST_CASE("run_batch with keep_going builds every module and reports each failure", "[build][batch]") {
-  BatchOptions o;
-  o.concurrency = 2;
-  o.keep_going = true;
-  std::atomic<int> failures_seen{0};
-  o.on_failure = [&](size_t, const BatchItem&) { ++failures_seen; };
-  std::vector<BatchItem> items = run_batch(5, o, [](size_t i) {
-    if (i == 1) throw build_error("compiling bad.cc failed");
-    BatchItem it;
-    it.status = BatchStatus::kBuilt;
-    it.objects_compiled = 1;
-    return it;
-  });
-  REQUIRE(items.size() == 5);
-  CHECK(items[1].status == BatchStatus::kFailed);
-  CHECK(items[1].exit_code == 1);
-  CHECK(items[1].error == "compiling bad.cc failed");
-  for (size_t i : {0, 2, 3, 4}) CHECK(items[i].status == BatchStatus::kBuilt);
-  CHECK(failures_seen == 1);
-  CHECK(batch_exit_code(items) == 1);
-}
-
-TEST_CASE("run_batch without keep_going starts no module after a failure", "[build][batch]") {
-  BatchOptions o;
-  o.concurrency = 1;  // deterministic order
-  std::vector<BatchItem> items = run_batch(4, o, [](size_t i) {
-    if (i == 1) throw missing_tool_error("no nvcc");
-    BatchItem it;
-    it.status = BatchStatus::kHit;
-    return it;
-  });
-  CHECK(items[0].status == BatchStatus::kHit);
-  CHECK(items[1].status == BatchStatus::kFailed);
-  CHECK(items[2].status == BatchStatus::kSkipped);
-  CHECK(items[3].status == BatchStatus::kSkipped);
-  CHECK(batch_exit_code(items) == 4);
 }

@@ -1,15 +1,11 @@
-#include "tvmffi_jit/compile/batch.h"
+#include "tvmffi_jit/compile/manifest_expand.h"
 
 #include <dirent.h>
 #include <glob.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <map>
-#include <mutex>
 #include <set>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -186,67 +182,6 @@ ExpandedManifests expand_manifest_arguments(const std::vector<std::string>& argu
   if (e.result.modules.empty())
     throw usage_error("the manifests given with -m list no module (a modules manifest that only lists itself?)");
   return std::move(e.result);
-}
-
-const char* batch_status_name(BatchStatus s) {
-  switch (s) {
-    case BatchStatus::kSkipped: return "skipped";
-    case BatchStatus::kHit: return "hit";
-    case BatchStatus::kBuilt: return "built";
-    case BatchStatus::kFailed: return "failed";
-  }
-  return "skipped";
-}
-
-std::vector<BatchItem> run_batch(size_t count, const BatchOptions& options,
-                                 const std::function<BatchItem(size_t index)>& build) {
-  std::vector<BatchItem> items(count);
-  if (count == 0) return items;
-  std::atomic<size_t> next{0};
-  std::atomic<bool> stop{false};
-  std::mutex failure_mutex;
-  auto worker = [&] {
-    for (;;) {
-      if (stop.load()) return;
-      const size_t k = next.fetch_add(1);
-      if (k >= count) return;
-      const size_t i = options.order.size() == count ? options.order[k] : k;
-      const auto start = std::chrono::steady_clock::now();
-      BatchItem item;
-      try {
-        item = build(i);
-      } catch (const Error& e) {
-        item.status = BatchStatus::kFailed;
-        item.exit_code = e.exit_code();
-        item.error = e.what();
-      } catch (const std::exception& e) {
-        item.status = BatchStatus::kFailed;
-        item.exit_code = static_cast<int>(ExitCode::kIo);
-        item.error = std::string("internal error: ") + e.what();
-      }
-      item.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (item.status == BatchStatus::kFailed) {
-        if (!options.keep_going) stop = true;
-        if (options.on_failure) {
-          std::lock_guard<std::mutex> lock(failure_mutex);
-          options.on_failure(i, item);
-        }
-      }
-      items[i] = std::move(item);
-    }
-  };
-  const size_t threads = std::max<size_t>(1, std::min<size_t>(count, static_cast<size_t>(std::max(1, options.concurrency))));
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  return items;
-}
-
-int batch_exit_code(const std::vector<BatchItem>& items) {
-  for (const auto& i : items)
-    if (i.status == BatchStatus::kFailed) return i.exit_code == 0 ? static_cast<int>(ExitCode::kBuildFailed) : i.exit_code;
-  return 0;
 }
 
 }  // namespace tvmffi_jit::compile
