@@ -165,6 +165,75 @@ def test_a_header_that_has_include_said_was_absent_appearing_is_a_miss(proj, for
     assert value(again["path"]) == 1
 
 
+CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+needs_nvcc = pytest.mark.skipif(not (CUDA_HOME / "bin" / "nvcc").exists(), reason=f"no nvcc at {CUDA_HOME}/bin/nvcc")
+PROBE = '#if __has_include("extra.h")\n#include "extra.h"\n#else\n#define VALUE 1\n#endif\n'
+
+
+@pytest.mark.parametrize("lang", ["cpp", pytest.param("cuda", marks=needs_nvcc)])
+def test_inline_sources_probing_a_header_with_has_include_miss_once_it_appears(proj, lang):
+    # The unit's source is generated text in the build dir, not a file of the project: it is
+    # scanned all the same (a stale hit before).
+    (proj.dir / "inc").mkdir()
+    proj.env["TVM_FFI_CUDA_ARCH_LIST"] = "9.0"  # no GPU here to detect
+    (proj.dir / "m.json").write_text(json.dumps({"name": "ki", "extra_include_paths": ["inc"],
+                                                 f"{lang}_sources": PROBE + 'extern "C" int ki_value() { return VALUE; }\n'}))
+    assert rebuilt_value(proj, 1, lambda: (proj.dir / "inc" / "extra.h").write_text("#define VALUE 2\n")) == 2
+    (proj.dir / "inc" / "extra.h").write_text("#define VALUE 3\n")
+    again = proj.build()
+    assert again["cache"] == "miss" and "extra.h changed" in again["miss_reason"], again
+    assert value(again["path"]) == 3
+
+
+def symlink_then_dotdot(proj):
+    """proj/inc/link -> proj/real/inner: -I<proj>/inc/link/.. searches proj/real, where the kernel
+    takes the .. from; proj/inc is where a lexical clean-up of the path points."""
+    real = proj.dir / "real"
+    (real / "inner").mkdir(parents=True)
+    (proj.dir / "inc").mkdir()
+    (proj.dir / "inc" / "link").symlink_to(real / "inner")
+    return real, f"-I{proj.dir}/inc/link/.."
+
+
+@pytest.mark.parametrize("via, decoy", [("extra_cflags", True), ("extra_cflags", False), ("--cflag", True),
+                                        pytest.param("extra_cuda_cflags", False, marks=needs_nvcc)])
+def test_a_header_found_through_a_symlink_then_dotdot_is_recorded_where_the_compiler_read_it(proj, via, decoy):
+    real, flag = symlink_then_dotdot(proj)
+    (real / "val.h").write_text("#define VALUE 1\n")
+    if decoy:
+        (proj.dir / "inc" / "val.h").write_text("#define VALUE 99\n")
+    source = "k.cu" if via == "extra_cuda_cflags" else "k.cc"
+    (proj.dir / source).write_text('#include <val.h>\nextern "C" int ki_value() { return VALUE; }\n')
+    proj.env["TVM_FFI_CUDA_ARCH_LIST"] = "9.0"
+    args = ["--cflag", flag] if via == "--cflag" else []
+    proj.manifest(sources=[source], **({} if via == "--cflag" else {via: [flag]}))
+    # Without the decoy, recording the lexical path failed the build (exit 5, "cannot read");
+    # with it, editing the header really read was a stale hit.
+    assert rebuilt_value(proj, 1, lambda: (real / "val.h").write_text("#define VALUE 2\n"), *args) == 2
+    again = proj.build(*args)
+    assert again["cache"] == "hit" and value(again["path"]) == 2
+    (real / "val.h").write_text("#define VALUE 3\n")
+    b = proj.build(*args)
+    assert b["cache"] == "miss" and f"{real}/val.h changed" in b["miss_reason"], b
+
+
+@pytest.mark.parametrize("form", ["include", "has_include"])
+def test_a_header_appearing_in_a_symlink_then_dotdot_include_directory_misses(proj, form):
+    # The candidates recorded are those of the directory the compiler searched (proj/real),
+    # not of its lexical clean-up (proj/inc).
+    real, flag = symlink_then_dotdot(proj)
+    later = proj.dir / "later"
+    later.mkdir()
+    if form == "include":
+        (later / "extra.h").write_text("#define VALUE 1\n")
+        body = "#include <extra.h>\n"
+    else:
+        body = PROBE.replace('"extra.h"', "<extra.h>")
+    (proj.dir / "k.cc").write_text(body + 'extern "C" int ki_value() { return VALUE; }\n')
+    proj.manifest(extra_cflags=[flag, f"-I{later}"])
+    assert rebuilt_value(proj, 1, lambda: (real / "extra.h").write_text("#define VALUE 2\n")) == 2
+
+
 def test_a_computed_has_include_operand_is_built_and_not_stored(proj):
     (proj.dir / "k.cc").write_text('#define HAS(h) __has_include(h)\n#if HAS("opt.h")\n#define VALUE 2\n#else\n'
                                    '#define VALUE 1\n#endif\nextern "C" int ki_value() { return VALUE; }\n')
