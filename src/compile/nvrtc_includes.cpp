@@ -179,7 +179,10 @@ class Scanner {
     }
   }
 
-  IncludeScan take() { return std::move(result_); }
+  IncludeScan take() {
+    result_.include_dirs = include_dirs_;
+    return std::move(result_);
+  }
 
  private:
   // The header's absolute path, "" for one in a system dir, nullopt if none.

@@ -290,9 +290,10 @@ def test_a_cuda_home_copy_with_nvcc_profile_edited_changes_the_key(proj, tmp_pat
     assert proj.key(env=env) != k1
 
 
-def nvrtc_ptx(proj, src):
+def nvrtc_ptx(proj, src, *args):
     r = subprocess.run([TOOL, "build", str(src), "--compiler", "nvrtc", "--emit", "ptx", "--arch", "9.0", "--json",
-                        "-v", "--cache-dir", str(proj.root)], env=proj.env, capture_output=True, text=True, timeout=300)
+                        "-v", "--cache-dir", str(proj.root), *args], env=proj.env, capture_output=True, text=True,
+                       timeout=300)
     if r.returncode != 0 and "NVRTC" in r.stderr and "cannot" in r.stderr.lower():
         pytest.skip("no NVRTC here: " + r.stderr)
     assert r.returncode == 0, r.stderr
@@ -319,3 +320,22 @@ def test_nvrtc_has_include_and_computed_includes_are_keyed_or_not_stored(proj):
     r = nvrtc_ptx(proj, computed)
     assert "computed #include" in r["stderr"], r["stderr"]
     assert nvrtc_ptx(proj, computed)["cache"] == "miss"
+
+
+def test_nvrtc_reads_and_probes_through_a_symlink_then_dotdot_include_option_where_nvrtc_does(proj):
+    # NVRTC takes -I<proj>/inc/link/.. from the link's target (proj/real), as the kernel does:
+    # the header it read and the one it probed for are recorded there.
+    real, flag = symlink_then_dotdot(proj)
+    (real / "value.cuh").write_text("#define BASE 40\n")
+    (proj.dir / "inc" / "value.cuh").write_text("#define BASE 90\n")  # where a lexical clean-up looks
+    src = proj.dir / "probe.cu"
+    src.write_text('#include "value.cuh"\n#if __has_include("opt.cuh")\n#include "opt.cuh"\n#else\n#define EXTRA 1\n'
+                   '#endif\nextern "C" __global__ void probe(int* x) { x[0] = BASE + EXTRA; }\n')
+    assert "%r1, 41;" in Path(nvrtc_ptx(proj, src, "--cuda-cflag", flag)["path"]).read_text()
+    assert nvrtc_ptx(proj, src, "--cuda-cflag", flag)["cache"] == "hit"
+    (real / "value.cuh").write_text("#define BASE 50\n")
+    edited = nvrtc_ptx(proj, src, "--cuda-cflag", flag)
+    assert edited["cache"] != "hit" and "%r1, 51;" in Path(edited["path"]).read_text(), edited["stderr"]
+    (real / "opt.cuh").write_text("#define EXTRA 2\n")
+    probed = nvrtc_ptx(proj, src, "--cuda-cflag", flag)
+    assert probed["cache"] != "hit" and "%r1, 52;" in Path(probed["path"]).read_text(), probed["stderr"]
