@@ -30,9 +30,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A path a compiler or linker was given or reported, relative to the `dir` it
+// ran in, as the file it opened ("-I/p/link/.." reads beside link's target).
 std::string resolve_in(const std::string& dir, const std::string& path) {
-  if (!path.empty() && path[0] == '/') return util::absolute_path(path);
-  return util::absolute_path(util::join_path(dir, path));
+  return util::opened_path(!path.empty() && path[0] == '/' ? path : util::join_path(dir, path));
 }
 
 // Writes generated text only when it differs, so a rebuild in the same

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 
 #include "tvmffi_jit/util/fs.h"
 
@@ -20,8 +19,6 @@ bool exists(const std::string& p) {
   struct stat st;
   return ::stat(p.c_str(), &st) == 0 && !S_ISDIR(st.st_mode);
 }
-
-std::string normal(const std::string& p) { return std::filesystem::path(p).lexically_normal().string(); }
 
 }  // namespace
 
@@ -65,7 +62,7 @@ void add_candidates(const std::string& name, const std::string& own_dir, const s
     dirs.insert(dirs.end(), search_dirs.begin(), search_dirs.end());
   }
   for (const auto& d : dirs) {
-    const std::string candidate = normal(d.empty() ? name : util::join_path(d, name));
+    const std::string candidate = util::opened_path(d.empty() ? name : util::join_path(d, name));
     if (!build_dir.empty() && (candidate == build_dir || util::is_path_under(candidate, build_dir))) continue;
     if (exists(candidate)) {
       add(out.found, candidate);

@@ -1,11 +1,13 @@
 // __has_include and __has_include_next ask whether a header exists without
 // reading it, so the depfile does not name what they probed: a header that
 // appears after a build that was told "no" would be a stale hit. The files a
-// unit read (its source and the headers of its depfile) outside the
-// toolchain's own directories are scanned for them; each literal operand
-// ("x.h", <x.h>) is resolved along the search directories (the including
-// file's own directory first for the quote form; every search directory for
-// both forms, a superset of what the compiler tries), and
+// unit read (its source -- a file, or the generated text of inline sources --
+// and the headers of its depfile) outside the toolchain's own directories are
+// scanned for them; each literal operand ("x.h", <x.h>) is resolved along the
+// search directories (the including file's own directory first for the quote
+// form; every search directory for both forms, a superset of what the
+// compiler tries), each candidate as the file the compiler would open
+// (util::opened_path), and
 //   * the candidates tried before the first existing one are recorded as
 //     shadows ("did not exist": one appearing is a miss, cache/headers.h),
 //   * the first existing one is recorded as a header (its removal or change

@@ -43,13 +43,14 @@ ModuleReads record_module_reads(const BuildPlan& plan, const BuildResult& build,
       std::string name = u.substr(sep + 2);
       if (size_t with = name.find(" (with "); with != std::string::npos) name.resize(with);
       const std::string file = u.substr(0, u.find(':'));
-      add_candidates(name, file.empty() || file[0] != '/' ? std::string() : util::parent_path(file), r.include_paths,
+      add_candidates(name, file.empty() || file[0] != '/' ? std::string() : util::parent_path(file), scan.include_dirs,
                      build.build_dir, probes);
     }
-    add_has_include_probes(r.source_name.empty() ? "source.cu" : r.source_name, r.source, r.include_paths,
+    // Where the scan searched: the request's include paths and the -I options, as NVRTC opens them.
+    add_has_include_probes(r.source_name.empty() ? "source.cu" : r.source_name, r.source, scan.include_dirs,
                            build.build_dir, probes);
     for (const auto& f : scan.files)
-      if (auto text = util::read_small_file(f, 16ull << 20)) add_has_include_probes(f, *text, r.include_paths,
+      if (auto text = util::read_small_file(f, 16ull << 20)) add_has_include_probes(f, *text, scan.include_dirs,
                                                                                      build.build_dir, probes);
     if (!probes.found.empty())
       cache::merge_headers(scanned, cache::hash_headers(probes.found, build.build_dir, {build.build_dir}, {}));

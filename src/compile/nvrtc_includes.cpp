@@ -148,17 +148,17 @@ class Scanner {
  public:
   Scanner(const std::vector<std::string>& include_dirs, const std::vector<std::string>& system_dirs) {
     for (const auto& d : include_dirs) {
-      if (!d.empty()) include_dirs_.push_back(util::absolute_path(d));
+      if (!d.empty()) include_dirs_.push_back(util::opened_path(d));
     }
     for (const auto& d : system_dirs) {
       if (d.empty()) continue;
-      system_dirs_.push_back(util::absolute_path(d));
+      system_dirs_.push_back(util::opened_path(d));
       if (util::is_directory(d)) system_canonical_.push_back(util::canonical_path(d));
     }
   }
 
   void scan(const std::string& text, const std::string& path) {
-    std::string dir = util::parent_path(util::absolute_path(path));
+    std::string dir = util::parent_path(util::opened_path(path));
     for (const Directive& d : include_directives(strip_comments(text))) {
       std::string where = path + ":" + std::to_string(d.line);
       if (d.kind == Directive::Kind::kComputed) {
@@ -179,7 +179,10 @@ class Scanner {
     }
   }
 
-  IncludeScan take() { return std::move(result_); }
+  IncludeScan take() {
+    result_.include_dirs = include_dirs_;
+    return std::move(result_);
+  }
 
  private:
   // The header's absolute path, "" for one in a system dir, nullopt if none.
@@ -191,7 +194,7 @@ class Scanner {
     // #include_next: the search resumes after the directory that held the
     // including file; following both is a superset, so start from the top.
     for (const std::string* dir : order) {
-      std::string candidate = util::absolute_path(util::join_path(*dir, d.name));
+      std::string candidate = util::opened_path(util::join_path(*dir, d.name));
       if (!util::is_regular_file(candidate)) continue;
       if (under(candidate, system_dirs_)) return std::string();
       std::string canonical = util::canonical_path(candidate);

@@ -135,10 +135,10 @@ void UnitCache::after_compile(const UnitRef& ref, const std::string& dir, const 
   u.headers = cache::hash_headers(ref.unit.dependencies, dir, {dir}, {}, storage_.local().digest_memo(true));
   const std::vector<std::string> search = include_search_dirs(ref.step, dir, *options_.environment);
   record_shadows(u.headers, search);
-  std::optional<std::string> unkeyable = record_include_probes(ref.step, dir, search, u.headers);
-  if (unkeyable) {
+  const Expected<void> keyable = record_include_probes(ref.step, dir, search, u.headers);
+  if (!keyable) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!unkeyable_) unkeyable_ = unkeyable;
+    if (!unkeyable_) unkeyable_ = keyable.why();
   }
   std::optional<std::string> moved = header_changed_during_build(u.headers, u.start_ns);
   if (moved) {
@@ -149,28 +149,32 @@ void UnitCache::after_compile(const UnitRef& ref, const std::string& dir, const 
   if (!reuse_objects_) return;
   u.sha256 = util::sha256_file_hex(ref.unit.object_path);
   count(&cache::StatsCounters::object_misses, &compiled_);
-  if (storage_.local().writable() && !moved && !unkeyable) store_object(ref.step, u.key, ref.unit, u.headers, rec);
+  if (storage_.local().writable() && !moved && keyable) store_object(ref.step, u.key, ref.unit, u.headers, rec);
   u.claim = {};  // stored (or not storable): units waiting for it look it up now
 }
 
-std::optional<std::string> UnitCache::record_include_probes(const CompileStep& step, const std::string& dir,
-                                                          const std::vector<std::string>& search,
-                                                          std::vector<cache::HeaderRecord>& headers) {
+Expected<void> UnitCache::record_include_probes(const CompileStep& step, const std::string& dir,
+                                                const std::vector<std::string>& search,
+                                                std::vector<cache::HeaderRecord>& headers) {
   std::vector<std::string> files;
-  if (!step.generated_text && !step.input_path.empty()) files.push_back(util::absolute_path(step.input_path));
+  if (!step.generated_text && !step.input_path.empty()) files.push_back(util::opened_path(step.input_path));
   for (const auto& h : headers) files.push_back(h.path);
   IncludeProbes probes = has_include_probes(files, search, toolchain_roots_, dir);
+  // Inline sources are generated text, written into the build dir: scanned
+  // as that file (its own folder, the build dir, is not searched).
+  if (step.generated_text)
+    add_has_include_probes(util::join_path(dir, step.generated_name), *step.generated_text, search, dir, probes);
   if (!probes.found.empty())
     cache::merge_headers(headers, cache::hash_headers(probes.found, dir, {dir}, {}, storage_.local().digest_memo(true)));
+  if (probes.unkeyable) return Unexpected{*probes.unkeyable};
   if (!probes.absent.empty()) {
     // "Did not exist, and would have changed the compile": a shadow, on any record.
-    if (headers.empty()) return probes.unkeyable ? probes.unkeyable
-                                                 : std::string("__has_include probes in a unit that read no header");
+    if (headers.empty()) return Unexpected{std::string("__has_include probes in a unit that read no header")};
     auto& shadows = headers.front().shadows;
     for (const auto& p : probes.absent)
       if (std::find(shadows.begin(), shadows.end(), p) == shadows.end()) shadows.push_back(p);
   }
-  return probes.unkeyable;
+  return {};
 }
 
 void UnitCache::store_object(const CompileStep& step, const std::string& key, const CompiledUnit& unit,

@@ -14,6 +14,7 @@
 #include "tvmffi_jit/cache/trust.h"
 #include "tvmffi_jit/compile/cached_build.h"
 #include "tvmffi_jit/compile/executor.h"
+#include "tvmffi_jit/util/expected.h"
 
 namespace tvmffi_jit::compile {
 
@@ -59,11 +60,13 @@ class UnitCache {
 
   std::optional<CommandRecord> before_compile(const UnitRef& ref, const std::string& dir);
   void after_compile(const UnitRef& ref, const std::string& dir, const CommandRecord& rec);
-  // __has_include probes of what the unit read, into `headers` (found
-  // answers as headers, absent candidates as shadows); why not keyable, if so.
-  std::optional<std::string> record_include_probes(const CompileStep& step, const std::string& dir,
-                                                   const std::vector<std::string>& search,
-                                                   std::vector<cache::HeaderRecord>& headers);
+  // __has_include probes of what the unit read -- its source (a file, or the
+  // generated text of inline sources) and its headers -- into `headers` (found
+  // answers as headers, absent candidates as shadows); done, or why the unit
+  // cannot be keyed.
+  Expected<void> record_include_probes(const CompileStep& step, const std::string& dir,
+                                       const std::vector<std::string>& search,
+                                       std::vector<cache::HeaderRecord>& headers);
   void store_object(const CompileStep& step, const std::string& key, const CompiledUnit& unit,
                     const std::vector<cache::HeaderRecord>& headers, const CommandRecord& rec);
 

@@ -21,6 +21,15 @@ std::string env_value(const std::vector<ModuleKeyInputs::EnvVar>& env, const std
   return "";
 }
 
+// A directory as the compiler or linker searches it: relative ones are
+// relative to the build dir it runs in (left relative when that is not
+// given), and the folder "-I/p/link/.." names is beside link's target
+// (util::opened_path), where the files it finds and probes are.
+std::string searched(const std::string& d, const std::string& build_dir) {
+  const std::string joined = !d.empty() && d[0] == '/' ? d : util::join_path(build_dir, d);
+  return !joined.empty() && joined[0] == '/' ? util::opened_path(joined) : joined;
+}
+
 }  // namespace
 
 std::vector<std::string> include_search_dirs(const CompileStep& step, const std::string& build_dir,
@@ -56,9 +65,9 @@ std::vector<std::string> include_search_dirs(const CompileStep& step, const std:
   env_system = util::split_any(env_value(env, step.language == Language::kC ? "C_INCLUDE_PATH" : "CPLUS_INCLUDE_PATH"), ":");
 
   std::vector<std::string> out;
-  if (!step.generated_text && !step.input_path.empty()) out.push_back(util::parent_path(util::absolute_path(step.input_path)));
+  if (!step.generated_text && !step.input_path.empty()) out.push_back(util::parent_path(util::opened_path(step.input_path)));
   for (const auto* group : {&quote, &angle, &cpath, &system, &env_system, &after})
-    for (const auto& d : *group) out.push_back(d[0] == '/' ? d : util::join_path(build_dir, d));
+    for (const auto& d : *group) out.push_back(searched(d, build_dir));
   return out;
 }
 
@@ -71,8 +80,7 @@ std::vector<std::string> library_search_dirs(const LinkStep& link, const std::st
     else if (f.size() > 2 && util::starts_with(f, "-L")) dirs.push_back(f.substr(2));
   }
   for (const auto& d : util::split_any(env_value(env, "LIBRARY_PATH"), ":")) dirs.push_back(d);
-  for (auto& d : dirs)
-    if (d[0] != '/') d = util::join_path(build_dir, d);
+  for (auto& d : dirs) d = searched(d, build_dir);
   return dirs;
 }
 
@@ -90,7 +98,7 @@ std::vector<std::string> normal_dirs(const std::vector<std::string>& given) {
   std::vector<std::string> dirs;
   for (const auto& d : given) {
     if (d.empty()) continue;
-    std::string n = util::absolute_path(d);
+    std::string n = util::opened_path(d);
     while (n.size() > 1 && n.back() == '/') n.pop_back();
     if (std::find(dirs.begin(), dirs.end(), n) == dirs.end()) dirs.push_back(std::move(n));
   }

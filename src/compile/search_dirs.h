@@ -19,14 +19,17 @@ namespace tvmffi_jit::compile {
 // C_INCLUDE_PATH or CPLUS_INCLUDE_PATH, -idirafter. The compiler's built-in
 // directories are not listed: only a new file in one of these can shadow a
 // recorded header (record_shadows). Relative directories are the
-// compiler's, i.e. relative to the build dir it runs in.
+// compiler's, i.e. relative to the build dir it runs in (left relative when
+// `build_dir` is empty). Each is the folder the compiler really searches:
+// "-I/p/link/.." is beside link's target (util::opened_path), as the headers
+// it reports are recorded.
 std::vector<std::string> include_search_dirs(const CompileStep& step, const std::string& build_dir,
                                              const std::vector<ModuleKeyInputs::EnvVar>& env);
 
 // The directories the linker searches for `-l` libraries before its built-in
 // ones, in order: -L (as given, relative ones to the build dir it runs in),
 // then LIBRARY_PATH (which the gcc driver passes on as -L after the
-// command line's).
+// command line's), resolved as include_search_dirs resolves its own.
 std::vector<std::string> library_search_dirs(const LinkStep& link, const std::string& build_dir,
                                              const std::vector<ModuleKeyInputs::EnvVar>& env);
 

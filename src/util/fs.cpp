@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/strings.h"
@@ -314,6 +315,24 @@ Expected<std::string> real_path(const std::string& path) {
   std::string s(r);
   std::free(r);
   return s;
+}
+
+std::string opened_path(const std::string& path) {
+  const std::string lexical = absolute_path(path);
+  const fs::path given = !path.empty() && path[0] == '/' ? fs::path(path) : fs::path(current_directory()) / path;
+  std::vector<fs::path> parts(given.begin(), given.end());
+  size_t last = parts.size();  // the last ".." component
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (parts[i] == "..") last = i;
+  if (last == parts.size()) return lexical;
+  fs::path head, tail;
+  for (size_t i = 0; i <= last; ++i) head /= parts[i];
+  for (size_t i = last + 1; i < parts.size(); ++i) tail /= parts[i];
+  auto physical = real_path(head.string());
+  if (!physical) return lexical;
+  // The lexical folder is the same one: keep the path as it was written.
+  if (auto same = real_path(head.lexically_normal().string()); same && *same == *physical) return lexical;
+  return tail.empty() ? *physical : (fs::path(*physical) / tail).lexically_normal().string();
 }
 
 std::string canonical_path(const std::string& path) {

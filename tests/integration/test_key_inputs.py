@@ -165,6 +165,75 @@ def test_a_header_that_has_include_said_was_absent_appearing_is_a_miss(proj, for
     assert value(again["path"]) == 1
 
 
+CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+needs_nvcc = pytest.mark.skipif(not (CUDA_HOME / "bin" / "nvcc").exists(), reason=f"no nvcc at {CUDA_HOME}/bin/nvcc")
+PROBE = '#if __has_include("extra.h")\n#include "extra.h"\n#else\n#define VALUE 1\n#endif\n'
+
+
+@pytest.mark.parametrize("lang", ["cpp", pytest.param("cuda", marks=needs_nvcc)])
+def test_inline_sources_probing_a_header_with_has_include_miss_once_it_appears(proj, lang):
+    # The unit's source is generated text in the build dir, not a file of the project: it is
+    # scanned all the same (a stale hit before).
+    (proj.dir / "inc").mkdir()
+    proj.env["TVM_FFI_CUDA_ARCH_LIST"] = "9.0"  # no GPU here to detect
+    (proj.dir / "m.json").write_text(json.dumps({"name": "ki", "extra_include_paths": ["inc"],
+                                                 f"{lang}_sources": PROBE + 'extern "C" int ki_value() { return VALUE; }\n'}))
+    assert rebuilt_value(proj, 1, lambda: (proj.dir / "inc" / "extra.h").write_text("#define VALUE 2\n")) == 2
+    (proj.dir / "inc" / "extra.h").write_text("#define VALUE 3\n")
+    again = proj.build()
+    assert again["cache"] == "miss" and "extra.h changed" in again["miss_reason"], again
+    assert value(again["path"]) == 3
+
+
+def symlink_then_dotdot(proj):
+    """proj/inc/link -> proj/real/inner: -I<proj>/inc/link/.. searches proj/real, where the kernel
+    takes the .. from; proj/inc is where a lexical clean-up of the path points."""
+    real = proj.dir / "real"
+    (real / "inner").mkdir(parents=True)
+    (proj.dir / "inc").mkdir()
+    (proj.dir / "inc" / "link").symlink_to(real / "inner")
+    return real, f"-I{proj.dir}/inc/link/.."
+
+
+@pytest.mark.parametrize("via, decoy", [("extra_cflags", True), ("extra_cflags", False), ("--cflag", True),
+                                        pytest.param("extra_cuda_cflags", False, marks=needs_nvcc)])
+def test_a_header_found_through_a_symlink_then_dotdot_is_recorded_where_the_compiler_read_it(proj, via, decoy):
+    real, flag = symlink_then_dotdot(proj)
+    (real / "val.h").write_text("#define VALUE 1\n")
+    if decoy:
+        (proj.dir / "inc" / "val.h").write_text("#define VALUE 99\n")
+    source = "k.cu" if via == "extra_cuda_cflags" else "k.cc"
+    (proj.dir / source).write_text('#include <val.h>\nextern "C" int ki_value() { return VALUE; }\n')
+    proj.env["TVM_FFI_CUDA_ARCH_LIST"] = "9.0"
+    args = ["--cflag", flag] if via == "--cflag" else []
+    proj.manifest(sources=[source], **({} if via == "--cflag" else {via: [flag]}))
+    # Without the decoy, recording the lexical path failed the build (exit 5, "cannot read");
+    # with it, editing the header really read was a stale hit.
+    assert rebuilt_value(proj, 1, lambda: (real / "val.h").write_text("#define VALUE 2\n"), *args) == 2
+    again = proj.build(*args)
+    assert again["cache"] == "hit" and value(again["path"]) == 2
+    (real / "val.h").write_text("#define VALUE 3\n")
+    b = proj.build(*args)
+    assert b["cache"] == "miss" and f"{real}/val.h changed" in b["miss_reason"], b
+
+
+@pytest.mark.parametrize("form", ["include", "has_include"])
+def test_a_header_appearing_in_a_symlink_then_dotdot_include_directory_misses(proj, form):
+    # The candidates recorded are those of the directory the compiler searched (proj/real),
+    # not of its lexical clean-up (proj/inc).
+    real, flag = symlink_then_dotdot(proj)
+    later = proj.dir / "later"
+    later.mkdir()
+    if form == "include":
+        (later / "extra.h").write_text("#define VALUE 1\n")
+        body = "#include <extra.h>\n"
+    else:
+        body = PROBE.replace('"extra.h"', "<extra.h>")
+    (proj.dir / "k.cc").write_text(body + 'extern "C" int ki_value() { return VALUE; }\n')
+    proj.manifest(extra_cflags=[flag, f"-I{later}"])
+    assert rebuilt_value(proj, 1, lambda: (real / "extra.h").write_text("#define VALUE 2\n")) == 2
+
+
 def test_a_computed_has_include_operand_is_built_and_not_stored(proj):
     (proj.dir / "k.cc").write_text('#define HAS(h) __has_include(h)\n#if HAS("opt.h")\n#define VALUE 2\n#else\n'
                                    '#define VALUE 1\n#endif\nextern "C" int ki_value() { return VALUE; }\n')
@@ -221,9 +290,10 @@ def test_a_cuda_home_copy_with_nvcc_profile_edited_changes_the_key(proj, tmp_pat
     assert proj.key(env=env) != k1
 
 
-def nvrtc_ptx(proj, src):
+def nvrtc_ptx(proj, src, *args):
     r = subprocess.run([TOOL, "build", str(src), "--compiler", "nvrtc", "--emit", "ptx", "--arch", "9.0", "--json",
-                        "-v", "--cache-dir", str(proj.root)], env=proj.env, capture_output=True, text=True, timeout=300)
+                        "-v", "--cache-dir", str(proj.root), *args], env=proj.env, capture_output=True, text=True,
+                       timeout=300)
     if r.returncode != 0 and "NVRTC" in r.stderr and "cannot" in r.stderr.lower():
         pytest.skip("no NVRTC here: " + r.stderr)
     assert r.returncode == 0, r.stderr
@@ -250,3 +320,22 @@ def test_nvrtc_has_include_and_computed_includes_are_keyed_or_not_stored(proj):
     r = nvrtc_ptx(proj, computed)
     assert "computed #include" in r["stderr"], r["stderr"]
     assert nvrtc_ptx(proj, computed)["cache"] == "miss"
+
+
+def test_nvrtc_reads_and_probes_through_a_symlink_then_dotdot_include_option_where_nvrtc_does(proj):
+    # NVRTC takes -I<proj>/inc/link/.. from the link's target (proj/real), as the kernel does:
+    # the header it read and the one it probed for are recorded there.
+    real, flag = symlink_then_dotdot(proj)
+    (real / "value.cuh").write_text("#define BASE 40\n")
+    (proj.dir / "inc" / "value.cuh").write_text("#define BASE 90\n")  # where a lexical clean-up looks
+    src = proj.dir / "probe.cu"
+    src.write_text('#include "value.cuh"\n#if __has_include("opt.cuh")\n#include "opt.cuh"\n#else\n#define EXTRA 1\n'
+                   '#endif\nextern "C" __global__ void probe(int* x) { x[0] = BASE + EXTRA; }\n')
+    assert "%r1, 41;" in Path(nvrtc_ptx(proj, src, "--cuda-cflag", flag)["path"]).read_text()
+    assert nvrtc_ptx(proj, src, "--cuda-cflag", flag)["cache"] == "hit"
+    (real / "value.cuh").write_text("#define BASE 50\n")
+    edited = nvrtc_ptx(proj, src, "--cuda-cflag", flag)
+    assert edited["cache"] != "hit" and "%r1, 51;" in Path(edited["path"]).read_text(), edited["stderr"]
+    (real / "opt.cuh").write_text("#define EXTRA 2\n")
+    probed = nvrtc_ptx(proj, src, "--cuda-cflag", flag)
+    assert probed["cache"] != "hit" and "%r1, 52;" in Path(probed["path"]).read_text(), probed["stderr"]

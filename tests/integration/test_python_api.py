@@ -200,6 +200,25 @@ def test_extra_cflags_include_paths_and_ldflags_reach_compiler_and_linker(tmp_pa
     assert "[libflags_custom.so]" in dynamic
 
 
+@pytest.mark.parametrize("api", ["load_inline", "build_inline"])
+def test_inline_sources_probing_a_header_with_has_include_miss_once_it_appears(tmp_path, api):
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    source = ('#if __has_include("extra.h")\n#include "extra.h"\n#else\n#define EXTRA 1\n#endif\n'
+              "int64_t extra() { return EXTRA; }\n")
+
+    def extra():
+        args = dict(cpp_sources=source, functions=["extra"], extra_include_paths=[str(inc)])
+        if api == "load_inline":
+            return tvmffi_jit.load_inline("probe_" + api, **args).extra()
+        return tvm_ffi.load_module(tvmffi_jit.build_inline("probe_" + api, **args)).extra()
+
+    assert extra() == 1
+    assert extra() == 1  # a hit: what follows must not be one
+    (inc / "extra.h").write_text("#define EXTRA 2\n")
+    assert extra() == 2, "a stale hit: the header __has_include probed appeared"
+
+
 def test_build_directory_relative_holds_the_build_and_is_reused(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cxx, log = counting_cxx(tmp_path)

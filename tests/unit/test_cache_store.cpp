@@ -329,6 +329,32 @@ TEST_CASE("a header found behind an earlier include directory misses once that d
   CHECK(r.miss_reason == "header " + util::join_path(inc1, "sub/s.h") + " now shadows " + util::join_path(inc2, "sub/s.h"));
 }
 
+TEST_CASE("a header reached through a symlink then .. is recorded, and shadowed, where the compiler read it",
+          "[cache][headers]") {
+  // -I<d>/inc/link/.. with link -> real/inner: the compiler reads real/val.h; inc/val.h is a decoy
+  // that a lexical clean-up of the depfile's path would record instead.
+  Fixture f;
+  const std::string d = util::canonical_path(f.tmp.path());
+  const std::string first = util::join_path(d, "first"), real = util::join_path(d, "real");
+  util::make_directories(first);
+  util::make_directories(util::join_path(real, "inner"));
+  util::make_directories(util::join_path(d, "inc"));
+  REQUIRE(::symlink(util::join_path(real, "inner").c_str(), util::join_path(d, "inc/link").c_str()) == 0);
+  util::write_file(util::join_path(real, "val.h"), "#define VALUE 1\n");
+  util::write_file(util::join_path(d, "inc/val.h"), "#define VALUE 99\n");
+  const std::string dotdot = util::join_path(d, "inc/link/..");
+  auto headers = hash_headers({dotdot + "/val.h"}, "/", {}, {});
+  REQUIRE(headers.size() == 1);
+  CHECK(headers[0].path == util::join_path(real, "val.h"));
+  CHECK(headers[0].sha256 == util::sha256_hex("#define VALUE 1\n"));
+  // The search directory is the one the compiler searched: the header is under it, and an
+  // earlier directory gets its shadow candidate.
+  record_shadows(headers, {first, dotdot});
+  CHECK(headers[0].shadows == std::vector<std::string>{util::join_path(first, "val.h")});
+  // Relative to the folder the compile ran in, the same.
+  CHECK(hash_headers({"inc/link/../val.h"}, d, {}, {}).at(0).path == util::join_path(real, "val.h"));
+}
+
 TEST_CASE("shadow candidates: only earlier directories, only names absent when recorded, merged per path",
           "[cache][headers]") {
   util::TempDir tmp;

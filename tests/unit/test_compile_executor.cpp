@@ -246,6 +246,32 @@ TEST_CASE("a plan of parallel compiles and a link produces the library and each 
   CHECK(std::any_of(linked.begin(), linked.end(), [](const std::string& p) { return p.find("libc") != std::string::npos; }));
 }
 
+TEST_CASE("a header the compiler found through -I<symlink>/.. is the dependency it really read", "[build][executor]") {
+  auto cxx = util::find_program("c++");
+  REQUIRE(cxx);
+  util::TempDir src;
+  const std::string d = util::canonical_path(src.path());
+  util::make_directories(d + "/real/inner");
+  util::make_directories(d + "/inc");
+  REQUIRE(::symlink((d + "/real/inner").c_str(), (d + "/inc/link").c_str()) == 0);
+  util::write_file(d + "/real/val.h", "#define VALUE 1\n");
+  util::write_file(d + "/k.cc", "#include <val.h>\nint k() { return VALUE; }\n");
+  BuildPlan plan;
+  plan.name = "k";
+  CompileStep step = cxx_step(*cxx, d + "/k.cc", 0);
+  step.flags.push_back("-I" + d + "/inc/link/..");
+  plan.compile_steps.push_back(step);
+  plan.artifact_name = "cpp_0.o";
+  util::TempDir build;
+  ExecuteOptions o;
+  o.hide_compiler_output = true;
+  BuildResult r = execute_plan(plan, build.path(), o);
+  REQUIRE(r.units.size() == 1);
+  const auto& deps = r.units[0].dependencies;
+  CHECK(std::find(deps.begin(), deps.end(), d + "/real/val.h") != deps.end());
+  CHECK(std::find(deps.begin(), deps.end(), d + "/inc/val.h") == deps.end());  // where a lexical clean-up points
+}
+
 TEST_CASE("a failing compile is exit 1 with the command line and the compiler's file:line output", "[build][executor]") {
   auto cxx = util::find_program("c++");
   REQUIRE(cxx);  // the build needs a host compiler anyway

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include "tvmffi_jit/compile/nvrtc.h"
 #include "tvmffi_jit/compile/nvrtc_includes.h"
 #include "tvmffi_jit/util/fs.h"
@@ -63,6 +65,19 @@ TEST_CASE("headers in system dirs are neither recorded nor followed", "[build][n
       compile::scan_includes("#include <cuda/std/cstdint>\n", t.at("k.cu"), {t.at("user")}, {t.at("toolkit")});
   CHECK(scan.files.empty());
   CHECK(scan.complete());
+}
+
+TEST_CASE("an include dir written through a symlink then .. is searched beside the link's target",
+          "[build][nvrtc_includes]") {
+  Tree t;
+  const std::string d = util::canonical_path(t.dir.path());
+  t.put("real/inner/.keep", "");
+  t.put("real/val.cuh", "");
+  t.put("inc/val.cuh", "");  // where a lexical clean-up of the directory looks
+  REQUIRE(::symlink((d + "/real/inner").c_str(), (d + "/inc/link").c_str()) == 0);
+  compile::IncludeScan r = compile::scan_includes("#include <val.cuh>\n", d + "/k.cu", {d + "/inc/link/.."}, {});
+  CHECK(r.files == std::vector<std::string>{d + "/real/val.cuh"});
+  CHECK(r.include_dirs == std::vector<std::string>{d + "/real"});
 }
 
 TEST_CASE("include cycles end and every header is listed once", "[build][nvrtc_includes]") {

@@ -238,6 +238,25 @@ TEST_CASE("can_read_content says why a path cannot be read for its content", "[u
   CHECK(pipe.why() == "is not a regular file (a FIFO)");
 }
 
+TEST_CASE("opened_path takes a .. after a symlink from the link's target, as the kernel does", "[util][fs]") {
+  TempDir tmp;
+  const std::string d = canonical_path(tmp.path());
+  make_directories(join_path(d, "inc/sub"));
+  make_directories(join_path(d, "real/inner"));
+  REQUIRE(::symlink(join_path(d, "real/inner").c_str(), join_path(d, "inc/link").c_str()) == 0);
+  REQUIRE(::symlink(join_path(d, "inc").c_str(), join_path(d, "alias").c_str()) == 0);
+  // Lexically /inc/val.h; the kernel opens real/val.h.
+  CHECK(opened_path(d + "/inc/link/../val.h") == d + "/real/val.h");
+  CHECK(opened_path(d + "/inc/link/../inner/./x/y.h") == d + "/real/inner/x/y.h");  // the rest as written, normal
+  CHECK(opened_path(d + "/inc/link/..") == d + "/real");
+  // No ".." after a link: the path as written, normalised (the link itself is not resolved).
+  CHECK(opened_path(d + "/inc/link/val.h") == d + "/inc/link/val.h");
+  CHECK(opened_path(d + "/inc/sub/../val.h") == d + "/inc/val.h");
+  CHECK(opened_path(d + "/alias/sub/../val.h") == d + "/alias/val.h");  // the same folder as the lexical one
+  // A folder that does not exist: the kernel cannot go through it either.
+  CHECK(opened_path(d + "/inc/missing/../val.h") == d + "/inc/val.h");
+}
+
 TEST_CASE("real_path resolves links and says why a dangling one does not resolve; canonical_path throws that",
           "[util][fs]") {
   TempDir dir;

@@ -16,6 +16,8 @@ struct IncludeScan {
   std::vector<std::string> unresolved;  // "<file>:<line>: <name>": found in no directory (a dead #if branch,
                                         // or a header that does not exist yet: the list is then incomplete)
   std::vector<std::string> computed;    // "<file>:<line>": #include MACRO, whose target the scan cannot know
+  std::vector<std::string> include_dirs;  // searched after the including file's own, in order, each absolute
+                                          // and as the compiler opens it (util::opened_path); no system dirs
   bool complete() const { return unresolved.empty() && computed.empty(); }
 };
 

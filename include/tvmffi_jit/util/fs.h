@@ -139,6 +139,13 @@ std::string absolute_path(const std::string& path);
 // does not resolve is an answer (a dangling link, a vanished file).
 Expected<std::string> real_path(const std::string& path);
 std::string canonical_path(const std::string& path);  // real_path; throws "cannot resolve PATH: ..."
+// The file the kernel opens for `path`, as an absolute, lexically normal
+// path: absolute_path(), except where a ".." follows a symlink. The kernel
+// takes ".." after following the link ("/p/link/../h.h" is h.h beside the
+// link's target, not /p/h.h), so the part up to the last ".." is resolved
+// (realpath) when its lexical form names another folder; the rest is kept as
+// written. A part that does not resolve (a missing folder) stays lexical.
+std::string opened_path(const std::string& path);
 std::string parent_path(const std::string& path);
 std::string file_name(const std::string& path);
 std::string extension(const std::string& path);  // ".cu", lower-cased

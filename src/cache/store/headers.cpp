@@ -37,9 +37,10 @@ std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, co
   std::vector<HeaderRecord> out;
   std::unordered_set<std::string> seen;
   std::unordered_set<std::string> excluded_files;
-  for (const auto& f : exclude_files) excluded_files.insert(util::absolute_path(f));
+  for (const auto& f : exclude_files) excluded_files.insert(util::opened_path(f));
   for (const auto& p : paths) {
-    std::string abs = p.empty() || p[0] != '/' ? util::absolute_path(util::join_path(base_dir, p)) : util::absolute_path(p);
+    // The file the compiler opened: "/p/link/../h.h" is not /p/h.h (util::opened_path).
+    std::string abs = util::opened_path(p.empty() || p[0] != '/' ? util::join_path(base_dir, p) : p);
     if (excluded_files.count(abs) || !seen.insert(abs).second) continue;
     bool skip = false;
     for (const auto& d : exclude_dirs) skip = skip || is_under(abs, d);
