@@ -60,8 +60,13 @@ def trace_summary(trace):
     longest, ratios, split = 0.0, [], 0
     if not Path(trace).exists():
         return {"longest_job": 0.0}
-    for line in Path(trace).read_text().splitlines():
-        j = json.loads(line)
+    text = Path(trace).read_text()
+    if trace.endswith(".json"):  # Chrome's trace-event JSON: each job's JSON-lines object is its "args"
+        jobs = [e["args"] for e in json.loads(text)["traceEvents"]
+                if e.get("ph") == "X" and e.get("cat") in ("compile", "link")]
+    else:
+        jobs = [json.loads(line) for line in text.splitlines()]
+    for j in jobs:
         if j.get("step", "").startswith("planning"):
             continue
         longest = max(longest, j["end"] - j["start"])
@@ -98,7 +103,7 @@ def main():
     ap.add_argument("--tool", default=os.environ.get("TVMFFI_JIT_BIN", str(ROOT / "build" / "tvmffi-jit")))
     ap.add_argument("--runs", default="ninja,batch,learned")
     ap.add_argument("--batch-arg", action="append", default=[], help="extra argument for tvmffi-jit build")
-    ap.add_argument("--trace", default="", help="keep tvmffi-jit's --job-trace of the cold run here")
+    ap.add_argument("--trace", default="", help="keep tvmffi-jit's --job-trace of the cold run here (FILE.json: Chrome's trace-event format)")
     ap.add_argument("--keep-cache", default="", help="tvmffi-jit's cache root, kept afterwards (default: a temp dir)")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
@@ -129,7 +134,7 @@ def main():
             for entry in cache.iterdir():
                 if entry.name not in KEPT_IN_ROOT:
                     shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
-            learned = trace + ".learned"
+            learned = str(Path(trace).with_suffix(".learned" + Path(trace).suffix))
             r = measure("batch, cost log learned", [*argv, "--job-trace", learned], benv)
             r.update(trace_summary(learned))
             results["batch_learned"] = r
