@@ -12,6 +12,7 @@
 #include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/strings.h"
 
 using namespace tvmffi_jit;
 using namespace tvmffi_jit::cache;
