@@ -477,10 +477,9 @@ std::optional<Found> Storage::get_remote(const EntryRequest& request) {
     if (!*list_blob) continue;
     tally(&StatsCounters::remote_bytes_received, (*list_blob)->size());
     budget.spend((*list_blob)->size());
-    std::string why;
-    std::optional<ResultList> list = parse_result_list(**list_blob, request.key.portable_hex, &why);
+    Expected<ResultList> list = parse_result_list(**list_blob, request.key.portable_hex);
     if (!list) {
-      count_failure(s, RemoteFailure{K::kCorrupt, why}, request.name);
+      count_failure(s, RemoteFailure{K::kCorrupt, list.why()}, request.name);
       continue;
     }
     bool server_failed = false;
@@ -619,7 +618,8 @@ void Storage::upload(const EntryRequest& request, const std::string& entry_dir) 
     const std::string list_name = result_list_object(s.scheme, options_, request.key.portable_hex);
     RemoteGet old = backend->get(list_name, kMaxResultListBytes);
     std::optional<ResultList> old_list;
-    if (old && *old) old_list = parse_result_list(**old, request.key.portable_hex, nullptr);
+    if (old && *old)
+      if (auto parsed = parse_result_list(**old, request.key.portable_hex)) old_list = std::move(*parsed);
     // A list that failed to read (too big, corrupt) is replaced; a server
     // that failed is given up below by the put.
     const std::string text = result_list_text(merge_result_list(old_list, request.key.portable_hex, id));

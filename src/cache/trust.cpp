@@ -2,6 +2,7 @@
 
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cache {
 
@@ -17,7 +18,7 @@ std::vector<BlobSignature> signatures_of(const nlohmann::json& provenance) {
     if (!s.is_object() || !s.contains("signer") || !s.contains("ed25519") || !s["signer"].is_string() ||
         !s["ed25519"].is_string())
       continue;
-    auto raw = base64_decode(s["ed25519"].get<std::string>());
+    auto raw = util::base64_decode(s["ed25519"].get<std::string>());
     if (raw) out.push_back({s["signer"].get<std::string>(), *raw});
   }
   return out;
@@ -102,7 +103,7 @@ nlohmann::json built_provenance(const EntryRecord& entry, const SecretKey* sign_
   if (sign_key) {
     std::string sig = sign_message(*sign_key, local_signed_message(sign_key->name, entry.key, entry_record_digest(entry)),
                                    entry.name);
-    p["signatures"] = nlohmann::json::array({{{"signer", sign_key->name}, {"ed25519", base64_encode(sig)}}});
+    p["signatures"] = nlohmann::json::array({{{"signer", sign_key->name}, {"ed25519", util::base64_encode(sig)}}});
   }
   return p;
 }

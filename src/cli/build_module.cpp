@@ -4,6 +4,7 @@
 
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/compile/launch.h"
+#include "tvmffi_jit/compile/uncached_build.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/log.h"
 

@@ -32,6 +32,7 @@
 #include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/compile/cached_build.h"
+#include "tvmffi_jit/compile/tvm_ffi_memo_dirs.h"
 #include "tvmffi_jit/compile/cost_log.h"
 #include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/compile/launch.h"

@@ -29,6 +29,7 @@
 #include "tvmffi_jit/cache/store.h"
 #include "tvmffi_jit/cache/transfer/transfer.h"
 #include "tvmffi_jit/cli/commands.h"
+#include "tvmffi_jit/toolchain/compiler_identity.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/log.h"
@@ -249,7 +250,9 @@ void run_clean(const CacheArgs& a) {
   }
   std::optional<cache::Store> store = open_store_to_delete(a);
   if (!store) return print_nothing_to_clean("clean", a);
-  print_clean("clean", a, *store, cache::clean_cache(*store, older));
+  const cache::CleanReport report = cache::clean_cache(*store, older);
+  if (!older) toolchain::remove_identity_memos(store->compilers_dir());  // removing everything: what they identified too
+  print_clean("clean", a, *store, report);
 }
 
 void run_gc(const CacheArgs& a) {

@@ -18,11 +18,11 @@
 #include "compile/module_key.h"
 #include "compile/module_reads.h"
 #include "compile/object_cache.h"
-#include "compile/uncached_build.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/cache/store.h"
+#include "tvmffi_jit/compile/uncached_build.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/log.h"
@@ -87,8 +87,9 @@ CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, 
   CompilerIdentities ids(store.compilers_dir(), true);
   const int64_t key_start = now_ns();  // sources are read for the key from here on
 
-  std::optional<std::string> unkeyable;
-  ModuleKeyInputs key_inputs = key_inputs_with(plan, manifest, tc, ids, *options.environment, &unkeyable);
+  KeyedPlan keyed = key_inputs_with(plan, manifest, tc, ids, *options.environment);
+  ModuleKeyInputs& key_inputs = keyed.inputs;
+  const std::optional<std::string>& unkeyable = keyed.unkeyable;
   key_inputs.base_dir = options.base_dir;
   cache::Key key = compute_module_key(key_inputs, options.keep_key_trace);
   if (storage.shares()) warn_unshared_path(key_inputs, manifest);

@@ -9,7 +9,8 @@
 #include <mutex>
 #include <optional>
 
-#include "compile/backends.h"
+#include "compile/command.h"
+#include "compile/nvrtc_step.h"
 #include "tvmffi_jit/compile/build_log.h"
 #include "tvmffi_jit/compile/cost_log.h"
 #include "tvmffi_jit/compile/launch.h"
@@ -68,47 +69,6 @@ CompiledUnit read_unit(const CompileStep& step, const std::string& dir) {
   return unit;
 }
 
-}  // namespace
-
-namespace detail {
-
-Expected<CommandRecord, CommandFailure> run_command(const std::vector<std::string>& argv, const std::string& dir,
-                                                    const std::string& what, const ExecuteOptions& options) {
-  util::ProcessOptions po;
-  po.cwd = dir;
-  po.merge_stderr = true;
-  util::ProcessResult r = options.command_runner().run(argv, po);
-  CommandRecord rec;
-  rec.argv = argv;
-  rec.description = what;
-  rec.output = r.out;
-  rec.status = r.status_text();
-  rec.seconds = r.seconds;
-  rec.cpu_seconds = r.cpu_seconds;
-  rec.max_rss_bytes = r.max_rss_bytes;
-  if (!r.ok()) {
-    std::string out = r.out;
-    if (!out.empty() && out.back() != '\n') out += '\n';
-    std::string message = what + " failed (" + rec.status + "):\n  cd " + util::shell_quote(dir) + " && " +
-                          util::format_command(argv) + "\n" + out;
-    return Unexpected<CommandFailure>{CommandFailure{CommandFailureKind::kFailed, std::move(message), std::move(rec)}};
-  }
-  return rec;
-}
-
-}  // namespace detail
-
-namespace {
-
-// What the plan expects a successful compile of `step` to leave in `dir`, or
-// nullopt when it is all there. A compiler (or a launcher in front of it)
-// that exits 0 without writing its object would otherwise fail later, at the
-// link, with a message about the wrong step.
-std::optional<std::string> missing_output(const CompileStep& step, const std::string& dir) {
-  if (!util::is_regular_file(util::join_path(dir, step.object_name))) return step.object_name;
-  return std::nullopt;
-}
-
 // The function among the unit's exports that the compiler says is not
 // declared (gcc: 'f' was not declared, clang: undeclared identifier 'f',
 // nvcc: identifier "f" is undefined), if any.
@@ -149,10 +109,13 @@ Expected<CommandRecord, CommandFailure> compile_unit(const CompileStep& step, co
           rec.error().record}};
     return rec;
   }
-  if (auto missing = missing_output(step, dir))
+  // A compiler (or a launcher in front of it) that exits 0 without writing
+  // its outputs would otherwise fail later, at the link, with a message about
+  // the wrong step.
+  if (auto missing = missing_compile_output(step, dir))
     return Unexpected<CommandFailure>{CommandFailure{
         CommandFailureKind::kNoOutput,
-        "compiling " + step.display + " exited 0 but did not write " + *missing + ":\n  cd " + util::shell_quote(dir) +
+        "compiling " + step.display + " exited 0 but " + *missing + ":\n  cd " + util::shell_quote(dir) +
             " && " + util::format_command(rec->argv) + "\n" + rec->output,
         *rec}};
   return rec;
@@ -517,7 +480,8 @@ Expected<BuildResult, CommandFailure> try_execute_plan(const BuildPlan& plan, co
   if (plan.nvrtc) {
     const std::string label = "nvrtc " + plan.nvrtc->request.source_name;
     status.started(label);
-    if (options.verbose) spdlog::info("nvrtc {} --gpu-architecture={}", plan.nvrtc->request.source_name, plan.nvrtc->request.arch);
+    if (options.verbose) spdlog::info("nvrtc {} --gpu-architecture={}", plan.nvrtc->request.source_name,
+                                      nvrtc_architecture(plan.nvrtc->request));
     auto rec = detail::run_nvrtc_step(*plan.nvrtc, dir, &result);
     if (!rec) return Unexpected<CommandFailure>{std::move(rec).error()};
     status.finished(label, shown_output(*rec, options));

@@ -91,7 +91,7 @@ class Reader {
 
  private:
   // The path first: the key writes it relative to the base dir when it is
-  // under it (BaseDir::portable_arg), so a response file in the checkout does
+  // under it (portable_arg, compile/portable_args.h), so a response file in the checkout does
   // not tie the portable key to one checkout's path.
   void key(const std::string& what, const std::string& path, const std::string& digest) {
     result.keyed.push_back({"flag_input." + what, path + " " + digest});
@@ -127,9 +127,8 @@ class Reader {
     if (!util::is_directory(path))
       return unkeyable("-B" + name + " is a file-name prefix, not a directory: what the driver finds through it "
                        "cannot be keyed");
-    std::string why;
-    auto digest = tree_digest(path, &why);
-    if (!digest) return unkeyable("-B" + name + ": " + why);
+    auto digest = tree_digest(path);
+    if (!digest) return unkeyable("-B" + name + ": " + digest.why());
     key("prefix", path, *digest);
   }
 
@@ -147,9 +146,8 @@ class Reader {
       const std::string gch = (d.empty() ? header : util::join_path(d, header)) + ".gch";
       if (util::is_regular_file(gch)) key("pch", gch, file_digest(gch));
       else if (util::is_directory(gch)) {
-        std::string why;
-        auto digest = tree_digest(gch, &why);
-        if (!digest) return unkeyable("-include " + header + ": " + why);
+        auto digest = tree_digest(gch);
+        if (!digest) return unkeyable("-include " + header + ": " + digest.why());
         key("pch", gch, *digest);
       } else {
         key("pch", gch, "absent");
@@ -158,7 +156,7 @@ class Reader {
   }
 
   // Every regular file and symlink under `dir` (names sorted), by content.
-  std::optional<std::string> tree_digest(const std::string& dir, std::string* why) {
+  Expected<std::string> tree_digest(const std::string& dir) {
     util::KeyHasher h;
     size_t files = 0;
     uint64_t bytes = 0;
@@ -168,10 +166,7 @@ class Reader {
       pending.pop_back();
       const std::string abs = rel.empty() ? dir : util::join_path(dir, rel);
       DIR* d = ::opendir(abs.c_str());
-      if (!d) {
-        *why = "cannot list " + abs;
-        return std::nullopt;
-      }
+      if (!d) return Unexpected{"cannot list " + abs};
       std::vector<std::string> names;
       while (dirent* e = ::readdir(d)) {
         std::string n = e->d_name;
@@ -188,16 +183,14 @@ class Reader {
           h.field("dir", r);
           pending.push_back(r);
         } else if (S_ISREG(st.st_mode)) {
-          if (++files > kMaxTreeFiles || (bytes += static_cast<uint64_t>(st.st_size)) > kMaxTreeBytes) {
-            *why = dir + " holds more than " + std::to_string(kMaxTreeFiles) + " files or 1 GiB";
-            return std::nullopt;
-          }
+          if (++files > kMaxTreeFiles || (bytes += static_cast<uint64_t>(st.st_size)) > kMaxTreeBytes)
+            return Unexpected{dir + " holds more than " + std::to_string(kMaxTreeFiles) + " files or 1 GiB"};
           h.field("file", r);
           h.field("sha256", util::sha256_file_hex(p));
         }
       }
     }
-    return "tree:" + h.hex_digest();
+    return std::string("tree:" + h.hex_digest());
   }
 
   const std::vector<std::string>& include_dirs_;

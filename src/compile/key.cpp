@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "compile/portable_args.h"
 #include "tvmffi_jit/cache/portable.h"
 #include "tvmffi_jit/util/hash.h"
 
@@ -20,7 +21,7 @@ std::string tool_version_or_default(const std::string& v) { return v.empty() ? T
 void hash_source(util::KeyHasher& h, const SourceInput& s, const BaseDir& base) {
   h.field("source.name", base.portable_path(s.name));
   h.field("source.directory", base.portable_path(s.directory));
-  h.field("source.content", s.directory.empty() ? base.portable_text(s.content) : s.content);
+  h.field("source.content", s.directory.empty() ? portable_text(base, s.content) : s.content);
 }
 
 void hash_compiler(util::KeyHasher& h, const CompilerInput& c, const BaseDir& base) {
@@ -33,7 +34,7 @@ void hash_compiler(util::KeyHasher& h, const CompilerInput& c, const BaseDir& ba
 std::vector<std::string> portable_args(const std::vector<std::string>& args, const BaseDir& base) {
   std::vector<std::string> out;
   out.reserve(args.size());
-  for (const auto& a : args) out.push_back(base.portable_arg(a));
+  for (const auto& a : args) out.push_back(portable_arg(base, a));
   return out;
 }
 
@@ -48,7 +49,7 @@ void hash_environment(util::KeyHasher& h, const std::vector<ModuleKeyInputs::Env
   h.field("environment", std::to_string(env.size()));
   for (const auto& v : env) {
     h.field("env.name", v.name);
-    h.field(v.set ? "env.value" : "env.unset", base.portable_arg(v.value));
+    h.field(v.set ? "env.value" : "env.unset", portable_arg(base, v.value));
   }
 }
 
@@ -57,7 +58,7 @@ void hash_extra(util::KeyHasher& h, const std::vector<std::pair<std::string, std
   h.field("extra", std::to_string(extra.size()));
   for (const auto& [tag, value] : extra) {
     h.field("extra.tag", tag);
-    h.field("extra.value", base.portable_arg(value));
+    h.field("extra.value", portable_arg(base, value));
   }
 }
 
@@ -80,7 +81,7 @@ Key compute_module_key(const ModuleKeyInputs& in, bool keep_trace) {
   }
   h.field("flag_groups", std::to_string(in.flags.size()));
   for (const auto& g : in.flags) {
-    h.field("flags.step", base.portable_label(g.step));
+    h.field("flags.step", portable_label(base, g.step));
     h.list("flags", portable_args(g.flags, base));
   }
   h.list("include_paths", portable_paths(in.include_paths, base));

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "compile/backends.h"
+#include "compile/command.h"
 #include "tvmffi_jit/compile/cost_log.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/log.h"
@@ -14,16 +14,6 @@ namespace {
 // --split-compile auto: the threads of a unit whose cost is unknown (above).
 constexpr int kUnknownUnitSplit = 4;
 }  // namespace
-
-std::optional<std::string> missing_compile_output(const CompileStep& step, const std::string& build_dir) {
-  for (const std::string* name : {&step.object_name, &step.depfile_name}) {
-    if (name->empty()) continue;  // a step that writes no depfile (the embed unit)
-    auto stamp = util::file_stamp(util::join_path(build_dir, *name));
-    if (!stamp) return *name + " is missing";
-    if (stamp->size == 0) return *name + " is empty";
-  }
-  return std::nullopt;
-}
 
 size_t count_launcher_fallbacks(const std::vector<CommandRecord>& commands) {
   return static_cast<size_t>(

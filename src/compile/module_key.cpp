@@ -54,13 +54,14 @@ std::vector<std::string> include_paths(const Manifest& m, const toolchain::Toolc
   return out;
 }
 
-// What the step's flags make it read (compile/flag_inputs.h), into `extra`.
-std::optional<std::string> add_flag_reads(const std::vector<std::string>& flags,
-                                          const std::vector<std::string>& include_dirs,
-                                          std::vector<std::pair<std::string, std::string>>& extra) {
+// What the step's flags make it read (compile/flag_inputs.h), into `extra`;
+// why not, when what they read cannot be keyed exactly.
+Expected<void> add_flag_reads(const std::vector<std::string>& flags, const std::vector<std::string>& include_dirs,
+                              std::vector<std::pair<std::string, std::string>>& extra) {
   FlagReads r = flag_reads(flags, include_dirs);
   for (auto& k : r.keyed) extra.push_back(std::move(k));
-  return r.unkeyable;
+  if (r.unkeyable) return Unexpected{std::move(*r.unkeyable)};
+  return {};
 }
 
 }  // namespace
@@ -82,7 +83,9 @@ ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest& m, co
   if (step.split_compile == kSplitCompileAuto) in.extra.push_back({"split_compile", "auto"});
   if (step.language == Language::kCuda)
     if (auto host = ids.nvcc_host(step.flags)) in.extra.push_back({"nvcc_host", host->resolved + "\n" + host->identity});
-  add_flag_reads(in.flags, include_search_dirs(step, "", environment), in.extra);
+  // What cannot be keyed is the module's to report (key_inputs_with): a
+  // module that cannot be keyed exactly is built, never stored.
+  (void)add_flag_reads(in.flags, include_search_dirs(step, "", environment), in.extra);
   return in;
 }
 
@@ -121,13 +124,12 @@ nlohmann::json inputs_summary(const ModuleKeyInputs& in) {
   return j;
 }
 
-ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
-                                       CompilerIdentities& ids,
-                                       const std::vector<ModuleKeyInputs::EnvVar>& environment,
-                                       std::optional<std::string>* unkeyable) {
-  ModuleKeyInputs in;
-  auto note_unkeyable = [&](std::optional<std::string> why) {
-    if (why && unkeyable && !*unkeyable) *unkeyable = std::move(why);
+KeyedPlan key_inputs_with(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
+                          CompilerIdentities& ids, const std::vector<ModuleKeyInputs::EnvVar>& environment) {
+  KeyedPlan keyed;
+  ModuleKeyInputs& in = keyed.inputs;
+  auto note_unkeyable = [&](const Expected<void>& keyable) {
+    if (!keyable && !keyed.unkeyable) keyed.unkeyable = keyable.why();
   };
   in.emit_kind = emit_kind_name(plan.emit);
   in.name = plan.name;
@@ -148,7 +150,7 @@ ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& manifest,
     const NvrtcRequest& r = plan.nvrtc->request;
     in.sources.push_back({r.source_name, "", r.source});
     in.flags.push_back({"nvrtc", r.options});
-    in.extra.push_back({"nvrtc.arch", r.arch});
+    in.extra.push_back({"nvrtc.arch", nvrtc_architecture(r)});
     in.extra.push_back({"nvrtc.output", plan.nvrtc->output_name});
     for (const auto& p : r.include_paths) in.extra.push_back({"nvrtc.include", p});
     for (const auto& e : r.name_expressions) in.extra.push_back({"nvrtc.name_expression", e});
@@ -192,7 +194,7 @@ ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& manifest,
   in.extra.push_back({"device_compiler", device_compiler_name(plan.compiler)});
   for (const auto& k : manifest.kernel_names) in.extra.push_back({"kernel_name", k});
   in.extra.push_back({"artifact", plan.artifact_name});
-  return in;
+  return keyed;
 }
 
 }  // namespace tvmffi_jit::compile

@@ -17,14 +17,20 @@
 
 namespace tvmffi_jit::compile {
 
+// A module's key inputs, and whether they key its build exactly.
+struct KeyedPlan {
+  ModuleKeyInputs inputs;
+  // Why the plan cannot be keyed exactly (its build must not be stored), when
+  // it cannot: part of the answer, not a failure (the inputs still key it).
+  std::optional<std::string> unkeyable;
+};
+
 // Everything the plan says, with compiler and tvm-ffi identities and the
 // keyed environment (reads every source file; identifies every compiler
 // through `ids`), and what the flags make the compilers read
-// (compile/flag_inputs.h). `unkeyable`: why the plan cannot be keyed exactly
-// (its build must not be stored), when it cannot.
-ModuleKeyInputs key_inputs_with(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
-                                CompilerIdentities& ids, const std::vector<ModuleKeyInputs::EnvVar>& environment,
-                                std::optional<std::string>* unkeyable = nullptr);
+// (compile/flag_inputs.h).
+KeyedPlan key_inputs_with(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
+                          CompilerIdentities& ids, const std::vector<ModuleKeyInputs::EnvVar>& environment);
 
 // One unit's key inputs (the per-TU object cache).
 ObjectKeyInputs object_key_inputs(const CompileStep& step, const Manifest& m, const toolchain::Toolchain& tc,

@@ -11,7 +11,7 @@
 #include "compile/object_cache.h"
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/cache/store.h"
-#include "tvmffi_jit/compile/cached_build.h"
+#include "tvmffi_jit/compile/cached_build_options.h"
 
 namespace tvmffi_jit::compile {
 

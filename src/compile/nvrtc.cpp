@@ -188,28 +188,6 @@ Expected<const NvrtcApi*> find_nvrtc_api() {
 // For builds, for which NVRTC missing is the end (exit 4).
 const NvrtcApi& nvrtc_api() { return *find_nvrtc_api().value_or_throw(missing_tool_error); }
 
-// "sm_90a" / "compute_90a" / "90a" -> the form NVRTC wants for this output:
-// a real architecture (sm_) for SASS, a virtual one (compute_) for PTX.
-// NVRTC given compute_XX makes no cubin, and given sm_XX also keeps PTX, so
-// the prefix is what selects the output.
-std::string nvrtc_arch(const std::string& arch, NvrtcOutput output) {
-  if (arch.empty()) {
-    throw usage_error("NVRTC needs a target architecture (e.g. --arch sm_90); none was given");
-  }
-  std::string number = arch;
-  for (const char* prefix : {"sm_", "compute_"}) {
-    if (util::starts_with(arch, prefix)) number = arch.substr(std::char_traits<char>::length(prefix));
-  }
-  size_t digits = 0;
-  while (digits < number.size() && number[digits] >= '0' && number[digits] <= '9') ++digits;
-  bool suffix_ok = digits == number.size() ||
-                   (digits + 1 == number.size() && number[digits] >= 'a' && number[digits] <= 'z');
-  if (digits < 2 || !suffix_ok) {
-    throw usage_error("'" + arch + "' is not a CUDA architecture NVRTC accepts (expected sm_XX, sm_XXa, sm_XXf or compute_XX)");
-  }
-  return (output == NvrtcOutput::kCubin ? "sm_" : "compute_") + number;
-}
-
 std::string strip_trailing_nuls(std::string s) {
   while (!s.empty() && s.back() == '\0') s.pop_back();
   return s;
@@ -236,6 +214,10 @@ void set_nvrtc_environment(toolchain::EnvLookup env) {
   nvrtc_environment = std::move(env);
 }
 
+std::string nvrtc_architecture(const NvrtcRequest& request) {
+  return request.output == NvrtcOutput::kCubin ? request.arch.sm() : request.arch.compute();
+}
+
 NvrtcResult nvrtc_compile(const NvrtcRequest& request) {
   const NvrtcApi& api = nvrtc_api();
   NvrtcResult result;
@@ -243,7 +225,9 @@ NvrtcResult nvrtc_compile(const NvrtcRequest& request) {
   // Order as nvcc searches: the user's -I first, then the toolkit (CUDA headers
   // and CCCL's cuda/std, which NVRTC does not find on its own), then the
   // user's options, so a user -arch or -I can still override what precedes it.
-  result.effective_options.push_back("--gpu-architecture=" + nvrtc_arch(request.arch, request.output));
+  if (request.arch.major == 0)
+    throw usage_error("NVRTC needs a target architecture (e.g. --arch sm_90); none was given");
+  result.effective_options.push_back("--gpu-architecture=" + nvrtc_architecture(request));
   // A directory listed twice (tvm-ffi's include and dlpack dirs are one in a
   // wheel) is searched once.
   std::vector<std::string> seen_dirs;

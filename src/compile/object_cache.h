@@ -12,7 +12,7 @@
 #include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/cache/store.h"
 #include "tvmffi_jit/cache/trust.h"
-#include "tvmffi_jit/compile/cached_build.h"
+#include "tvmffi_jit/compile/cached_build_options.h"
 #include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/util/expected.h"
 

@@ -358,7 +358,7 @@ NvrtcStep nvrtc_step(const Manifest& m, const toolchain::Toolchain& tc, const Bu
   // NVRTC searches `#include "x.h"` next to the source *name*, as nvcc does
   // next to the file: the full path keeps quote includes working from any cwd.
   step.request.source_name = is_inline ? m.name + ".cu" : source_file;
-  step.request.arch = m.emit == EmitKind::kCubin ? plan.archs[0].sm() : plan.archs[0].compute();
+  step.request.arch = plan.archs[0];
   step.request.output = m.emit == EmitKind::kCubin ? NvrtcOutput::kCubin : NvrtcOutput::kPtx;
   if (tc.tvm_ffi) step.request.include_paths = {tc.tvm_ffi->include_dir, tc.tvm_ffi->dlpack_include_dir};
   append(step.request.include_paths, m.extra_include_paths);

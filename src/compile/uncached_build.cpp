@@ -1,4 +1,4 @@
-#include "compile/uncached_build.h"
+#include "tvmffi_jit/compile/uncached_build.h"
 
 #include "tvmffi_jit/compile/executor.h"
 

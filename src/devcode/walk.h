@@ -1,7 +1,8 @@
 // What the inspector's format walkers share (internal): the per-file run
 // state and its limits, the job that carries one entry from the walk to the
 // workers, the fatbin container walk, and the entry points of each format.
-//   inspect.cpp   detection, dispatch, admission and the per-entry work
+//   inspect.cpp   the top-level dispatch of a file to its walker
+//   walk.cpp      detection, admission and the per-entry work, one blob's walk
 //   fatbin.cpp    fatbin containers and entry payloads (LZ4/zstd)
 //   host_elf.cpp  host ELF: fatbin sections, data-section scan, TVM FFI symbols, embedded cubins
 //   archive.cpp   ar archives
@@ -112,7 +113,7 @@ void check_decompressed_size(Compression c, uint64_t csize, uint64_t dsize, uint
 // check_decompressed_size); returns the view of the result.
 Bytes decompress(Compression c, Bytes src, uint64_t dsize, uint8_t* dst, ZstdContext& zstd);
 
-// The queue of one walk: jobs are admitted (admit() in inspect.cpp) as they
+// The queue of one walk: jobs are admitted (admit() in walk.cpp) as they
 // are added and processed by the run's workers.
 class EntryQueue : public JobQueue<Job, ZstdContext> {
  public:
@@ -121,7 +122,7 @@ class EntryQueue : public JobQueue<Job, ZstdContext> {
 
 // Ends the walk (jobs.finish()) and moves the entries into `entries` in walk
 // order; the first entry error becomes `error` unless that is set already,
-// as `describe` words it (inspect.cpp).
+// as `describe` words it (walk.cpp).
 void collect_entries(EntryQueue& jobs, Run& run, std::vector<Entry>& entries, std::string& error,
                      const std::function<std::string(const Entry&)>& describe);
 
@@ -154,7 +155,7 @@ struct FatbinWalk {
 };
 
 // Inspects one device-code blob (cubin, fatbin or PTX) into `entries`.
-// Returns the first error ("" when valid). (inspect.cpp)
+// Returns the first error ("" when valid). (walk.cpp)
 std::string inspect_blob(Bytes b, FileFormat format, const std::string& source, Run& run,
                          std::vector<Entry>& entries, std::vector<DeviceImage>* images);
 // Whether the text starts (after blank space and comments) with `.version`.

@@ -1,6 +1,7 @@
 #include "tvmffi_jit/toolchain/compiler_identity.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -117,6 +118,20 @@ CompilerIdentity identify_compiler(const std::string& role, const std::string& p
     }
   }
   return c;
+}
+
+size_t remove_identity_memos(const std::string& memo_dir) {
+  size_t removed = 0;
+  for (const auto& n : util::list_directory(memo_dir)) {
+    // memo_path()'s names only: 32 lower-case hex digits, ".json".
+    if (n.size() != 32 + 5 || n.compare(32, 5, ".json") != 0 ||
+        n.find_first_not_of("0123456789abcdef") < 32)
+      continue;
+    const std::string p = util::join_path(memo_dir, n);
+    struct stat st;
+    if (::lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::unlink(p.c_str()) == 0) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace tvmffi_jit::toolchain

@@ -1,5 +1,6 @@
 #include "tvmffi_jit/util/fs.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -295,6 +296,19 @@ void make_directories(const std::string& path, unsigned mode) {
     if (e == EEXIST && is_directory(path)) return;  // another thread or process made it first
     throw io_error(errno_message("cannot create directory " + path, e == EEXIST ? ENOTDIR : e));
   }
+}
+
+std::vector<std::string> list_directory(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 void remove_all(const std::string& path) {

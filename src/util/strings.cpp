@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <limits>
 
+#include <openssl/evp.h>
+
 namespace tvmffi_jit::util {
 
 bool starts_with(std::string_view s, std::string_view prefix) {
@@ -238,6 +240,38 @@ std::string hex_encode(const uint8_t* data, size_t size) {
     r[2 * i + 1] = digits[data[i] & 15];
   }
   return r;
+}
+
+namespace {
+const unsigned char* bytes(const std::string& s) { return reinterpret_cast<const unsigned char*>(s.data()); }
+}  // namespace
+
+std::string base64_encode(const std::string& in) {
+  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes(in), static_cast<int>(in.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+std::optional<std::string> base64_decode(const std::string& text) {
+  // EVP_DecodeBlock skips whitespace and counts padding as zero bytes:
+  // check the alphabet and the padding here so that one text has one meaning.
+  if (text.empty() || text.size() % 4 != 0 || text.size() > (1u << 20)) return std::nullopt;
+  size_t pad = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
+    if (c == '=' && i + 2 >= text.size()) {
+      ++pad;
+      continue;
+    }
+    if (!alpha || pad) return std::nullopt;
+  }
+  std::string out(text.size() / 4 * 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes(text), static_cast<int>(text.size()));
+  if (n < 0 || static_cast<size_t>(n) != out.size()) return std::nullopt;
+  out.resize(out.size() - pad);
+  return out;
 }
 
 }  // namespace tvmffi_jit::util

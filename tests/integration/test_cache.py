@@ -407,6 +407,18 @@ def test_cache_subcommands(proj):
     cache_cmd(proj.cache, "gc", "--max-size", "lots", check=2)
 
 
+def test_clean_removes_the_compiler_identity_memos_only_when_removing_everything(proj):
+    proj.build()
+    memos = lambda: sorted(p.name for p in (proj.cache / "compilers").glob("*.json"))  # noqa: E731
+    assert memos(), "a build memoises its compilers' identities"
+    stray = proj.cache / "compilers" / "notes.json"  # not a memo's name: never removed
+    stray.write_text("{}")
+    cache_cmd(proj.cache, "clean", "--older-than", "1d")
+    assert len(memos()) > 1
+    cache_cmd(proj.cache, "clean")
+    assert memos() == ["notes.json"]
+
+
 # --- compiler output: -q, replay on a hit, -vv key trace, failed compiles ----------------
 
 WARNING = "#warning tvmffi-jit-replayed-warning\n"

@@ -8,8 +8,10 @@ it.
 
 import json
 import os
+import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,7 +39,7 @@ PUBLIC_HEADER = {
     "cli": "tvmffi_jit/cli/app.h",
 }
 # A private header of a layer, included the way its own sources include it.
-PRIVATE_HEADER = {"compile": "compile/backends.h", "devcode": "devcode/elf.h"}
+PRIVATE_HEADER = {"compile": "compile/command.h", "devcode": "devcode/elf.h"}
 
 
 def layer_command(layer):
@@ -109,3 +111,24 @@ def test_no_source_reaches_another_layer_by_a_relative_include():
                     if line.lstrip().startswith("#include") and '"..' in line.replace(" ", "") or "/../" in line and "#include" in line:
                         offenders.append(f"{f.relative_to(SOURCE_DIR)}:{n}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_no_two_sources_of_src_call_each_other_round_a_circle():
+    # scripts/include_graph.py: the graph of which source's code calls which
+    # (object files' symbols, a header and its source as one node). A circle
+    # means neither side can be read, tested or moved without the other.
+    p = subprocess.run([sys.executable, str(SOURCE_DIR / "scripts" / "include_graph.py"), "--build", str(BINARY_DIR),
+                        "--source", str(SOURCE_DIR)], capture_output=True, text=True)
+    assert p.returncode == 0 and not p.stdout, p.stdout + p.stderr
+
+
+def test_the_parts_of_a_cached_build_include_its_options_not_the_orchestrator():
+    # compile/cached_build_options.h holds what they read; only the
+    # orchestrator itself (and its callers above compile) include cached_build.h.
+    offenders = []
+    for f in sorted((SOURCE_DIR / "src" / "compile").iterdir()):
+        if f.suffix in (".h", ".cpp") and f.name != "cached_build.cpp":
+            for n, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
+                if re.match(r'\s*#\s*include\s+"tvmffi_jit/compile/cached_build\.h"', line):
+                    offenders.append(f"{f.relative_to(SOURCE_DIR)}:{n}")
+    assert not offenders, "include compile/cached_build_options.h instead: " + ", ".join(offenders)

@@ -298,13 +298,6 @@ TEST_CASE("portable paths: under the base relative, elsewhere unchanged", "[cach
   CHECK(base.portable_path("/work/ci-7/proj/src/a.cc") == "<base>/src/a.cc");
   CHECK(base.portable_path("/work/ci-7/proj") == "<base>");
   CHECK(base.portable_path("/work/ci-7/project/a.cc") == "/work/ci-7/project/a.cc");
-  CHECK(base.portable_arg("-I/work/ci-7/proj/include") == "-I<base>/include");
-  CHECK(base.portable_arg("-isystem/work/ci-7/proj/x") == "-isystem<base>/x");
-  CHECK(base.portable_arg("--include-path=/work/ci-7/proj/x") == "--include-path=<base>/x");
-  CHECK(base.portable_arg("-DROOT=/work/ci-7/proj") == "-DROOT=/work/ci-7/proj");  // may reach the artifact
-  CHECK(base.portable_text("#include \"/work/ci-7/proj/k.cc\"\nint x;\n") == "#include \"<base>/k.cc\"\nint x;\n");
-  CHECK(base.portable_text("const char* p = \"/work/ci-7/proj/k.cc\";\n") ==
-        "const char* p = \"/work/ci-7/proj/k.cc\";\n");
   CHECK(base.relative_header("/work/ci-7/proj/include/h.h") == "include/h.h");
   CHECK(base.relative_header("/usr/include/stdio.h") == "/usr/include/stdio.h");
   CHECK(BaseDir("/elsewhere/p").absolute_header("include/h.h") == "/elsewhere/p/include/h.h");

@@ -77,9 +77,14 @@ TEST_CASE("clean and gc delete only names tvmffi-jit created", "[cache][maintena
   }
   util::make_directories(r.at("tmp/user-dir"), 0700);
   age(r.at("tmp/user-dir"), 3 * 86400);
-  // A memo the tool wrote is removed by a full clean.
-  std::string memo = r.at("compilers/" + std::string(32, 'a') + ".json");
-  util::write_file(memo, "{}");
+  // The cache's own memo is removed by a full clean; the compiler identity
+  // memos are the toolchain's (`cache clean` removes them through
+  // toolchain::remove_identity_memos), so the cache leaves them.
+  std::string memo = r.at("digests/" + std::string(32, 'a'));
+  util::make_directories(util::parent_path(memo), 0700);
+  util::write_file(memo, "memo");
+  std::string identity = r.at("compilers/" + std::string(32, 'a') + ".json");
+  util::write_file(identity, "{}");
 
   CleanReport gc = gc_cache(r.store, 0);
   CHECK(gc.entries_removed == 1);
@@ -90,6 +95,7 @@ TEST_CASE("clean and gc delete only names tvmffi-jit created", "[cache][maintena
   CHECK(clean.entries_removed == 1);
   CHECK(clean.temporaries_removed == 0);
   CHECK_FALSE(util::path_exists(memo));
+  CHECK(util::path_exists(identity));
   for (const auto& f : foreign) {
     INFO(f);
     CHECK(util::read_file(r.at(f)) == "keep me");

@@ -208,7 +208,7 @@ TEST_CASE("nothing anywhere is one remote miss, and the upload reaches every wri
   CHECK((one->puts == 2 && two->puts == 2));
   const std::string id = result_id(*read_entry(built));
   REQUIRE(one->objects.count(result_object(id)) == 1);
-  auto list = parse_result_list(one->objects[object()], kPortable, nullptr);
+  auto list = parse_result_list(one->objects[object()], kPortable);
   REQUIRE(list);
   CHECK(list->result_ids == std::vector<std::string>{id});
   CHECK(w.stats.remote_stores == 2);
@@ -253,7 +253,7 @@ TEST_CASE("timeouts, errors and corrupt blobs are counted apart; a failed server
   CHECK((slow->puts == 0 && down->puts == 0 && garbage->puts == 2));
   CHECK(w.stats.remote_errors == 2);
   CHECK(w.stats.remote_corrupt == 2);
-  CHECK(parse_result_list(garbage->objects[object()], kPortable, nullptr));
+  CHECK(parse_result_list(garbage->objects[object()], kPortable));
   CHECK(!util::path_exists(w.request_b().key_dir));
 }
 
@@ -516,7 +516,7 @@ TEST_CASE("a remote list naming missing, foreign or oversized results is a miss,
     std::string many = "{\"format\": \"tvmffi-jit results 1\", \"key\": \"" + kPortable + "\", \"results\": [";
     for (int i = 0; i < 100; ++i) many += std::string(i ? "," : "") + "\"" + std::string(63, 'e') + "0\"";
     many += "]}";
-    auto parsed = parse_result_list(many, kPortable, nullptr);
+    auto parsed = parse_result_list(many, kPortable);
     REQUIRE(parsed);
     CHECK(parsed->result_ids.size() == 1);  // duplicates merged
   }
@@ -601,7 +601,7 @@ TEST_CASE("two writers of one key each keep their result; the list is merged, bo
     storage.upload(w.request_b(), dir);
     ids.push_back(result_id(*read_entry(dir)));
   }
-  auto list = parse_result_list(remote->objects[object()], kPortable, nullptr);
+  auto list = parse_result_list(remote->objects[object()], kPortable);
   REQUIRE(list);
   CHECK(list->result_ids.size() == kMaxResultsPerKey);
   CHECK(list->result_ids.front() == ids.back());  // the newest first
@@ -609,7 +609,7 @@ TEST_CASE("two writers of one key each keep their result; the list is merged, bo
   // A writer that read the list before another wrote it loses at most that id of the hint.
   ResultList stale = merge_result_list(std::nullopt, kPortable, ids[0]);
   remote->objects[object()] = result_list_text(stale);
-  CHECK(parse_result_list(remote->objects[object()], kPortable, nullptr));
+  CHECK(parse_result_list(remote->objects[object()], kPortable));
   CHECK(remote->objects.count(result_object(ids[9])) == 1);
 }
 

@@ -429,7 +429,7 @@ TEST_CASE("a compiler that exits 0 without writing its object is a build failure
     FAIL("built");
   } catch (const Error& e) {
     CHECK(e.code() == ExitCode::kBuildFailed);
-    CHECK(std::string(e.what()).find("compiling a.cc exited 0 but did not write cpp_0.o") != std::string::npos);
+    CHECK(std::string(e.what()).find("compiling a.cc exited 0 but cpp_0.o is missing") != std::string::npos);
   }
   CHECK_FALSE(after_called);  // nothing to store
 }

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "compile/portable_args.h"
 #include "tvmffi_jit/compile/key.h"
 #include "tvmffi_jit/toolchain/environment.h"
 #include "tvmffi_jit/util/fs.h"
@@ -221,4 +222,21 @@ TEST_CASE("the portable key ignores where the project is; the local key does not
   ModuleKeyInputs edited = at("/tmp/other/checkout");
   edited.sources[0].content = "int a2();\n";
   CHECK(compute_module_key(edited).portable_hex != a.portable_hex);
+}
+
+TEST_CASE("a key writes arguments, generated includes and step labels under the base dir portably", "[compile][key]") {
+  cache::BaseDir base("/work/ci-7/proj");
+  CHECK(portable_arg(base, "/work/ci-7/proj/src/a.cc") == "<base>/src/a.cc");
+  CHECK(portable_arg(base, "-I/work/ci-7/proj/include") == "-I<base>/include");
+  CHECK(portable_arg(base, "-isystem/work/ci-7/proj/x") == "-isystem<base>/x");
+  CHECK(portable_arg(base, "--include-path=/work/ci-7/proj/x") == "--include-path=<base>/x");
+  CHECK(portable_arg(base, "-DROOT=/work/ci-7/proj") == "-DROOT=/work/ci-7/proj");  // may reach the artifact
+  CHECK(portable_arg(base, "-I/work/ci-7/project/x") == "-I/work/ci-7/project/x");  // a sibling, not under it
+  CHECK(portable_text(base, "#include \"/work/ci-7/proj/k.cc\"\nint x;\n") == "#include \"<base>/k.cc\"\nint x;\n");
+  CHECK(portable_text(base, "const char* p = \"/work/ci-7/proj/k.cc\";\n") ==
+        "const char* p = \"/work/ci-7/proj/k.cc\";\n");
+  CHECK(portable_label(base, "compile /work/ci-7/proj/src/a.cc (c++ -> object)") ==
+        "compile <base>/src/a.cc (c++ -> object)");
+  CHECK(portable_label(base, "compile /work/ci-7/project/a.cc") == "compile /work/ci-7/project/a.cc");
+  CHECK(portable_arg(cache::BaseDir(), "-I/work/ci-7/proj/include") == "-I/work/ci-7/proj/include");  // no base
 }

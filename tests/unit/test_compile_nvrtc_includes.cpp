@@ -135,7 +135,7 @@ TEST_CASE("an NVRTC request's headers come from its include paths and -I options
       "#include <cuda/std/type_traits>\n#include <first.cuh>\n#include <second.cuh>\n#include \"near.cuh\"\n"
       "extern \"C\" __global__ void k(cuda::std::int32_t* x) { x[0] = FIRST + SECOND + FORCED + NEAR; }\n";
   r.source_name = t.at("src/k.cu");
-  r.arch = "sm_90";
+  r.arch = {9, 0};
   r.include_paths = {t.at("a")};
   r.options = {"-I", t.at("b"), "--pre-include=" + t.at("c/forced.cuh")};
   compile::IncludeScan scan = compile::nvrtc_includes(r);

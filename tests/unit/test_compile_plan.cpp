@@ -204,7 +204,7 @@ TEST_CASE("nvrtc plans an in-process compile with the name expressions", "[build
   CHECK(p.nvrtc->request.source == "template <typename T> __global__ void k(T* x) {}\n");
   // The full path: NVRTC resolves quoted includes next to the source name.
   CHECK(p.nvrtc->request.source_name == s.path("t.cu"));
-  CHECK(p.nvrtc->request.arch == "sm_90");
+  CHECK(compile::nvrtc_architecture(p.nvrtc->request) == "sm_90");
   CHECK(p.nvrtc->request.output == NvrtcOutput::kCubin);
   CHECK(p.nvrtc->request.name_expressions == Argv{"k<float>"});
   CHECK(p.nvrtc->request.options == Argv{"-DX=1"});

@@ -6,6 +6,7 @@
 #include <sys/time.h>
 
 #include <string>
+#include <vector>
 
 #include "tvmffi_jit/toolchain/compiler_identity.h"
 #include "tvmffi_jit/util/fs.h"
@@ -70,4 +71,23 @@ TEST_CASE("a compiler whose --version fails is identified by its content", "[too
   CHECK(id.identity.rfind("sha256:", 0) == 0);
   util::write_file(cc, "#!/bin/sh\nexit 2\n");
   CHECK(identify_compiler("cxx", cc, {}).identity != id.identity);
+}
+
+TEST_CASE("removing identity memos removes what identify_compiler wrote and nothing else", "[toolchain][identity]") {
+  util::TempDir dir;
+  std::string cc = util::join_path(dir.path(), "fakecc");
+  util::write_file(cc, "#!/bin/sh\necho 'fakecc 1.0'\n");
+  REQUIRE(::chmod(cc.c_str(), 0755) == 0);
+  IdentifyOptions opts;
+  opts.memo_dir = util::join_path(dir.path(), "compilers");
+  identify_compiler("cxx", cc, opts);
+  const std::string other = util::join_path(opts.memo_dir, "notes.json");
+  const std::string upper = util::join_path(opts.memo_dir, std::string(32, 'A') + ".json");
+  util::write_file(other, "{}");
+  util::write_file(upper, "{}");
+  REQUIRE(util::list_directory(opts.memo_dir).size() == 3);
+
+  CHECK(remove_identity_memos(opts.memo_dir) == 1);
+  CHECK(util::list_directory(opts.memo_dir) == std::vector<std::string>{std::string(32, 'A') + ".json", "notes.json"});
+  CHECK(remove_identity_memos(util::join_path(dir.path(), "missing")) == 0);
 }

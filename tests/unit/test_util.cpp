@@ -311,6 +311,16 @@ TEST_CASE("Expected holds a value or the reason there is none", "[util][expected
   CHECK(Expected<int>(5).value_or_throw(missing_tool_error) == 5);
 }
 
+TEST_CASE("base64 decoding accepts exactly one spelling of each value", "[util]") {
+  CHECK(base64_decode("aGk=") == std::optional<std::string>("hi"));
+  CHECK(base64_encode("hi") == "aGk=");
+  CHECK(base64_decode("aGk") == std::nullopt);      // unpadded
+  CHECK(base64_decode("a Gk=") == std::nullopt);    // whitespace
+  CHECK(base64_decode("aG=k") == std::nullopt);     // padding inside
+  CHECK(base64_decode("aGk=aGk=") == std::nullopt); // padding then data
+  CHECK(base64_decode("") == std::nullopt);
+}
+
 namespace {
 enum class ProbeFailure { kTimeout, kCorrupt };
 Expected<int, Failure<ProbeFailure>> probe(int outcome) {

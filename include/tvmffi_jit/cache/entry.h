@@ -92,7 +92,7 @@ struct HeaderRecord {
   // Paths that did not exist when the header was recorded and that the
   // compiler would have read instead had they existed: the header's name
   // under each include directory searched before the one it was found in
-  // (cache/headers.h, record_shadows). A lookup that finds any of them misses.
+  // (compile/search_dirs.h, record_shadows). A lookup that finds any of them misses.
   std::vector<std::string> shadows;
 };
 

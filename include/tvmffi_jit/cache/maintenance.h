@@ -89,19 +89,14 @@ struct CleanReport {
 };
 
 // Removes entries (only those EntryInfo::ours) last used more than
-// `older_than_seconds` ago (all when nullopt), the compiler identity memos
-// with them when removing everything, and abandoned staging directories of
-// the names Store creates (their process is gone, or they are older than a
-// day, or than `older_than_seconds`). The caller checks the root is marked
-// (require_marked_root).
+// `older_than_seconds` ago (all when nullopt), the file digest memo with them
+// when removing everything, and abandoned staging directories of the names
+// Store creates (their process is gone, or they are older than a day, or than
+// `older_than_seconds`). The caller checks the root is marked
+// (require_marked_root). What others keep in the root is theirs to clean:
+// `cache clean` removes the compiler identity memos in
+// Store::compilers_dir() through toolchain::remove_identity_memos().
 CleanReport clean_cache(const Store& store, std::optional<int64_t> older_than_seconds);
-
-// Removes the staging dirs of this host whose process is gone (killed before
-// it cleaned up) and that were not kept for the user (kStagingKeptMarker);
-// never another host's (a shared root: only their age tells, and gc decides).
-// Every build that stages calls it; failures to remove are ignored. Returns
-// how many it removed.
-size_t remove_interrupted_staging(const Store& store);
 
 // Removes least recently used entries (only those EntryInfo::ours) until they
 // total at most `max_bytes`, and abandoned staging directories.

@@ -28,29 +28,21 @@ inline constexpr const char* kBaseMarker = "<base>";
 
 // Rewriting of absolute paths under `base` (absolute, lexically normal; empty
 // means "rewrite nothing"). Its canonical form (symlinks resolved) is
-// recognised too: compilers report headers either way.
+// recognised too: compilers report headers either way. Paths only: what a
+// compiler argument or a generated source holds is the compile layer's to
+// rewrite (compile/portable_args.h), over portable_path().
 class BaseDir {
  public:
   BaseDir() = default;
   explicit BaseDir(const std::string& base);
   const std::string& path() const { return base_; }
+  // The base with its symlinks resolved, when that differs from path();
+  // else empty.
+  const std::string& canonical() const { return canonical_; }
   bool empty() const { return base_.empty(); }
 
   // A path field: "/base/x/y" -> "<base>/x/y", "/base" -> "<base>"; others unchanged.
   std::string portable_path(const std::string& path) const;
-  // A command-line argument: a path, or an option glued to one ("-I/base/x",
-  // "-L/base/lib", "--option=/base/x"). Anything else (-DX=/base/...) is
-  // kept: its text may reach the artifact.
-  std::string portable_arg(const std::string& arg) const;
-  // Generated source text: only `#include "/base/..."` lines are rewritten
-  // (the wrapper tvm_ffi generates around a source file includes it by its
-  // absolute path; the included content is keyed, the path is not output).
-  std::string portable_text(const std::string& text) const;
-
-  // A label of our own (a flag group's "compile /base/src/a.cc (c++ -> object)"):
-  // every occurrence of the base as a path prefix.
-  std::string portable_label(const std::string& label) const;
-
   // A header path for a portable entry: relative to the base when under it,
   // else absolute.
   std::string relative_header(const std::string& absolute) const;

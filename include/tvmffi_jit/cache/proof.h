@@ -23,6 +23,7 @@
 #include <string>
 
 #include "tvmffi_jit/cache/headers.h"
+#include "tvmffi_jit/util/expected.h"
 
 namespace tvmffi_jit::cache {
 
@@ -73,13 +74,18 @@ struct FileCheckOptions {
 FileCheck check_recorded_file(const std::string& path, uint64_t size, const std::string& sha256,
                               const std::string& recorded_stat, const FileCheckOptions& options, Rehashed* rehashed);
 
+// What hash_file_stamped() read.
+struct HashedFile {
+  uint64_t size = 0;
+  std::string sha256;
+  std::string stat;  // the stamp text taken before reading; empty unless settled and trusted
+};
 // Hashes `path` through one descriptor (never blocking on a FIFO; with
 // !follow_symlinks never through a symlink): its size, SHA-256 and the stamp
 // text of the descriptor taken before reading, empty unless settled and on a
-// filesystem whose stamps are trusted. False when it cannot be opened or read
-// (`why` says why), or is not a regular file.
-bool hash_file_stamped(const std::string& path, bool follow_symlinks, uint64_t* size, std::string* sha256,
-                       std::string* stat, std::string* why = nullptr);
+// filesystem whose stamps are trusted. Why not when it cannot be opened or
+// read, or is not a regular file.
+Expected<HashedFile> hash_file_stamped(const std::string& path, bool follow_symlinks);
 
 // The root's digest memo (cache/headers.h, DigestMemo): the digest
 // remembered for `path` at stamp text `stat` and `size`, or "".

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "tvmffi_jit/cache/entry.h"
+#include "tvmffi_jit/util/expected.h"
 
 namespace tvmffi_jit::cache {
 
@@ -89,10 +90,10 @@ struct ResultList {
   std::string key;                  // the portable key it indexes
   std::vector<std::string> result_ids;  // 64 hex each, at most kMaxResultsPerKey
 };
-// nullopt (with `why`) for anything but a well-formed list of `key`: too
-// big, not JSON, another key, a malformed id. Ids beyond kMaxResultsPerKey
-// are dropped, duplicates merged.
-std::optional<ResultList> parse_result_list(std::string_view text, const std::string& key, std::string* why);
+// Why not for anything but a well-formed list of `key`: too big, not JSON,
+// another key, a malformed id. Ids beyond kMaxResultsPerKey are dropped,
+// duplicates merged.
+Expected<ResultList> parse_result_list(std::string_view text, const std::string& key);
 std::string result_list_text(const ResultList& list);
 // `id` first, then the ids of `old` (when it is a list of the same key)
 // without it, at most kMaxResultsPerKey.

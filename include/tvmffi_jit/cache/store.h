@@ -206,17 +206,6 @@ class Store {
 
   void count(const StatsCounters& delta) const;
 
-  // Rewrites <entry_dir>/entry.json with the stamps of `checked` (a copy of
-  // the entry that a lookup restamped), keeping every other field of the
-  // file as it is: through a temp file renamed over it, never in place; only
-  // while entry.json still has `read_stamp`, the stamp it had when read;
-  // only under the entry's lock, tried once (busy: skipped). Best effort:
-  // false when skipped or failed (the next hit re-hashes again, or finds
-  // the stamps in this process's memo).
-  // `written` (may be null): the stamp of the entry.json it wrote, when true.
-  bool record_stamps(const std::string& entry_dir, const EntryRecord& checked, const util::FullStamp& read_stamp,
-                     util::FullStamp* written = nullptr) const;
-
   // Removes the least recently used results of `key_dir` beyond
   // kMaxResultsPerKey, never `keep` (publish_result; cache import, whose
   // <root>/imported/ keys are bounded the same way).

@@ -18,10 +18,6 @@
 
 namespace tvmffi_jit::compile {
 
-// nullopt when every output of `step` exists in `build_dir` and is non-empty;
-// else what is wrong ("cuda_0.o is missing", "cuda_0.o.d is empty").
-std::optional<std::string> missing_compile_output(const CompileStep& step, const std::string& build_dir);
-
 // Runs `step`'s command in `build_dir` (its generated source already written)
 // through options.command_runner(): with the launcher, checked, and without
 // it once more if its outputs are missing. A compiler that fails (or exits 0

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "tvmffi_jit/toolchain/cuda_arch.h"
 #include "tvmffi_jit/toolchain/environment.h"
 #include "tvmffi_jit/util/expected.h"
 
@@ -16,12 +17,18 @@ enum class NvrtcOutput { kCubin, kPtx };
 struct NvrtcRequest {
   std::string source;                         // CUDA source text
   std::string source_name;                    // shown in diagnostics, e.g. "kernels.cu"
-  std::string arch;                           // "sm_90", "sm_90a", "sm_100f"; for PTX "compute_90"
+  toolchain::CudaArch arch;                   // the target (parsed once, toolchain/cuda_arch.h); +PTX is ignored
   NvrtcOutput output = NvrtcOutput::kCubin;
   std::vector<std::string> include_paths;     // -I
   std::vector<std::string> options;           // extra NVRTC options (-D..., -std=..., --use_fast_math)
   std::vector<std::string> name_expressions;  // --kernel-name: registered, lowered names reported
 };
+
+// The --gpu-architecture NVRTC is given for `request`: a real architecture
+// ("sm_90a") for a cubin, a virtual one ("compute_90a") for PTX. NVRTC given
+// compute_XX makes no cubin, and given sm_XX also keeps PTX, so the prefix is
+// what selects the output.
+std::string nvrtc_architecture(const NvrtcRequest& request);
 
 struct NvrtcResult {
   bool ok = false;

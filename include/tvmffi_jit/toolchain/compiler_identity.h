@@ -10,6 +10,7 @@
 // version changes the key. A hit on a warm memo spawns nothing.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace tvmffi_jit::toolchain {
@@ -32,5 +33,10 @@ struct IdentifyOptions {
 // `program` is a path or a name looked up on PATH. Throws Error(kMissingTool)
 // if it cannot be found. `role` is copied into the result.
 CompilerIdentity identify_compiler(const std::string& role, const std::string& program, const IdentifyOptions& options);
+
+// Removes the identity memos identify_compiler() wrote in `memo_dir`
+// (regular files named "<32 hex>.json"), nothing else (`cache clean`).
+// Returns how many it removed; a missing directory is none.
+size_t remove_identity_memos(const std::string& memo_dir);
 
 }  // namespace tvmffi_jit::toolchain

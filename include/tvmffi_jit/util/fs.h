@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "tvmffi_jit/util/expected.h"
 
@@ -132,6 +133,9 @@ Expected<void> can_read_content(const std::string& path);
 void make_directories(const std::string& path, unsigned mode = 0755);
 // Removes a file or a tree without following symlinks; missing is fine.
 void remove_all(const std::string& path);
+// The names in `dir` (no "." or ".."), sorted; empty when it cannot be
+// opened (missing, not a directory, no permission).
+std::vector<std::string> list_directory(const std::string& dir);
 
 // Lexically normalised, not resolved; only a relative path needs the current directory.
 std::string absolute_path(const std::string& path);

@@ -50,4 +50,9 @@ std::string hex_encode(const uint8_t* data, size_t size);
 // Lower-case hex (as hex_encode writes it) back to bytes; nullopt if malformed.
 std::optional<std::string> hex_decode(std::string_view hex);
 
+// Standard base64 (RFC 4648, padded). decode: nullopt for anything else
+// (other characters, bad padding, whitespace, over 1 MiB of text).
+std::string base64_encode(const std::string& bytes);
+std::optional<std::string> base64_decode(const std::string& text);
+
 }  // namespace tvmffi_jit::util

@@ -1,10 +1,16 @@
 #include "tvmffi_jit/cache/remote/backend.h"
 
 #include "cache/remote/backends.h"
+#include "tvmffi_jit/util/error.h"
 
 namespace tvmffi_jit::cache {
 
 namespace {
+
+std::string_view scheme_text(std::string_view url) {
+  size_t p = url.find("://");
+  return p == std::string_view::npos ? std::string_view() : url.substr(0, p);
+}
 
 }  // namespace
 
@@ -81,6 +87,27 @@ std::string remote_scheme_list() {
     list += std::string(i == 0 ? "" : i + 1 == n ? " or " : ", ") + kSchemes[i].name + "://";
   return list;
 }
+
+// A URL's row of the scheme table, then its syntax (url.cpp): here, beside
+// the table, so that the syntax parsers the rows point at never call back.
+RemoteUrl parse_remote_url(const std::string& url) {
+  RemoteUrl u;
+  u.text = url;
+  u.shown = redact_url(url);
+  u.scheme = find_remote_scheme(std::string(scheme_text(url)));
+  if (!u.scheme)
+    throw usage_error("remote " + u.shown + ": the URL must start with " + remote_scheme_list() + " (docs/remote.md)");
+  u.scheme->parse(u);
+  return u;
+}
+
+std::vector<RemoteUrl> parse_remote_urls(const std::vector<std::string>& urls) {
+  std::vector<RemoteUrl> out;
+  for (const auto& url : urls) out.push_back(parse_remote_url(url));
+  return out;
+}
+
+bool is_s3_url(const std::string& url) { return scheme_text(url) == "s3"; }
 
 RemoteOpen make_remote_backend(const RemoteUrl& url, const RemoteOptions& options) {
   if (!url.scheme) return fail(RemoteFailureKind::kError, "no backend for " + url.shown);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cache/remote/http.h"
+#include "cache/remote/s3_errors.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/process.h"

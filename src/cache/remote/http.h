@@ -28,16 +28,8 @@ struct HttpSigning {
 std::unique_ptr<RemoteBackend> make_http_backend(std::string base_url, std::string shown, const RemoteOptions& options,
                                                  HttpSigning signing, std::string unresolved_hint = {});
 
-// What an error reply body says, for a warning: S3's XML error
-// (`<Code>AccessDenied</Code><Message>...</Message>`) as
-// "AccessDenied: Access Denied." plus what to do for the usual codes; ""
-// when the body is not one. Reads at most the first 64 KiB of the body.
-std::string s3_error_reason(std::string_view body);
 // $AWS_ENDPOINT_URL (http(s)://host[:port][/path]) and the region; usage_error
 // naming the variable. (In url.cpp, with the other syntax checks.)
 void check_s3_settings(const S3Settings& s3);
-
-// The bare <Code> of an S3 XML error body, "" when none (bounded as above).
-std::string s3_error_code(std::string_view body);
 
 }  // namespace tvmffi_jit::cache

@@ -14,11 +14,6 @@ namespace {
 
 constexpr size_t kMaxPrefixBytes = 512;
 
-std::string_view scheme_text(std::string_view url) {
-  size_t p = url.find("://");
-  return p == std::string_view::npos ? std::string_view() : url.substr(0, p);
-}
-
 bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
 }  // namespace
@@ -119,25 +114,6 @@ std::string remote_object_name(const RemoteScheme* scheme, const std::string& ke
   if (key_namespace.empty()) return portable_key;
   return key_namespace + (scheme ? scheme->separator : '/') + portable_key;
 }
-
-RemoteUrl parse_remote_url(const std::string& url) {
-  RemoteUrl u;
-  u.text = url;
-  u.shown = redact_url(url);
-  u.scheme = find_remote_scheme(std::string(scheme_text(url)));
-  if (!u.scheme)
-    throw usage_error("remote " + u.shown + ": the URL must start with " + remote_scheme_list() + " (docs/remote.md)");
-  u.scheme->parse(u);
-  return u;
-}
-
-std::vector<RemoteUrl> parse_remote_urls(const std::vector<std::string>& urls) {
-  std::vector<RemoteUrl> out;
-  for (const auto& url : urls) out.push_back(parse_remote_url(url));
-  return out;
-}
-
-bool is_s3_url(const std::string& url) { return scheme_text(url) == "s3"; }
 
 std::string redact_url(const std::string& url) {
   size_t p = url.find("://");

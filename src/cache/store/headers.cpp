@@ -45,10 +45,14 @@ std::vector<HeaderRecord> hash_headers(const std::vector<std::string>& paths, co
     bool skip = false;
     for (const auto& d : exclude_dirs) skip = skip || is_under(abs, d);
     if (skip) continue;
+    Expected<HashedFile> hashed = hash_file_stamped(abs, true);
+    if (!hashed)
+      throw io_error("cannot read " + abs + ", which the compiler reported reading (was it removed during the build?)");
     HeaderRecord r;
     r.path = abs;
-    if (!hash_file_stamped(abs, true, &r.size, &r.sha256, &r.stat))
-      throw io_error("cannot read " + abs + ", which the compiler reported reading (was it removed during the build?)");
+    r.size = hashed->size;
+    r.sha256 = std::move(hashed->sha256);
+    r.stat = std::move(hashed->stat);
     remember_digest(memo, abs, r.stat, r.size, r.sha256);
     out.push_back(std::move(r));
   }

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,10 +9,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <ctime>
 #include <map>
 
+#include "cache/store/temporaries.h"
 #include "tvmffi_jit/cache/results.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -32,20 +31,6 @@ bool is_lower_hex(const std::string& s) {
   for (char c : s)
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   return !s.empty();
-}
-
-// Plain names in `dir` (no "." / ".."); empty when the directory is missing.
-std::vector<std::string> read_names(const std::string& dir) {
-  std::vector<std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return out;
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") out.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 // Whether entry.json says this directory is an entry tvmffi-jit wrote (of
@@ -89,7 +74,7 @@ EntryInfo describe(const std::string& dir, const std::string& dir_name, bool is_
     info.problem = "is not a directory";
     return info;
   }
-  for (const auto& f : read_names(dir)) {
+  for (const auto& f : util::list_directory(dir)) {
     struct stat fst;
     if (::lstat(util::join_path(dir, f).c_str(), &fst) == 0 && S_ISREG(fst.st_mode))
       info.bytes += static_cast<uint64_t>(fst.st_size);
@@ -107,51 +92,10 @@ EntryInfo describe(const std::string& dir, const std::string& dir_name, bool is_
   return info;
 }
 
-bool is_alnum(const std::string& s) {
-  for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) return false;
-  return !s.empty();
-}
-
-bool is_pid(const std::string& s) {
-  if (s.empty() || s.size() > 10) return false;
-  for (char c : s)
-    if (c < '0' || c > '9') return false;
-  return true;
-}
-
-// Staging and trash directories nobody will finish. Only names of the exact
-// shapes Store creates qualify (anything else in tmp/ is not ours and stays):
-//   stage.<host>.<pid>.<6 alphanumerics>   (Store::stage, mkdtemp)
-//   trash.<pid>.<8 of [a-z0-9]>            (Store::remove_entry)
-// Such a directory is abandoned when its process on this host is gone, or
-// when it is older than `max_age` seconds.
-bool is_abandoned_temporary(const std::string& name, int64_t age_seconds, int64_t max_age) {
-  std::vector<std::string> parts = util::split_any(name, ".");
-  std::string host;
-  std::string pid_text;
-  if (parts.size() >= 4 && parts[0] == "stage" && parts.back().size() == 6 && is_alnum(parts.back())) {
-    pid_text = parts[parts.size() - 2];
-    // Host names may contain dots: the pid is always second to last.
-    host = util::join(std::vector<std::string>(parts.begin() + 1, parts.end() - 2), ".");
-    if (name != "stage." + host + "." + pid_text + "." + parts.back()) return false;  // empty pieces
-  } else if (parts.size() == 3 && parts[0] == "trash" && parts[2].size() == 8 && is_alnum(parts[2])) {
-    host = util::host_name();
-    pid_text = parts[1];
-  } else {
-    return false;  // not ours (or a write-probe in flight): leave it
-  }
-  if (!is_pid(pid_text)) return false;
-  if (age_seconds > max_age) return true;
-  long pid = std::strtol(pid_text.c_str(), nullptr, 10);
-  if (host != util::host_name() || pid <= 0) return false;  // another host's: only age decides
-  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
-}
-
 size_t remove_temporaries(const Store& store, int64_t max_age) {
   size_t removed = 0;
   int64_t now = static_cast<int64_t>(std::time(nullptr));
-  for (const auto& n : read_names(store.tmp_dir())) {
+  for (const auto& n : util::list_directory(store.tmp_dir())) {
     std::string p = util::join_path(store.tmp_dir(), n);
     struct stat st;
     if (::lstat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
@@ -168,47 +112,24 @@ size_t remove_temporaries(const Store& store, int64_t max_age) {
 
 }  // namespace
 
-size_t remove_interrupted_staging(const Store& store) {
-  size_t removed = 0;
-  try {
-    for (const auto& n : read_names(store.tmp_dir())) {
-      if (!util::starts_with(n, "stage.")) continue;
-      const std::string p = util::join_path(store.tmp_dir(), n);
-      struct stat st;
-      if (::lstat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-      // Age never decides here: only a process known to be gone on this host.
-      if (!is_abandoned_temporary(n, 0, std::numeric_limits<int64_t>::max())) continue;
-      if (::lstat(util::join_path(p, kStagingKeptMarker).c_str(), &st) == 0) continue;
-      util::remove_all(p);
-      ++removed;
-    }
-  } catch (const Error& e) {
-    spdlog::debug("removing interrupted staging dirs: {}", e.what());  // gc tries again
-  }
-  return removed;
-}
-
 namespace {
 
-// Removes compiler identity memos (toolchain/compiler_identity.cpp names them
-// "<32 hex>.json") and file digest memos (headers.cpp: "digests/<32 hex>");
-// nothing else in compilers/ or digests/.
-void remove_compiler_memos(const Store& store) {
-  const std::string digests = store.digest_memo(false).dir;
-  for (const auto& [dir, suffix] : {std::pair{store.compilers_dir(), std::string(".json")}, std::pair{digests, std::string()}}) {
-    for (const auto& n : read_names(dir)) {
-      if (n.size() != 32 + suffix.size() || !util::ends_with(n, suffix) || !is_lower_hex(n.substr(0, 32))) continue;
-      std::string p = util::join_path(dir, n);
-      struct stat st;
-      if (::lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(p.c_str());
-    }
+// Removes the file digest memo (headers.cpp: "digests/<32 hex>"); nothing
+// else in digests/.
+void remove_digest_memos(const Store& store) {
+  const std::string dir = store.digest_memo(false).dir;
+  for (const auto& n : util::list_directory(dir)) {
+    if (n.size() != 32 || !is_lower_hex(n)) continue;
+    std::string p = util::join_path(dir, n);
+    struct stat st;
+    if (::lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(p.c_str());
   }
 }
 
 // Removes lock files of entries that no longer exist and that nobody holds;
 // only "<entry dir name>.lock" files (Store::lock) are considered.
 void remove_orphan_locks(const Store& store) {
-  for (const auto& n : read_names(store.locks_dir())) {
+  for (const auto& n : util::list_directory(store.locks_dir())) {
     if (!util::ends_with(n, ".lock")) continue;
     std::string entry = n.substr(0, n.size() - 5);
     if (!is_module_entry_dir_name(entry) && !(entry.size() == 64 && is_lower_hex(entry))) continue;
@@ -226,7 +147,7 @@ void remove_orphan_locks(const Store& store) {
 // entry): rmdir() removes only an empty one, so a result renamed in
 // meanwhile keeps it (a publisher that finds it gone creates it again).
 void remove_empty_key_dirs(const Store& store) {
-  for (const auto& n : read_names(store.root()))
+  for (const auto& n : util::list_directory(store.root()))
     if (is_module_entry_dir_name(n)) ::rmdir(util::join_path(store.root(), n).c_str());
 }
 
@@ -234,7 +155,7 @@ void remove_empty_key_dirs(const Store& store) {
 
 std::vector<EntryInfo> list_entries(const std::string& root, bool include_objects) {
   std::vector<EntryInfo> out;
-  for (const auto& n : read_names(root)) {
+  for (const auto& n : util::list_directory(root)) {
     if (!is_module_entry_dir_name(n)) continue;
     const std::string key_dir = util::join_path(root, n);
     struct stat st;
@@ -245,7 +166,7 @@ std::vector<EntryInfo> list_entries(const std::string& root, bool include_object
       continue;
     }
     std::vector<EntryInfo> results;
-    const std::vector<std::string> names = read_names(key_dir);
+    const std::vector<std::string> names = util::list_directory(key_dir);
     for (const auto& r : names)
       if (is_result_dir_name(r)) results.push_back(describe(util::join_path(key_dir, r), n + "/" + r, false, key_dir));
     // Something else there and no result: listed (and reported by verify) as it is.
@@ -256,12 +177,12 @@ std::vector<EntryInfo> list_entries(const std::string& root, bool include_object
   }
   if (!include_objects) return out;
   std::string objects = util::join_path(root, "objects");
-  for (const auto& shard : read_names(objects)) {
+  for (const auto& shard : util::list_directory(objects)) {
     if (shard.size() != 2 || !is_lower_hex(shard)) continue;
     std::string sd = util::join_path(objects, shard);
     struct stat st;
     if (::lstat(sd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-    for (const auto& k : read_names(sd)) {
+    for (const auto& k : util::list_directory(sd)) {
       if (k.size() != 64 || !is_lower_hex(k) || k.compare(0, 2, shard) != 0) continue;
       out.push_back(describe(util::join_path(sd, k), k, true));
     }
@@ -405,7 +326,7 @@ CleanReport clean_cache(const Store& store, std::optional<int64_t> older_than_se
     }
   }
   remove_empty_key_dirs(store);
-  if (!older_than_seconds) remove_compiler_memos(store);
+  if (!older_than_seconds) remove_digest_memos(store);
   report.temporaries_removed =
       remove_temporaries(store, older_than_seconds ? std::min(*older_than_seconds, kAbandonedAfterSeconds)
                                                    : kAbandonedAfterSeconds);

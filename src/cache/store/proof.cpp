@@ -25,12 +25,8 @@ std::string memo_path(const DigestMemo& memo, const std::string& path) {
 
 }  // namespace
 
-bool hash_file_stamped(const std::string& path, bool follow_symlinks, uint64_t* size, std::string* sha256,
-                       std::string* stat, std::string* why) {
-  auto fail = [&](const std::string& w) {
-    if (why) *why = w;
-    return false;
-  };
+Expected<HashedFile> hash_file_stamped(const std::string& path, bool follow_symlinks) {
+  auto fail = [](const std::string& why) { return Unexpected{why}; };
   util::ScopedFd d;
   uint64_t ignored = 0;
   try {
@@ -55,12 +51,12 @@ bool hash_file_stamped(const std::string& path, bool follow_symlinks, uint64_t* 
     h.update(buf.data(), *n);
     total += *n;
   }
-  *size = total;
-  *sha256 = h.hex_digest();
-  if (stat)
-    *stat = util::stamp_is_settled(stamp) && util::stamps_are_trusted(st, path) ? util::stamp_text(stamp) : "";
-  if (stat && !stat->empty()) util::ProvenDigests::global().remember(path, stamp, *sha256);
-  return true;
+  HashedFile f;
+  f.size = total;
+  f.sha256 = h.hex_digest();
+  f.stat = util::stamp_is_settled(stamp) && util::stamps_are_trusted(st, path) ? util::stamp_text(stamp) : "";
+  if (!f.stat.empty()) util::ProvenDigests::global().remember(path, stamp, f.sha256);
+  return f;
 }
 
 std::string memo_digest(const DigestMemo& memo, const std::string& path, const std::string& stat, uint64_t size) {
@@ -120,13 +116,15 @@ FileCheck check_recorded_file(const std::string& path, uint64_t size, const std:
       return c;
     }
   }
-  uint64_t got_size = 0;
-  std::string got, stamped, why;
-  if (!hash_file_stamped(path, options.follow_symlinks, &got_size, &got, &stamped, &why)) {
+  Expected<HashedFile> hashed = hash_file_stamped(path, options.follow_symlinks);
+  if (!hashed) {
     c.problem = FileProblem::kUnreadable;
-    c.detail = why;
+    c.detail = hashed.why();
     return c;
   }
+  const uint64_t got_size = hashed->size;
+  const std::string& got = hashed->sha256;
+  const std::string& stamped = hashed->stat;
   if (rehashed) {
     rehashed->files += 1;
     rehashed->bytes += got_size;

@@ -1,6 +1,5 @@
-// Store::record_stamps: a hit that re-hashed files and found them unchanged
-// writes their new stamps into entry.json, so that the next hit, in any
-// process, proves them by a stat again (cache/proof.h).
+#include "cache/store/restamp.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,11 +9,11 @@
 #include <vector>
 
 #include "tvmffi_jit/cache/entry.h"
-#include "tvmffi_jit/cache/store.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fork_safe.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/json.h"
+#include "tvmffi_jit/util/lock.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/scoped_fd.h"
 #include "tvmffi_jit/util/stamp.h"
@@ -77,8 +76,8 @@ size_t restamp(nlohmann::json& records, const std::unordered_map<std::string, st
 
 }  // namespace
 
-bool Store::record_stamps(const std::string& entry_dir, const EntryRecord& checked,
-                          const util::FullStamp& read_stamp, util::FullStamp* written) const {
+bool record_stamps(const std::string& locks_dir, const std::string& tmp_dir, const std::string& entry_dir,
+                   const EntryRecord& checked, const util::FullStamp& read_stamp, util::FullStamp* written) {
   if (read_stamp.inode == 0 || failed_rewrites().failed_before(entry_dir, read_stamp)) return false;
   auto fail = [&](const std::string& why) {
     spdlog::debug("cache: not recording new stamps in {}/{}: {}", entry_dir, kEntryFileName, why);
@@ -89,7 +88,7 @@ bool Store::record_stamps(const std::string& entry_dir, const EntryRecord& check
   // one means someone is replacing the entry, and these stamps can wait.
   util::FileLock lock;
   try {
-    lock = util::FileLock::try_acquire(util::join_path(locks_dir(), util::file_name(entry_dir) + ".lock"),
+    lock = util::FileLock::try_acquire(util::join_path(locks_dir, util::file_name(entry_dir) + ".lock"),
                                        "recording stamps");
   } catch (const Error& e) {
     return fail(e.what());
@@ -139,8 +138,8 @@ bool Store::record_stamps(const std::string& entry_dir, const EntryRecord& check
   std::string tmp;
   ino_t written_inode = 0;
   try {
-    util::make_directories(tmp_dir(), 0700);
-    tmp = util::join_path(tmp_dir(), "stamps." + util::unique_name_suffix());
+    util::make_directories(tmp_dir, 0700);
+    tmp = util::join_path(tmp_dir, "stamps." + util::unique_name_suffix());
     auto created = util::create_new_file(tmp, 0600);
     if (!created) return fail("cannot create " + tmp + ": " + created.why());
     util::FileWriter w = std::move(created).value();

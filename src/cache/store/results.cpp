@@ -183,11 +183,8 @@ std::vector<HeaderRecord> read_distinct_inputs(const std::string& result_dir) {
   return out;
 }
 
-std::optional<ResultList> parse_result_list(std::string_view text, const std::string& key, std::string* why) {
-  auto fail = [&](const std::string& w) -> std::optional<ResultList> {
-    if (why) *why = w;
-    return std::nullopt;
-  };
+Expected<ResultList> parse_result_list(std::string_view text, const std::string& key) {
+  auto fail = [](const std::string& why) { return Unexpected{why}; };
   if (text.size() > kMaxResultListBytes)
     return fail("the result list has " + std::to_string(text.size()) + " bytes, more than " +
                 std::to_string(kMaxResultListBytes));

@@ -40,7 +40,7 @@ int make_private_directories(const std::string& path) {
   return 0;
 }
 
-bool probe_writable(const std::string& dir, std::string* why) {
+Expected<void> probe_writable(const std::string& dir) {
   // access(W_OK) is not enough: root passes it on an immutable directory, and
   // it says nothing about a full disk. Create and remove a real file.
   // Unique per thread, not per process: the modules of one batch probe the
@@ -48,13 +48,10 @@ bool probe_writable(const std::string& dir, std::string* why) {
   // build without caching.
   std::string probe = util::join_path(dir, ".write-probe." + util::unique_name_suffix());
   int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) {
-    *why = errno_message("cannot write in " + dir, errno);
-    return false;
-  }
+  if (fd < 0) return Unexpected{errno_message("cannot write in " + dir, errno)};
   ::close(fd);
   ::unlink(probe.c_str());
-  return true;
+  return {};
 }
 
 // The signature line is fixed by the Cache Directory Tagging spec
@@ -270,8 +267,9 @@ CacheRoot open_root(const std::string& path, bool create, bool probe_write) {
 }
 
 void probe_root_writable(CacheRoot& root) {
-  root.unwritable_why.clear();
-  root.writable = probe_writable(root.path, &root.unwritable_why);
+  Expected<void> writable = probe_writable(root.path);
+  root.writable = writable.has_value();
+  root.unwritable_why = writable ? "" : writable.why();
   root.write_probed = true;
 }
 

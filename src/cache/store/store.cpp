@@ -12,9 +12,10 @@
 #include <random>
 #include <unordered_map>
 
+#include "cache/store/restamp.h"
+#include "cache/store/temporaries.h"
 #include "tvmffi_jit/cache/headers.h"
 #include "tvmffi_jit/cache/entry.h"
-#include "tvmffi_jit/cache/maintenance.h"
 #include "tvmffi_jit/cache/results.h"
 #include "tvmffi_jit/util/change_watch.h"
 #include "tvmffi_jit/util/error.h"
@@ -440,7 +441,7 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
   // Remembered under the entry.json it proved, or under the one
   // record_stamps wrote from it (the same record with new stamps).
   util::FullStamp proven_stamp = read_stamp, written;
-  if (r.rehashed.restamped > 0 && root_.writable && record_stamps(entry_dir, *r.entry, read_stamp, &written) &&
+  if (r.rehashed.restamped > 0 && root_.writable && record_stamps(locks_dir(), tmp_dir(), entry_dir, *r.entry, read_stamp, &written) &&
       written.inode != 0)
     proven_stamp = written;
   if (proof && stat_checked)
@@ -527,7 +528,7 @@ Staging Store::stage() const {
   util::make_directories(tmp_dir(), 0700);
   // What an interrupted build of this host left (its process killed before
   // it could clean up): a build removes it, not only `cache gc`.
-  remove_interrupted_staging(*this);
+  remove_interrupted_staging(tmp_dir());
   util::TempDir dir(tmp_dir(), "stage." + util::host_name() + "." + std::to_string(::getpid()) + ".");
   Staging s(std::move(dir));
   if (::mkdir(s.build_dir().c_str(), 0700) != 0 || ::mkdir(s.entry_dir().c_str(), 0700) != 0)
@@ -553,9 +554,11 @@ void prepare_entry(Staging& staging, EntryRecord& record,
     a.file = name;
     // Its stamp too, when already settled (an artifact built long ago and
     // published now); a fresh one is stamped by its first hit 2 s later.
-    std::string why;
-    if (!hash_file_stamped(to, false, &a.size, &a.sha256, &a.stat, &why))
-      throw io_error("cannot read " + to + ": " + why);
+    Expected<HashedFile> hashed = hash_file_stamped(to, false);
+    if (!hashed) throw io_error("cannot read " + to + ": " + hashed.why());
+    a.size = hashed->size;
+    a.sha256 = std::move(hashed->sha256);
+    a.stat = std::move(hashed->stat);
     record.artifacts.push_back(std::move(a));
   }
   util::write_file(util::join_path(entry_dir, kEntryFileName), entry_file_text(record));

@@ -14,10 +14,10 @@
 
 #include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/root.h"
-#include "tvmffi_jit/cache/transfer/signing.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
+#include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::cache {
 
@@ -200,7 +200,7 @@ nlohmann::json manifest_json(const std::vector<BlobEntry>& entries) {
     nlohmann::json je = {{"dir", e.dir}, {"key", e.key}, {"files", files}};
     if (!e.signatures.empty()) {
       nlohmann::json sigs = nlohmann::json::array();
-      for (const auto& s : e.signatures) sigs.push_back({{"signer", s.signer}, {"ed25519", base64_encode(s.signature)}});
+      for (const auto& s : e.signatures) sigs.push_back({{"signer", s.signer}, {"ed25519", util::base64_encode(s.signature)}});
       je["signatures"] = sigs;
     }
     arr.push_back(std::move(je));
@@ -301,7 +301,7 @@ BlobManifest parse_blob_manifest(std::string_view text, const BlobLimits& limits
           BlobSignature sig;
           sig.signer = js.at("signer").get<std::string>();
           if (!is_valid_entry_name(sig.signer)) bad("a signer name of " + e.dir + " is not a plain name");
-          auto raw = base64_decode(js.at("ed25519").get<std::string>());
+          auto raw = util::base64_decode(js.at("ed25519").get<std::string>());
           if (!raw || raw->size() != kEd25519SignatureBytes) bad("a signature of " + e.dir + " is malformed");
           sig.signature = std::move(*raw);
           e.signatures.push_back(std::move(sig));

@@ -109,7 +109,7 @@ std::pair<std::string, std::string> read_key_line(const std::string& file, const
     throw fail("is not one line NAME:BASE64");
   std::string name = line.substr(0, colon);
   if (!is_valid_entry_name(name)) throw fail("names the key " + quote_for_message(name) + ", not a plain name");
-  auto raw = base64_decode(line.substr(colon + 1));
+  auto raw = util::base64_decode(line.substr(colon + 1));
   if (!raw) throw fail("does not hold base64 after 'NAME:'");
   if (raw->size() != want_bytes)
     throw fail("holds " + std::to_string(raw->size()) + " key bytes, not the " + std::to_string(want_bytes) +
@@ -143,34 +143,6 @@ void create_key_file(const std::string& path, const std::string& content, unsign
 
 }  // namespace
 
-std::string base64_encode(const std::string& in) {
-  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes(in), static_cast<int>(in.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
-std::optional<std::string> base64_decode(const std::string& text) {
-  // EVP_DecodeBlock skips whitespace and counts padding as zero bytes:
-  // check the alphabet and the padding here so that one text has one meaning.
-  if (text.empty() || text.size() % 4 != 0 || text.size() > (1u << 20)) return std::nullopt;
-  size_t pad = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
-    if (c == '=' && i + 2 >= text.size()) {
-      ++pad;
-      continue;
-    }
-    if (!alpha || pad) return std::nullopt;
-  }
-  std::string out(text.size() / 4 * 3, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes(text), static_cast<int>(text.size()));
-  if (n < 0 || static_cast<size_t>(n) != out.size()) return std::nullopt;
-  out.resize(out.size() - pad);
-  return out;
-}
-
 KeyPairFiles generate_key_pair(const std::string& name, const std::string& out_dir) {
   if (!is_valid_entry_name(name))
     throw usage_error("key name " + quote_for_message(name) +
@@ -192,9 +164,9 @@ KeyPairFiles generate_key_pair(const std::string& name, const std::string& out_d
     if (util::path_exists(*p))
       throw usage_error(quote_for_message(*p) + " already exists: keygen never overwrites a key; " +
                         "choose another NAME or --out DIR, or remove it first");
-  create_key_file(f.secret_file, name + ":" + base64_encode(k.seed + k.public_key) + "\n", 0600);
+  create_key_file(f.secret_file, name + ":" + util::base64_encode(k.seed + k.public_key) + "\n", 0600);
   try {
-    create_key_file(f.public_file, name + ":" + base64_encode(k.public_key) + "\n", 0644);
+    create_key_file(f.public_file, name + ":" + util::base64_encode(k.public_key) + "\n", 0644);
   } catch (...) {
     ::unlink(f.secret_file.c_str());
     throw;

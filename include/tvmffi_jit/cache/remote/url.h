@@ -43,7 +43,9 @@ std::string remote_object_name(const RemoteScheme* scheme, const std::string& ke
 
 // Parses and checks one URL with its scheme's syntax (host, Redis database
 // number, S3 bucket name and prefix...). Throws usage_error (exit 2) naming
-// the (redacted) URL.
+// the (redacted) URL. These two and is_s3_url() are defined in backend.cpp,
+// beside the scheme table they read; the syntax parsers its rows point at
+// are in url.cpp.
 RemoteUrl parse_remote_url(const std::string& url);
 std::vector<RemoteUrl> parse_remote_urls(const std::vector<std::string>& urls);
 

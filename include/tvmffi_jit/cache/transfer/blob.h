@@ -48,9 +48,11 @@ struct BlobFile {
 // One signature over an entry (cache/transfer/signing.h).
 struct BlobSignature {
   std::string signer;     // the signing key's name
-  std::string signature;  // 64 raw bytes (ed25519)
+  std::string signature;  // kEd25519SignatureBytes raw bytes
 };
 inline constexpr size_t kMaxBlobSignatures = 8;
+// The size of an ed25519 signature: what a blob's manifest may carry.
+inline constexpr size_t kEd25519SignatureBytes = 64;
 
 struct BlobEntry {
   std::string dir;  // entry directory name ("<name>_<key16>")

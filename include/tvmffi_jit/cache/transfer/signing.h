@@ -38,7 +38,6 @@ namespace tvmffi_jit::cache {
 
 inline constexpr size_t kEd25519PublicKeyBytes = 32;
 inline constexpr size_t kEd25519SeedBytes = 32;
-inline constexpr size_t kEd25519SignatureBytes = 64;
 
 struct PublicKey {
   std::string name;
@@ -97,10 +96,5 @@ void prepare_signature_check();
 // future (its last copy waits for the thread when destroyed). A failure is
 // left for the check that needs OpenSSL to report.
 std::shared_future<void> start_signature_setup();
-
-// Standard base64 (RFC 4648, padded). decode: nullopt for anything else
-// (other characters, bad padding, whitespace).
-std::string base64_encode(const std::string& bytes);
-std::optional<std::string> base64_decode(const std::string& text);
 
 }  // namespace tvmffi_jit::cache

@@ -1,4 +1,4 @@
-#include "compile/backends.h"
+#include "compile/nvrtc_step.h"
 #include "tvmffi_jit/compile/nvrtc.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -13,14 +13,14 @@ Expected<CommandRecord, CommandFailure> run_nvrtc_step(const NvrtcStep& step, co
   auto start = std::chrono::steady_clock::now();
   NvrtcResult r = nvrtc_compile(step.request);
   CommandRecord rec;
-  rec.description = "nvrtc " + step.request.source_name + " --gpu-architecture=" + step.request.arch +
+  rec.description = "nvrtc " + step.request.source_name + " --gpu-architecture=" + nvrtc_architecture(step.request) +
                     (r.effective_options.empty() ? "" : " (" + util::join(r.effective_options, " ") + ")");
   rec.output = r.log;
   rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!r.ok) {
     return Unexpected<CommandFailure>{CommandFailure{
         CommandFailureKind::kFailed,
-        "NVRTC failed to compile " + step.request.source_name + " for " + step.request.arch + ":\n" + r.log +
+        "NVRTC failed to compile " + step.request.source_name + " for " + nvrtc_architecture(step.request) + ":\n" + r.log +
             nvrtc_missing_header_hint(r.log),
         rec}};
   }

@@ -1,6 +1,5 @@
-// The executor's calls into the NVRTC backend (its implementation lives in
-// nvrtc.cpp) and the one function that runs a command of the plan; kept in
-// one place so the executor stays about scheduling.
+// The executor's call into the NVRTC backend (nvrtc_step.cpp, over
+// compile/nvrtc.h): the plan's NVRTC step run as a command of the plan is.
 #pragma once
 
 #include <string>
@@ -16,11 +15,5 @@ namespace tvmffi_jit::compile::detail {
 // libnvrtc, I/O) throws.
 Expected<CommandRecord, CommandFailure> run_nvrtc_step(const NvrtcStep& step, const std::string& dir,
                                                        BuildResult* result);
-
-// Runs argv in `dir` through options.command_runner(), stderr merged into
-// stdout. A failed command (non-zero exit, signal, timeout) is returned with
-// a message naming `what`, the command and its whole output.
-Expected<CommandRecord, CommandFailure> run_command(const std::vector<std::string>& argv, const std::string& dir,
-                                                    const std::string& what, const ExecuteOptions& options);
 
 }  // namespace tvmffi_jit::compile::detail

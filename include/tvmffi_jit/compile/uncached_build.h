@@ -7,8 +7,9 @@
 #include <optional>
 #include <string>
 
-#include "tvmffi_jit/cache/store.h"
-#include "tvmffi_jit/compile/cached_build.h"
+#include "tvmffi_jit/compile/cached_build_options.h"
+#include "tvmffi_jit/compile/executor.h"
+#include "tvmffi_jit/compile/plan.h"
 
 namespace tvmffi_jit::compile {
 
@@ -20,6 +21,13 @@ namespace tvmffi_jit::compile {
 BuildResult execute_in_disposable_dir(const BuildPlan& plan, const std::string& dir, const ExecuteOptions& exec,
                                       const CompileHooks& hooks, const std::function<void()>& keep,
                                       const std::string& removed_by);
+
+// --no-cache, and a cache that cannot take a new entry: builds in a new
+// directory under the system temp dir, which belongs to the caller once this
+// returns (the artifact is in it). It is removed when the build fails or is
+// stopped by a signal, except after a failed compile or link: then the error
+// names it and it is kept so that the failed command can be re-run there.
+BuildResult build_without_cache(const BuildPlan& plan, const ExecuteOptions& exec);
 
 // Warns why, then build_without_cache().
 BuildResult build_outside_cache(const BuildPlan& plan, const std::string& why, const CachedBuildOptions& options);

@@ -1,5 +1,6 @@
+#include "tvmffi_jit/compile/tvm_ffi_memo_dirs.h"
+
 #include "tvmffi_jit/cache/root.h"
-#include "tvmffi_jit/compile/cached_build.h"
 #include "tvmffi_jit/util/fs.h"
 
 namespace tvmffi_jit::compile {
