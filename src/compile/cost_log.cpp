@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compile/portable_args.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
@@ -97,7 +98,7 @@ std::string unit_source_cost_id(const CostScope& scope, const CompileStep& step)
   // A generated source (an export wrapper, inline code) is named by its text,
   // where a wrapper includes its file by absolute path.
   const std::string input = step.generated_text
-                                ? "text " + util::sha256_hex(scope.base.portable_text(*step.generated_text))
+                                ? "text " + util::sha256_hex(portable_text(scope.base, *step.generated_text))
                                 : scope.base.portable_path(step.input_path);
   return short_id('s', std::string(language_name(step.language)) + '\0' + input);
 }

@@ -551,7 +551,7 @@ TEST_CASE("an oversized result list is one corrupt answer for its key: the serve
   CHECK(writer.get(w.request_b(), Tier::kShared).status == CacheStatus::kMiss);
   std::string built = w.publish_a("built by b");
   writer.upload(w.request_b(), built);
-  auto list = parse_result_list(remote->objects[object()], kPortable, nullptr);
+  auto list = parse_result_list(remote->objects[object()], kPortable);
   REQUIRE(list);
   CHECK(list->result_ids == std::vector<std::string>{result_id(*read_entry(built))});
 }
