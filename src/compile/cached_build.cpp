@@ -180,9 +180,9 @@ class ModuleBuild {
       spdlog::info("cache miss for {} ({}): building in {}", plan_.name, result_.miss_reason, staging.build_dir());
     const int64_t start = now_ns();
     units_.emplace(plan_, manifest_, tc_, storage_, ids_, options_, plan_.link.has_value());
-    result_.build = execute_in_disposable_dir(plan_, staging.build_dir(), options_.exec, units_->hooks(),
-                                              [&] { staging.keep(); },
-                                              "`tvmffi-jit cache gc` or `cache clean` removes it once this process is gone");
+    result_.build =
+        execute_in_disposable_dir(plan_, staging.build_dir(), options_.exec, units_->hooks(), [&] { staging.keep(); },
+                                  "`tvmffi-jit cache gc` or `cache clean` removes it once this process is gone");
     result_.objects_reused = units_->reused();
     result_.objects_compiled = units_->compiled();
     reads_ = record_module_reads(plan_, result_.build, *units_, storage_.digest_memo(), options_, start, key_start_);
