@@ -72,161 +72,219 @@ std::vector<std::string> toolchain_install_dirs(const toolchain::Toolchain& tc) 
   return dirs;
 }
 
-}  // namespace
-
-CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
-                               const CachedBuildOptions& options) {
+cache::EntryStorage& checked_storage(const BuildPlan& plan, const CachedBuildOptions& options) {
   if (!options.environment)
     throw io_error("internal: cached_build() of " + plan.name + " without the environment its key needs");
-  // Writability is probed on a miss only: a hit stores nothing but counters
-  // and compiler identity memos, and those writes may fail quietly.
-  const int64_t call_start = now_ns();  // a hit reports its own time, not the original build's
   if (!options.storage) throw io_error("internal: cached_build() of " + plan.name + " without the command's storage");
-  cache::EntryStorage& storage = *options.storage;
-  cache::Store& store = storage.local();
-  CompilerIdentities ids(store.compilers_dir(), true);
-  const int64_t key_start = now_ns();  // sources are read for the key from here on
+  return *options.storage;
+}
 
-  KeyedPlan keyed = key_inputs_with(plan, manifest, tc, ids, *options.environment);
-  ModuleKeyInputs& key_inputs = keyed.inputs;
-  const std::optional<std::string>& unkeyable = keyed.unkeyable;
-  key_inputs.base_dir = options.base_dir;
-  cache::Key key = compute_module_key(key_inputs, options.keep_key_trace);
-  if (storage.shares()) warn_unshared_path(key_inputs, manifest);
-  if (options.keep_key_trace) spdlog::debug("cache: module key of {}: {}, hashed from:\n{}", plan.name, key.hex, key.trace);
+// One module through the cache, a step per method; cached_build() below is
+// the list of them. Writability is probed on a miss only (by the storage's
+// find): a hit stores nothing but counters and compiler identity memos, and
+// those writes may fail quietly.
+class ModuleBuild {
+ public:
+  ModuleBuild(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
+              const CachedBuildOptions& options)
+      : plan_(plan), manifest_(manifest), tc_(tc), options_(options), storage_(checked_storage(plan, options)),
+        ids_(storage_.compilers_dir(), true) {}
 
-  CachedBuildResult result;
-  result.key = key.hex;
-  result.key_trace = key.trace;
-  // What this module counted reaches the root's journal when it returns,
-  // whichever way (the storage outlives it: one per command).
-  struct FlushCounts {
-    cache::EntryStorage& storage;
-    ~FlushCounts() { storage.flush_counts(); }
-  } flush_counts{storage};
-  auto count_store_failure = [&storage] {
-    cache::StatsCounters failed;
-    failed.store_failures = 1;
-    storage.count(failed);
-  };
+  cache::EntryStorage& storage() { return storage_; }
+  const std::optional<std::string>& unkeyable() const { return keyed_.unkeyable; }
+  CachedBuildResult take_result() { return std::move(result_); }
 
-  if (unkeyable) {
-    // A hit would rest on less than what the compile reads: build, store nothing.
-    result.miss_reason = "not cacheable: " + *unkeyable;
-    if (options.only_if_cached) return result;
-    say_once_verbose(options.exec.verbose, "cache: not caching " + plan.name + ": " + *unkeyable);
-    result.build = build_without_cache(plan, options.exec);
-    return result;
+  // Reads every input of the key and hashes them.
+  void compute_key() {
+    key_start_ = now_ns();  // sources are read for the key from here on
+    keyed_ = key_inputs_with(plan_, manifest_, tc_, ids_, *options_.environment);
+    keyed_.inputs.base_dir = options_.base_dir;
+    key_ = compute_module_key(keyed_.inputs, options_.keep_key_trace);
+    if (storage_.shares()) warn_unshared_path(keyed_.inputs, manifest_);
+    if (options_.keep_key_trace)
+      spdlog::debug("cache: module key of {}: {}, hashed from:\n{}", plan_.name, key_.hex, key_.trace);
+    result_.key = key_.hex;
+    result_.key_trace = key_.trace;
+  }
+
+  // A hit would rest on less than what the compile reads: build, store nothing.
+  CachedBuildResult build_unkeyable() {
+    result_.miss_reason = "not cacheable: " + *keyed_.unkeyable;
+    if (options_.only_if_cached) return std::move(result_);
+    say_once_verbose(options_.exec.verbose, "cache: not caching " + plan_.name + ": " + *keyed_.unkeyable);
+    result_.build = build_without_cache(plan_, options_.exec);
+    return std::move(result_);
   }
 
   // The cache's tiers (cache/storage.h) answer, or say why not and hold the
   // per-key lock while this process builds.
-  cache::EntryRequest request;
-  request.name = plan.name;
-  request.key = key;
-  request.key_dir = store.module_key_dir(plan.name, key.hex);
-  request.base_dir = options.base_dir;
-  request.artifact = plan.artifact_name;
-  request.adoptable_roots = [&plan, &tc, &options] {
-    return adoptable_roots(plan, tc, options.base_dir, *options.environment);
-  };
-  // A hit serves only the artifact entry.json lists, its content proven by
-  // its stamp or re-hashed; --verify re-hashes it whatever the stamp says
-  // (docs/cache.md, "What a hit proves").
-  request.lookup.required_artifacts = {plan.artifact_name};
-  request.lookup.rehash_artifacts = options.verify;
-  request.lookup.toolchain_dirs = toolchain_install_dirs(tc);
-  cache::Found found = storage.find(request, {options.force, options.only_if_cached, options.lock_timeout_seconds,
-                                              "building " + plan.name});
-  result.cache = found.status;
-  result.rehashed = found.rehashed;
-  if (found.hit()) {
-    result.watched = found.status == cache::CacheStatus::kHit && found.entry.watched;
-    result.remote_source = found.source;
-    result.entry_dir = found.entry.entry_dir;
-    result.build.build_dir = found.entry.entry_dir;
-    result.build.artifact_path = found.entry.artifact_path(plan.artifact_name);
+  cache::Found find() {
+    request_.name = plan_.name;
+    request_.key = key_;
+    request_.key_dir = storage_.module_key_dir(plan_.name, key_.hex);
+    request_.base_dir = options_.base_dir;
+    request_.artifact = plan_.artifact_name;
+    request_.adoptable_roots = [this] {
+      return adoptable_roots(plan_, tc_, options_.base_dir, *options_.environment);
+    };
+    // A hit serves only the artifact entry.json lists, its content proven by
+    // its stamp or re-hashed; --verify re-hashes it whatever the stamp says
+    // (docs/cache.md, "What a hit proves").
+    request_.lookup.required_artifacts = {plan_.artifact_name};
+    request_.lookup.rehash_artifacts = options_.verify;
+    request_.lookup.toolchain_dirs = toolchain_install_dirs(tc_);
+    cache::Found found = storage_.find(request_, {options_.force, options_.only_if_cached,
+                                                  options_.lock_timeout_seconds, "building " + plan_.name});
+    result_.cache = found.status;
+    result_.rehashed = found.rehashed;
+    if (!found.hit()) result_.miss_reason = found.miss_reason;
+    return found;
+  }
+
+  CachedBuildResult serve_hit(const cache::Found& found) {
+    result_.watched = found.status == cache::CacheStatus::kHit && found.entry.watched;
+    result_.remote_source = found.source;
+    result_.entry_dir = found.entry.entry_dir;
+    result_.build.build_dir = found.entry.entry_dir;
+    result_.build.artifact_path = found.entry.artifact_path(plan_.artifact_name);
     // A local hit replays what the compilers said when it was built.
     if (found.status == cache::CacheStatus::kHit && found.entry.entry)
-      replay_output(found.entry.entry->compiler_output, options.exec);
-    result.build.seconds = static_cast<double>(now_ns() - call_start) * 1e-9;
-    return result;
+      replay_output(found.entry.entry->compiler_output, options_.exec);
+    result_.build.seconds = static_cast<double>(now_ns() - call_start_) * 1e-9;  // not the original build's
+    return std::move(result_);
   }
-  result.miss_reason = found.miss_reason;
-  if (options.only_if_cached) return result;
 
-  if (!found.storable) {
-    result.build = build_outside_cache(plan, found.storable.why(), options);
+  // The staging dir the miss builds in; none when the root cannot take the
+  // entry, and then the module is built outside it.
+  std::optional<cache::Staging> stage(const cache::Found& found) {
+    std::string refused;
+    if (!found.storable) {
+      refused = found.storable.why();
+    } else {
+      try {
+        return storage_.stage();
+      } catch (const Error& e) {
+        refused = e.what();
+      }
+    }
+    result_.build = build_outside_cache(plan_, refused, options_);
     count_store_failure();
-    return result;
-  }
-  std::optional<cache::Staging> staging;
-  try {
-    staging.emplace(store.stage());
-  } catch (const Error& e) {
-    result.build = build_outside_cache(plan, e.what(), options);
-    count_store_failure();
-    return result;
+    return std::nullopt;
   }
 
-
-  if (options.exec.verbose) spdlog::info("cache miss for {} ({}): building in {}", plan.name, result.miss_reason,
-                                         staging->build_dir());
   // The units through the object cache (only when there is a link: a plan
-  // whose one compile is the artifact has the module entry as its cache).
-  const int64_t start = now_ns();
-  UnitCache units(plan, manifest, tc, storage, ids, options, plan.link.has_value());
-  result.build = execute_in_disposable_dir(plan, staging->build_dir(), options.exec, units.hooks(),
-                                          [&] { staging->keep(); },
-                                          "`tvmffi-jit cache gc` or `cache clean` removes it once this process is gone");
-  result.objects_reused = units.reused();
-  result.objects_compiled = units.compiled();
-  auto [headers, moved_header, unrecorded_link, unkeyable_reads] =
-      record_module_reads(plan, result.build, units, store, options, start, key_start);
+  // whose one compile is the artifact has the module entry as its cache),
+  // then what the build read.
+  void build_in(cache::Staging& staging) {
+    if (options_.exec.verbose)
+      spdlog::info("cache miss for {} ({}): building in {}", plan_.name, result_.miss_reason, staging.build_dir());
+    const int64_t start = now_ns();
+    units_.emplace(plan_, manifest_, tc_, storage_, ids_, options_, plan_.link.has_value());
+    result_.build =
+        execute_in_disposable_dir(plan_, staging.build_dir(), options_.exec, units_->hooks(), [&] { staging.keep(); },
+                                  "`tvmffi-jit cache gc` or `cache clean` removes it once this process is gone");
+    result_.objects_reused = units_->reused();
+    result_.objects_compiled = units_->compiled();
+    reads_ = record_module_reads(plan_, result_.build, *units_, storage_.digest_memo(), options_, start, key_start_);
+  }
 
   // The entry is published (or the artifact served unstored), then shared.
+  CachedBuildResult publish(cache::Staging& staging) {
+    if (auto moved = reads_.moved)
+      return serve_unstored(staging, *moved + " changed while " + plan_.name + " was being built");
+    if (reads_.unrecorded_link) return serve_unstored(staging, *reads_.unrecorded_link);
+    if (reads_.unkeyable) return serve_unstored(staging, *reads_.unkeyable, true);
+    try {
+      cache::PublishResult p =
+          storage_.publish(staging, request_, entry_record(), {{result_.build.artifact_path, plan_.artifact_name}});
+      result_.entry_dir = p.entry_dir;
+      result_.stored = p.ours;
+      result_.build.artifact_path = util::join_path(p.entry_dir, plan_.artifact_name);
+    } catch (const Error& e) {
+      return serve_unstored(staging, "could not store " + plan_.name + ": " + e.what());
+    }
+    // What this process built, to the remotes (a missing libcurl is exit 4; a
+    // server that fails costs a warning, counted in the stats).
+    if (result_.stored) storage_.upload(request_, result_.entry_dir);
+    return std::move(result_);
+  }
+
+ private:
+  void count_store_failure() {
+    cache::StatsCounters failed;
+    failed.store_failures = 1;
+    storage_.count(failed);
+  }
+
   // Not stored: the artifact leaves the staging dir (which gc removes once
   // this process is gone) for a directory of the caller's.
-  auto serve_unstored = [&](const std::string& why, bool quiet = false) {
+  CachedBuildResult serve_unstored(cache::Staging& staging, const std::string& why, bool quiet = false) {
     count_store_failure();
-    result.build.artifact_path =
-        staging->move_artifact_out(result.build.artifact_path, plan.artifact_name, plan.name);
-    result.build.build_dir = util::parent_path(result.build.artifact_path);
+    result_.build.artifact_path =
+        staging.move_artifact_out(result_.build.artifact_path, plan_.artifact_name, plan_.name);
+    result_.build.build_dir = util::parent_path(result_.build.artifact_path);
     if (quiet)
-      say_once_verbose(options.exec.verbose, "cache: not caching " + plan.name + ": " + why + "; its artifact is in " +
-                                                 result.build.build_dir + " (yours to keep or delete)");
+      say_once_verbose(options_.exec.verbose, "cache: not caching " + plan_.name + ": " + why +
+                                                  "; its artifact is in " + result_.build.build_dir +
+                                                  " (yours to keep or delete)");
     else
       spdlog::warn("cache: {}; not caching this build: its artifact is in {} (yours to keep or delete)", why,
-                   result.build.build_dir);
-    return result;
-  };
-  if (auto moved = moved_header) return serve_unstored(*moved + " changed while " + plan.name + " was being built");
-  if (unrecorded_link) return serve_unstored(*unrecorded_link);
-  if (unkeyable_reads) return serve_unstored(*unkeyable_reads, true);
-
-  cache::EntryRecord record;
-  record.kind = "module";
-  record.name = plan.name;
-  record.key = key.hex;
-  record.portable_key = key.portable_hex;
-  record.base_dir = options.base_dir;
-  record.headers = headers;
-  record.objects = units.objects();
-  record.inputs = inputs_summary(key_inputs);
-  record.compiler_output = compiler_output(result.build);
-  try {
-    cache::PublishResult p =
-        storage.publish(*staging, request, std::move(record), {{result.build.artifact_path, plan.artifact_name}});
-    result.entry_dir = p.entry_dir;
-    result.stored = p.ours;
-    result.build.artifact_path = util::join_path(p.entry_dir, plan.artifact_name);
-  } catch (const Error& e) {
-    return serve_unstored("could not store " + plan.name + ": " + e.what());
+                   result_.build.build_dir);
+    return std::move(result_);
   }
-  // What this process built, to the remotes (a missing libcurl is exit 4; a
-  // server that fails costs a warning, counted in the stats).
-  if (result.stored) storage.upload(request, result.entry_dir);
-  return result;
+
+  cache::EntryRecord entry_record() const {
+    cache::EntryRecord record;
+    record.kind = "module";
+    record.name = plan_.name;
+    record.key = key_.hex;
+    record.portable_key = key_.portable_hex;
+    record.base_dir = options_.base_dir;
+    record.headers = reads_.headers;
+    record.objects = units_->objects();
+    record.inputs = inputs_summary(keyed_.inputs);
+    record.compiler_output = compiler_output(result_.build);
+    return record;
+  }
+
+  const BuildPlan& plan_;
+  const Manifest& manifest_;
+  const toolchain::Toolchain& tc_;
+  const CachedBuildOptions& options_;
+  const int64_t call_start_ = now_ns();  // a hit reports its own time
+  cache::EntryStorage& storage_;
+  CompilerIdentities ids_;
+  int64_t key_start_ = 0;
+  KeyedPlan keyed_;
+  cache::Key key_;
+  cache::EntryRequest request_;
+  std::optional<UnitCache> units_;
+  ModuleReads reads_;
+  CachedBuildResult result_;
+};
+
+// What a module counted reaches the root's journal when cached_build()
+// returns, whichever way (the storage outlives it: one per command).
+struct FlushCounts {
+  cache::EntryStorage& storage;
+  ~FlushCounts() { storage.flush_counts(); }
+};
+
+}  // namespace
+
+CachedBuildResult cached_build(const BuildPlan& plan, const Manifest& manifest, const toolchain::Toolchain& tc,
+                               const CachedBuildOptions& options) {
+  ModuleBuild module(plan, manifest, tc, options);
+  module.compute_key();
+  FlushCounts flush{module.storage()};
+  if (module.unkeyable()) return module.build_unkeyable();
+  const cache::Found found = module.find();
+  if (found.hit()) return module.serve_hit(found);
+  if (options.only_if_cached) return module.take_result();
+  std::optional<cache::Staging> staging = module.stage(found);
+  if (!staging) return module.take_result();  // built outside the cache
+  module.build_in(*staging);
+  return module.publish(*staging);
 }
 
 }  // namespace tvmffi_jit::compile

@@ -10,62 +10,113 @@
 
 namespace tvmffi_jit::compile {
 
-namespace {
-// --split-compile auto: the threads of a unit whose cost is unknown (above).
-constexpr int kUnknownUnitSplit = 4;
-}  // namespace
-
 size_t count_launcher_fallbacks(const std::vector<CommandRecord>& commands) {
   return static_cast<size_t>(
       std::count_if(commands.begin(), commands.end(), [](const CommandRecord& c) { return c.launcher_fallback; }));
 }
 
-Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step, const std::string& build_dir,
-                                                         const ExecuteOptions& options) {
-  util::JobGate::Ticket ticket;
+namespace {
+
+// --split-compile auto: the threads of a unit whose cost is unknown (below).
+constexpr int kUnknownUnitSplit = 4;
+
+// nvcc runs its per-arch device passes (cicc, ptxas) on --threads, but its
+// host passes (preprocessing, cudafe++, the host compile) one after the
+// other: over a whole job it keeps about one core busy, so it takes one
+// slot and always runs its -gencode targets in parallel. Charging a slot
+// per target (as before) left cores idle that `xargs -P` filled. A thread
+// more, for the host front end beside the device passes, was measured and
+// not kept: with 16 jobs on 16 cores its effect on the batch's time was
+// within the run-to-run spread (docs/benchmarks.md#batch).
+int nvcc_threads_of(const CompileStep& step) {
   const bool cuda = step.language == Language::kCuda;
-  // nvcc runs its per-arch device passes (cicc, ptxas) on --threads, but its
-  // host passes (preprocessing, cudafe++, the host compile) one after the
-  // other: over a whole job it keeps about one core busy, so it takes one
-  // slot and always runs its -gencode targets in parallel. Charging a slot
-  // per target (as before) left cores idle that `xargs -P` filled. A thread
-  // more, for the host front end beside the device passes, was measured and
-  // not kept: with 16 jobs on 16 cores its effect on the batch's time was
-  // within the run-to-run spread (docs/benchmarks.md#batch).
-  const int nvcc_threads = cuda && step.gencode_targets() > 1 ? step.gencode_targets() : 0;
-  const double queued_at = options.trace ? options.trace->now() : 0;
-  util::JobMemoryEstimate* estimate = nullptr;
-  // What this job is expected to cost (compile/cost_log.h): its weight in
-  // the gate is its chain, the unit then its module's link, so the longest
-  // chains start first whatever module they are in.
-  std::optional<CostEstimate> expected;
-  const CostScope scope(options.plan_name, options.base_dir);
-  if (options.costs) expected = options.costs->estimate_unit(scope, step);
-  // --split-compile auto: up to 8 cores for one nvcc (its cicc and ptxas
-  // passes split; the host passes stay one thread), as many as the gate finds
-  // idle (util/job_gate.h: the tail, or a job longer than its share).
-  const int max_slots = step.split_compile == kSplitCompileAuto && options.gate ? std::min(8, options.gate->slots()) : 1;
-  int slots = 1;
-  if (options.gate) {
-    // hipcc (clang with device passes) is sized like nvcc.
-    const bool device = cuda || step.language == Language::kHip;
-    uint64_t bytes = device ? options.cuda_job_bytes : host_job_bytes(options.cuda_job_bytes);
-    if (options.memory) {
-      estimate = device ? &options.memory->cuda : &options.memory->host;
-      bytes = estimate->reservation();
-    }
-    // A job whose own peak is known reserves that (and a quarter more), not
-    // the largest of its kind.
-    if (expected && expected->source == EstimateSource::kLog && expected->cost.peak_rss_bytes > 0 && options.memory)
-      bytes = std::max<uint64_t>(expected->cost.peak_rss_bytes + expected->cost.peak_rss_bytes / 4, 64ull << 20);
-    // Heavier first (util/job_gate.h): the estimated seconds of the job's
-    // chain; without a cost model, a device pass per target on top of the
-    // host passes for nvcc, one for a host compile.
-    const double weight = expected ? expected->cost.cpu_seconds + options.costs->estimate_link(options.plan_name).cost.cpu_seconds
-                                   : device ? 2.0 + std::max(1, step.gencode_targets()) : 1.0;
-    ticket = options.gate->acquire(max_slots, bytes, util::JobGate::Priority::kNormal, weight, options.party);
-    slots = ticket.slots();
+  return cuda && step.gencode_targets() > 1 ? step.gencode_targets() : 0;
+}
+
+// One compile job from its place in the gate's queue to its record: what it
+// is expected to cost, the slots and memory it holds, the threads it runs
+// on, and what it cost told back to the cost log, the memory estimate and
+// the trace.
+class StepJob {
+ public:
+  StepJob(const CompileStep& step, const ExecuteOptions& options)
+      : step_(step), options_(options), scope_(options.plan_name, options.base_dir) {
+    nvcc_threads_ = nvcc_threads_of(step);
+    queued_at_ = options.trace ? options.trace->now() : 0;
+    // What this job is expected to cost (compile/cost_log.h): its weight in
+    // the gate is its chain, the unit then its module's link, so the longest
+    // chains start first whatever module they are in.
+    if (options.costs) expected_ = options.costs->estimate_unit(scope_, step);
   }
+
+  // Waits for the gate's slots and memory (no gate: one slot, at once).
+  void reserve() {
+    if (!options_.gate) return;
+    // --split-compile auto: up to 8 cores for one nvcc (its cicc and ptxas
+    // passes split; the host passes stay one thread), as many as the gate
+    // finds idle (util/job_gate.h: the tail, or a job longer than its share).
+    const int max_slots = step_.split_compile == kSplitCompileAuto ? std::min(8, options_.gate->slots()) : 1;
+    ticket_ = options_.gate->acquire(max_slots, reserved_bytes(), util::JobGate::Priority::kNormal, weight(),
+                                     options_.party);
+    slots_ = ticket_.slots();
+  }
+
+  // The threads its cicc and ptxas passes split into (--split-compile), then
+  // the clock it starts on.
+  void start() {
+    split_ = split_threads();
+    started_at_ = options_.trace ? options_.trace->now() : 0;
+  }
+
+  std::vector<std::string> command(bool with_launcher) const {
+    return step_.command(with_launcher, nvcc_threads_, split_);
+  }
+
+  // The record's scheduling fields, and what the job cost to whoever learns from it.
+  void finish(CommandRecord& rec) {
+    rec.queued_at = queued_at_;
+    rec.started_at = started_at_;
+    rec.threads = nvcc_threads_;
+    rec.slots = options_.gate ? slots_ : 0;
+    rec.split = split_ > 1 ? split_ : 0;
+    // ru_maxrss is one process's peak; with --threads N, N device passes may
+    // peak together.
+    if (estimate_) estimate_->observe(rec.max_rss_bytes * static_cast<uint64_t>(std::max(1, nvcc_threads_)));
+    if (expected_) {
+      rec.estimated_cpu_seconds = expected_->cost.cpu_seconds;
+      rec.estimate_source = estimate_source_name(expected_->source);
+      options_.costs->record_unit(scope_, step_, JobCost{"", rec.cpu_seconds, rec.seconds, rec.max_rss_bytes});
+    }
+    if (options_.trace) options_.trace->add(options_.traced_module(), rec);
+  }
+
+ private:
+  // hipcc (clang with device passes) is sized like nvcc.
+  bool device() const { return step_.language == Language::kCuda || step_.language == Language::kHip; }
+
+  // The memory it reserves: its kind's estimate (which its peak then
+  // teaches: finish()), or its own logged peak and a quarter more.
+  uint64_t reserved_bytes() {
+    uint64_t bytes = device() ? options_.cuda_job_bytes : host_job_bytes(options_.cuda_job_bytes);
+    if (options_.memory) {
+      estimate_ = device() ? &options_.memory->cuda : &options_.memory->host;
+      bytes = estimate_->reservation();
+    }
+    if (expected_ && expected_->source == EstimateSource::kLog && expected_->cost.peak_rss_bytes > 0 &&
+        options_.memory)
+      bytes = std::max<uint64_t>(expected_->cost.peak_rss_bytes + expected_->cost.peak_rss_bytes / 4, 64ull << 20);
+    return bytes;
+  }
+
+  // Heavier first (util/job_gate.h): the estimated seconds of the job's
+  // chain; without a cost model, a device pass per target on top of the
+  // host passes for nvcc, one for a host compile.
+  double weight() const {
+    if (expected_)
+      return expected_->cost.cpu_seconds + options_.costs->estimate_link(options_.plan_name).cost.cpu_seconds;
+    return device() ? 2.0 + std::max(1, step_.gencode_targets()) : 1.0;
+  }
+
   // A unit never built before (no cost of its own in the log) may be the
   // one that ends the build last, and nothing tells it apart before it runs:
   // its cicc and ptxas passes get kUnknownUnitSplit threads on the one slot
@@ -77,51 +128,47 @@ Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step
   // CPU, but with every slot busy their extra threads oversubscribe the
   // cores, and a cold FlashInfer batch at -j 16 took 1.25x ninja's CPU
   // (docs/benchmarks.md). Why `auto` is opt-in.
-  int split = 0;
-  if (step.split_compile == kSplitCompileAuto) {
-    const bool cost_unknown = !expected || (expected->source != EstimateSource::kLog &&
-                                            expected->source != EstimateSource::kSameSource);
-    split = cost_unknown && options.gate ? std::max(slots, std::min(kUnknownUnitSplit, options.gate->slots())) : slots;
+  int split_threads() const {
+    if (step_.split_compile != kSplitCompileAuto) return 0;
+    const bool cost_unknown = !expected_ || (expected_->source != EstimateSource::kLog &&
+                                             expected_->source != EstimateSource::kSameSource);
+    return cost_unknown && options_.gate ? std::max(slots_, std::min(kUnknownUnitSplit, options_.gate->slots()))
+                                         : slots_;
   }
-  const double started_at = options.trace ? options.trace->now() : 0;
-  auto finish = [&](CommandRecord& rec) {
-    rec.queued_at = queued_at;
-    rec.started_at = started_at;
-    rec.threads = nvcc_threads;
-    rec.slots = options.gate ? slots : 0;
-    rec.split = split > 1 ? split : 0;
-    // ru_maxrss is one process's peak; with --threads N, N device passes may
-    // peak together.
-    if (estimate) estimate->observe(rec.max_rss_bytes * static_cast<uint64_t>(std::max(1, nvcc_threads)));
-    if (expected) {
-      rec.estimated_cpu_seconds = expected->cost.cpu_seconds;
-      rec.estimate_source = estimate_source_name(expected->source);
-      options.costs->record_unit(scope, step, JobCost{"", rec.cpu_seconds, rec.seconds, rec.max_rss_bytes});
-    }
-    if (options.trace) options.trace->add(options.traced_module(), rec);
-  };
-  const std::string what = "compiling " + step.display;
 
-  std::vector<std::string> argv = step.command(true, nvcc_threads, split);
+  const CompileStep& step_;
+  const ExecuteOptions& options_;
+  const CostScope scope_;
+  int nvcc_threads_ = 0;
+  double queued_at_ = 0;
+  double started_at_ = 0;
+  std::optional<CostEstimate> expected_;
+  util::JobMemoryEstimate* estimate_ = nullptr;
+  util::JobGate::Ticket ticket_;
+  int slots_ = 1;
+  int split_ = 0;
+};
+
+Expected<CommandRecord, CommandFailure> run_compiler(const std::vector<std::string>& argv, const std::string& build_dir,
+                                                     const std::string& what, const ExecuteOptions& options) {
   if (options.verbose) spdlog::info("{}", util::format_command(argv));
-  auto first = detail::run_command(argv, build_dir, what, options);
-  if (!first) return first;
-  CommandRecord& rec = *first;
-  auto missing = step.launcher.empty() ? std::nullopt : missing_compile_output(step, build_dir);
-  if (!missing) {
-    finish(rec);
-    return first;
-  }
+  return detail::run_command(argv, build_dir, what, options);
+}
 
-  // The launcher said it worked but did not deliver: the compiler alone decides.
-  const std::string reason = util::file_name(step.launcher[0]) + " (from " + step.launcher_source + ") exited 0 but " +
-                             *missing;
+// The launcher said it worked but did not deliver (`missing`): the compiler
+// alone decides. The record is the second run's, with the first one's time,
+// output and resources added.
+Expected<CommandRecord, CommandFailure> run_without_launcher(const CompileStep& step, const std::string& build_dir,
+                                                             const ExecuteOptions& options, StepJob& job,
+                                                             const std::string& what, const CommandRecord& first,
+                                                             const std::string& missing) {
+  const std::string reason =
+      util::file_name(step.launcher[0]) + " (from " + step.launcher_source + ") exited 0 but " + missing;
   options.status_sink().warning(step.display + ": " + reason + "; compiling it again without the launcher");
   util::remove_all(util::join_path(build_dir, step.object_name));
   util::remove_all(util::join_path(build_dir, step.depfile_name));
-  argv = step.command(false, nvcc_threads, split);
-  if (options.verbose) spdlog::info("{}", util::format_command(argv));
-  auto second = detail::run_command(argv, build_dir, what, options);
+  const std::vector<std::string> argv = job.command(false);
+  auto second = run_compiler(argv, build_dir, what, options);
   if (!second) return second;
   CommandRecord& again = *second;
   if (auto still = missing_compile_output(step, build_dir))
@@ -130,14 +177,30 @@ Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step
                                          util::shell_quote(build_dir) + " && " + util::format_command(argv) + "\n" +
                                          again.output,
                                      again}};
-  again.seconds += rec.seconds;
-  again.output = rec.output + again.output;
+  again.seconds += first.seconds;
+  again.output = first.output + again.output;
   again.launcher_fallback = true;
   again.launcher_fallback_reason = reason;
-  again.cpu_seconds += rec.cpu_seconds;
-  again.max_rss_bytes = std::max(again.max_rss_bytes, rec.max_rss_bytes);
-  finish(again);
+  again.cpu_seconds += first.cpu_seconds;
+  again.max_rss_bytes = std::max(again.max_rss_bytes, first.max_rss_bytes);
+  job.finish(again);
   return second;
+}
+
+}  // namespace
+
+Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step, const std::string& build_dir,
+                                                         const ExecuteOptions& options) {
+  StepJob job(step, options);
+  job.reserve();
+  job.start();
+  const std::string what = "compiling " + step.display;
+  auto first = run_compiler(job.command(true), build_dir, what, options);
+  if (!first) return first;
+  auto missing = step.launcher.empty() ? std::nullopt : missing_compile_output(step, build_dir);
+  if (missing) return run_without_launcher(step, build_dir, options, job, what, *first, *missing);
+  job.finish(*first);
+  return first;
 }
 
 }  // namespace tvmffi_jit::compile

@@ -13,7 +13,7 @@
 namespace tvmffi_jit::compile {
 
 ModuleReads record_module_reads(const BuildPlan& plan, const BuildResult& build, const UnitCache& units,
-                                const cache::Store& store, const CachedBuildOptions& options, int64_t build_start_ns,
+                                const cache::DigestMemo& digests, const CachedBuildOptions& options, int64_t build_start_ns,
                                 int64_t key_start_ns) {
   std::optional<std::string> moved_header;
   std::optional<std::string> unkeyable = units.unkeyable();
@@ -78,7 +78,7 @@ ModuleReads record_module_reads(const BuildPlan& plan, const BuildResult& build,
     } else {
       std::vector<cache::HeaderRecord> linked =
           cache::hash_headers(*build.link_dependencies, build.build_dir, {build.build_dir}, {},
-                              store.digest_memo(true));
+                              digests);
       record_library_shadows(linked,
                                     library_search_dirs(*plan.link, build.build_dir, *options.environment));
       if (!moved_header) moved_header = header_changed_during_build(linked, build_start_ns);

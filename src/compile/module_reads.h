@@ -10,7 +10,6 @@
 
 #include "compile/object_cache.h"
 #include "tvmffi_jit/cache/headers.h"
-#include "tvmffi_jit/cache/store.h"
 #include "tvmffi_jit/compile/cached_build_options.h"
 
 namespace tvmffi_jit::compile {
@@ -28,9 +27,10 @@ struct ModuleReads {
   std::optional<std::string> unkeyable;
 };
 
-// After `build` ran with `units` as its hooks.
+// After `build` ran with `units` as its hooks; what the linker read is
+// hashed through `digests` (EntryStorage::digest_memo).
 ModuleReads record_module_reads(const BuildPlan& plan, const BuildResult& build, const UnitCache& units,
-                                const cache::Store& store, const CachedBuildOptions& options, int64_t build_start_ns,
+                                const cache::DigestMemo& digests, const CachedBuildOptions& options, int64_t build_start_ns,
                                 int64_t key_start_ns);
 
 }  // namespace tvmffi_jit::compile

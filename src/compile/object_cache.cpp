@@ -132,7 +132,7 @@ std::optional<CommandRecord> UnitCache::before_compile(const UnitRef& ref, const
 
 void UnitCache::after_compile(const UnitRef& ref, const std::string& dir, const CommandRecord& rec) {
   Unit& u = units_.at(ref.index);
-  u.headers = cache::hash_headers(ref.unit.dependencies, dir, {dir}, {}, storage_.local().digest_memo(true));
+  u.headers = cache::hash_headers(ref.unit.dependencies, dir, {dir}, {}, storage_.digest_memo());
   const std::vector<std::string> search = include_search_dirs(ref.step, dir, *options_.environment);
   record_shadows(u.headers, search);
   const Expected<void> keyable = record_include_probes(ref.step, dir, search, u.headers);
@@ -149,7 +149,7 @@ void UnitCache::after_compile(const UnitRef& ref, const std::string& dir, const 
   if (!reuse_objects_) return;
   u.sha256 = util::sha256_file_hex(ref.unit.object_path);
   count(&cache::StatsCounters::object_misses, &compiled_);
-  if (storage_.local().writable() && !moved && keyable) store_object(ref.step, u.key, ref.unit, u.headers, rec);
+  if (storage_.writable() && !moved && keyable) store_object(ref.step, u.key, ref.unit, u.headers, rec);
   u.claim = {};  // stored (or not storable): units waiting for it look it up now
 }
 
@@ -165,7 +165,7 @@ Expected<void> UnitCache::record_include_probes(const CompileStep& step, const s
   if (step.generated_text)
     add_has_include_probes(util::join_path(dir, step.generated_name), *step.generated_text, search, dir, probes);
   if (!probes.found.empty())
-    cache::merge_headers(headers, cache::hash_headers(probes.found, dir, {dir}, {}, storage_.local().digest_memo(true)));
+    cache::merge_headers(headers, cache::hash_headers(probes.found, dir, {dir}, {}, storage_.digest_memo()));
   if (probes.unkeyable) return Unexpected{*probes.unkeyable};
   if (!probes.absent.empty()) {
     // "Did not exist, and would have changed the compile": a shadow, on any record.
@@ -180,7 +180,7 @@ Expected<void> UnitCache::record_include_probes(const CompileStep& step, const s
 void UnitCache::store_object(const CompileStep& step, const std::string& key, const CompiledUnit& unit,
                              const std::vector<cache::HeaderRecord>& headers, const CommandRecord& rec) {
   try {
-    cache::Staging s = storage_.local().stage();
+    cache::Staging s = storage_.stage();
     std::string name = util::file_name(step.object_name);
     std::string copy = util::join_path(s.build_dir(), name);
     place_file(unit.object_path, copy);

@@ -4,13 +4,20 @@
 //     nvcc's --dependency-output), and an empty list of what the linker read
 //     for --dependency-file, so cached builds record and publish;
 //   fake_toolchain(): compilers and tvm-ffi at fixed paths (CUDA optional);
-//   no_gpus(): plan options whose GPU detection finds no driver.
+//   no_gpus(): plan options whose GPU detection finds no driver;
+//   Project: a temp folder with a few sources, modules as manifests over
+//     them, built by cached_build() through the storage a test gives.
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "tvmffi_jit/cache/storage.h"
+#include "tvmffi_jit/compile/cached_build.h"
+#include "tvmffi_jit/compile/key.h"
+#include "tvmffi_jit/compile/manifest.h"
 #include "tvmffi_jit/compile/plan.h"
 #include "tvmffi_jit/compile/runner.h"
 #include "tvmffi_jit/toolchain/toolchain.h"
@@ -58,5 +65,32 @@ inline compile::PlanOptions no_gpus() {
   };
   return o;
 }
+
+// A project folder with a few sources; each module a manifest over some.
+struct Project {
+  util::TempDir dir;
+  toolchain::Toolchain tc = fake_toolchain();
+  Project() {
+    for (const char* f : {"a.cc", "b.cc", "c.cc", "d.cc"})
+      util::write_file(util::join_path(dir.path(), f), std::string("int ") + f[0] + "() { return 1; }\n");
+  }
+  std::string path(const std::string& f) const { return util::join_path(dir.path(), f); }
+  compile::Manifest manifest(const std::string& name, const std::string& sources) const {
+    return compile::parse_manifest_text(R"({"name": ")" + name + R"(", "sources": [)" + sources + "]}",
+                                        path(name + ".json"), dir.path());
+  }
+  compile::CachedBuildOptions options(cache::EntryStorage& storage, compile::CommandRunner& runner) const {
+    compile::CachedBuildOptions o;
+    o.storage = &storage;
+    o.base_dir = dir.path();
+    o.environment = compile::relevant_environment([](const std::string&) { return std::optional<std::string>(); });
+    o.exec.runner = &runner;
+    return o;
+  }
+  compile::CachedBuildResult build(const compile::Manifest& m, cache::EntryStorage& storage,
+                                   compile::CommandRunner& runner) const {
+    return compile::cached_build(compile::make_plan(m, tc, no_gpus()), m, tc, options(storage, runner));
+  }
+};
 
 }  // namespace tvmffi_jit::testing

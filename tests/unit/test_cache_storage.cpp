@@ -3,6 +3,8 @@
 // remote URL parsed once (cache/remote/url.h).
 #include <catch2/catch.hpp>
 
+#include "memory_backend.h"
+
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -23,6 +25,8 @@
 
 using namespace tvmffi_jit;
 using namespace tvmffi_jit::cache;
+using tvmffi_jit::testing::MemoryServer;
+using tvmffi_jit::testing::make_memory_backend;
 
 namespace {
 

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "fake_build.h"
+#include "memory_backend.h"
 
 #include <atomic>
 #include <memory>
@@ -32,7 +33,7 @@ struct Request {
   cli::ModuleRequest module;
   cli::CommandContext ctx;
   WritingRunner runner;
-  std::shared_ptr<cache::MemoryServer> server = std::make_shared<cache::MemoryServer>();
+  std::shared_ptr<testing::MemoryServer> server = std::make_shared<testing::MemoryServer>();
 
   Request() {
     util::write_file(util::join_path(dir.path(), "a.cc"), "int a() { return 1; }\n");
@@ -56,7 +57,7 @@ struct Request {
   cli::ModuleOutcome build() {
     cache::Store store(cache::open_root(cache, true, false));
     std::vector<std::unique_ptr<cache::RemoteBackend>> remotes;
-    remotes.push_back(cache::make_memory_backend(server, "memory://team"));
+    remotes.push_back(testing::make_memory_backend(server, "memory://team"));
     cache::Storage storage(store, {}, nullptr, std::move(remotes));
     cli::Shared shared{request, ctx, {}, {}};
     shared.storage = request.use_cache ? &storage : nullptr;

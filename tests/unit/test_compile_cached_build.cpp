@@ -1,10 +1,11 @@
 // cached_build() and a batch of modules through the storage the command
 // injects (cache/storage.h): a real local store in a temp dir, remotes in
-// memory (cache::make_memory_backend), and a runner that writes what a
+// memory (testing::make_memory_backend), and a runner that writes what a
 // compiler would, so no compiler runs.
 #include <catch2/catch.hpp>
 
 #include "fake_build.h"
+#include "memory_backend.h"
 
 #include <atomic>
 #include <memory>
@@ -30,39 +31,13 @@ using namespace tvmffi_jit::compile;
 
 namespace {
 
+using testing::Project;
 using testing::WritingRunner;
-using testing::fake_toolchain;
 using testing::no_gpus;
 
-// A project folder with a few sources; each module a manifest over some.
-struct Project {
-  util::TempDir dir;
-  toolchain::Toolchain tc = fake_toolchain();
-  Project() {
-    for (const char* f : {"a.cc", "b.cc", "c.cc", "d.cc"})
-      util::write_file(util::join_path(dir.path(), f), std::string("int ") + f[0] + "() { return 1; }\n");
-  }
-  std::string path(const std::string& f) const { return util::join_path(dir.path(), f); }
-  Manifest manifest(const std::string& name, const std::string& sources) const {
-    return parse_manifest_text(R"({"name": ")" + name + R"(", "sources": [)" + sources + "]}", path(name + ".json"),
-                               dir.path());
-  }
-  CachedBuildOptions options(cache::EntryStorage& storage, CommandRunner& runner) const {
-    CachedBuildOptions o;
-    o.storage = &storage;
-    o.base_dir = dir.path();
-    o.environment = relevant_environment([](const std::string&) { return std::optional<std::string>(); });
-    o.exec.runner = &runner;
-    return o;
-  }
-  CachedBuildResult build(const Manifest& m, cache::EntryStorage& storage, CommandRunner& runner) const {
-    return cached_build(make_plan(m, tc, no_gpus()), m, tc, options(storage, runner));
-  }
-};
-
-std::vector<std::unique_ptr<cache::RemoteBackend>> memory(const std::shared_ptr<cache::MemoryServer>& server) {
+std::vector<std::unique_ptr<cache::RemoteBackend>> memory(const std::shared_ptr<testing::MemoryServer>& server) {
   std::vector<std::unique_ptr<cache::RemoteBackend>> out;
-  out.push_back(cache::make_memory_backend(server, "memory://team"));
+  out.push_back(testing::make_memory_backend(server, "memory://team"));
   return out;
 }
 
@@ -102,7 +77,7 @@ TEST_CASE("a miss builds and publishes through the injected storage, which count
 TEST_CASE("a module uploaded from one root is a remote hit in another; its objects stay local",
           "[compile][cached_build]") {
   Project p;
-  auto team = std::make_shared<cache::MemoryServer>();
+  auto team = std::make_shared<testing::MemoryServer>();
   WritingRunner runner;
   const Manifest m = p.manifest("m1", R"("a.cc", "b.cc")");
   {
@@ -127,7 +102,7 @@ TEST_CASE("a batch sharing one storage gives a failing remote up once, for every
           "[compile][cached_build][batch]") {
   Project p;
   cache::Store store(cache::open_root(p.path("cache"), true));
-  auto silent = std::make_shared<cache::MemoryServer>();
+  auto silent = std::make_shared<testing::MemoryServer>();
   silent->failing = cache::RemoteFailure{cache::RemoteFailureKind::kTimeout, "no answer (injected)"};
   cache::StatsCounters stats;
   cache::Storage storage(store, {}, &stats, memory(silent));

@@ -101,12 +101,27 @@ struct FindOptions {
 
 // The door compile goes through (compile/cached_build.h takes one): the
 // tiers answer, a build's entry goes in, objects come and go, counts are
-// kept. Storage is the one implementation; thread-safe.
+// kept. Compile sees no store behind it, only these calls, so a test can
+// answer them from memory (tests/unit/test_compile_cached_build_fake_storage.cpp).
+// Storage is the one implementation; thread-safe.
 class EntryStorage {
  public:
   virtual ~EntryStorage() = default;
-  // The local store: entry names, staging dirs, the digest and compiler memos.
-  virtual Store& local() = 0;
+  // Where a module key's results live (EntryRequest::key_dir; Store::module_key_dir).
+  virtual std::string module_key_dir(const std::string& name, const std::string& key_hex) const = 0;
+  // A fresh directory to build a missed entry in, beside the entries it is
+  // published among (publish() renames it). Throws Error(kIo) if it cannot
+  // be made: the caller builds outside the cache.
+  virtual Staging stage() = 0;
+  // Whether entries can be stored (the root is writable, or assumed so until
+  // a miss probes it): a unit's object is only stored when it is.
+  virtual bool writable() const = 0;
+  // The memo of big files' digests (cache/headers.h) a build hashes what it
+  // read through, recording new digests when the root is writable.
+  virtual DigestMemo digest_memo() const = 0;
+  // The folder compile keeps its compiler identity memos in (`cache clean`
+  // removes them); empty: none are kept.
+  virtual std::string compilers_dir() const = 0;
   // The trust policy every door applies (cache/trust.h); none: everything
   // self-consistent is served.
   virtual const TrustPolicy* trust_policy() const { return nullptr; }
@@ -162,7 +177,13 @@ class Storage : public EntryStorage {
   // `started`: a start_signature_setup() the caller began earlier still.
   void start_signature_warmup(std::shared_future<void> started = {});
 
-  Store& local() override { return store_; }
+  std::string module_key_dir(const std::string& name, const std::string& key_hex) const override {
+    return store_.module_key_dir(name, key_hex);
+  }
+  Staging stage() override { return store_.stage(); }
+  bool writable() const override { return store_.writable(); }
+  DigestMemo digest_memo() const override { return store_.digest_memo(true); }
+  std::string compilers_dir() const override { return store_.compilers_dir(); }
   Found find(const EntryRequest& request, const FindOptions& options) override;
 
   // The entry from one tier. kShared needs a writable store (a shared hit is

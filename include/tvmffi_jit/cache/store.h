@@ -97,6 +97,10 @@ inline constexpr const char* kStagingKeptMarker = "kept";
 
 class Staging {
  public:
+  // A staging dir in `dir`, its build/ and entry/ made: Store::stage(), and
+  // an EntryStorage with no store of its own (a test's fake). Throws
+  // Error(kIo) if they cannot be made.
+  static Staging create(util::TempDir dir);
   Staging(Staging&&) noexcept = default;
   Staging& operator=(Staging&&) noexcept = default;
   const std::string& path() const { return dir_.path(); }

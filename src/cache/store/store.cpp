@@ -529,7 +529,11 @@ Staging Store::stage() const {
   // What an interrupted build of this host left (its process killed before
   // it could clean up): a build removes it, not only `cache gc`.
   remove_interrupted_staging(tmp_dir());
-  util::TempDir dir(tmp_dir(), "stage." + util::host_name() + "." + std::to_string(::getpid()) + ".");
+  return Staging::create(
+      util::TempDir(tmp_dir(), "stage." + util::host_name() + "." + std::to_string(::getpid()) + "."));
+}
+
+Staging Staging::create(util::TempDir dir) {
   Staging s(std::move(dir));
   if (::mkdir(s.build_dir().c_str(), 0700) != 0 || ::mkdir(s.entry_dir().c_str(), 0700) != 0)
     throw io_error(errno_message("cannot create the staging directory " + s.path(), errno));

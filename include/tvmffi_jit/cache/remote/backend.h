@@ -5,8 +5,9 @@
 // Backends: HTTP(S) GET/PUT (nginx WebDAV, bazel-remote /ac/) and S3
 // (SigV4-signed GET/PUT, the same transfer code) through libcurl, opened with
 // dlopen() only when an http(s) or s3 remote is used; Redis GETRANGE/SET
-// through hiredis (linked statically); and an in-memory one (tests). Which
-// one a URL gets is the scheme table's answer (make_remote_backend).
+// through hiredis (linked statically). Which one a URL gets is the scheme
+// table's answer (make_remote_backend). The unit tests' in-memory server is
+// theirs (tests/unit/memory_backend.h).
 #pragma once
 
 #include <cstdint>
@@ -82,18 +83,5 @@ RemoteOpen make_remote_backend(const RemoteUrl& url, const RemoteOptions& option
 // (kError) without reaching the server. The facade does not even pack an
 // upload when the remotes are read-only.
 std::unique_ptr<RemoteBackend> read_only(std::unique_ptr<RemoteBackend> backend);
-
-// An in-memory server, for tests: named objects, counted requests, and a
-// failure every request gets while `failing` is set (a server that is down
-// or that times out). Shared, so a test keeps looking at it after the
-// backend reading it was given up and destroyed.
-struct MemoryServer {
-  std::mutex mutex;
-  std::map<std::string, std::string> objects;
-  size_t gets = 0;
-  size_t puts = 0;
-  std::optional<RemoteFailure> failing;
-};
-std::unique_ptr<RemoteBackend> make_memory_backend(std::shared_ptr<MemoryServer> server, std::string name);
 
 }  // namespace tvmffi_jit::cache
