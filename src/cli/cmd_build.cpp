@@ -320,9 +320,12 @@ BuiltModules build_all(const BuildRequest& r, CommandContext& ctx, const std::ve
   }
   out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   costs.save();
-  spdlog::debug("job gate: peak {} slots, peak {} reserved of {}; largest nvcc job {}, host job {}", gate.peak_slots(),
-                util::format_bytes(gate.peak_reserved_bytes()), util::format_bytes(gate.memory_bytes()),
-                util::format_bytes(memory.cuda.largest_seen()), util::format_bytes(memory.host.largest_seen()));
+  // What the gate saw, for a batch (a single module's -vv says what it got, above).
+  if (r.batch)
+    spdlog::debug("job gate: peak {} slots, peak {} reserved of {}; largest nvcc job {}, host job {}",
+                  gate.peak_slots(), util::format_bytes(gate.peak_reserved_bytes()),
+                  util::format_bytes(gate.memory_bytes()), util::format_bytes(memory.cuda.largest_seen()),
+                  util::format_bytes(memory.host.largest_seen()));
   return out;
 }
 
