@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # Sets everything up, builds the tests, then runs every test: unit + integration
 # + fuzz-corpus replays (ctest), then the unit tests and corpus replays again
-# under ASan+UBSan. Each phase prints its wall time.
+# under ASan+UBSan. Each phase prints its wall time and the CPU time of what it
+# ran (user+sys of every process it waited for).
+#
+# Where the minutes go (docs/benchmarks.md, "Build and CI time"): the project
+# is compiled three times, for the tests (build/), for the wheel inside the
+# wheel test's `pip wheel .`, and under ASan (build-asan/). build/ is a Release
+# build, the wheel's own configuration, so the wheel's objects are ccache hits
+# of build/'s (test_python_wheel.py passes the same -Werror); the ASan build
+# runs beside the ctest phase at the lowest priority, on the CPU the tests
+# leave idle while they wait on their servers, and compiles as unity batches.
 #
 # The tests leave the machine as they found it: the ctest phases run with HOME,
 # XDG_CACHE_HOME and TMPDIR pointing into one fresh folder, and the run fails if
@@ -15,19 +24,31 @@ source scripts/home-guard.sh
 # the end (also of a failed run), so a CI log shows where the minutes go
 # (docs/benchmarks.md, "Build and CI time").
 PHASES=()
+TIMES=$(mktemp "${TMPDIR:-/tmp}/tvmffi-jit-test-times-XXXXXX")
+# CPU seconds (user+sys) of the children this (sub)shell has waited for.
+children_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%d", ($16 + $17) / hz }' "/proc/$BASHPID/stat"; }
+phase() {  # name, wall seconds, CPU seconds
+  PHASES+=("$(printf '%5d s %6d s  %s' "$2" "$3" "$1")")
+  echo "== $1: $2 s (CPU $3 s)" >&2
+}
 timed() {
   local name=$1 start=$SECONDS rc=0
   shift
-  "$@" || rc=$?
-  PHASES+=("$(printf '%5d s  %s' $((SECONDS - start)) "$name")")
-  echo "== $name: $((SECONDS - start)) s" >&2
+  # In a subshell, so that its CPU count holds what this phase ran and nothing
+  # else (not the ASan build beside the ctest phase).
+  ( rc=0; "$@" || rc=$?; children_cpu >"$TIMES"; exit $rc ) || rc=$?
+  phase "$name" $((SECONDS - start)) "$(cat "$TIMES")"
   return $rc
 }
+ASAN_BUILD_PID=
 on_exit() {
   local rc=$?
-  echo "== phases (wall time):" >&2
+  # A failed ctest phase leaves the ASan build running in its own session.
+  [ -z "$ASAN_BUILD_PID" ] || kill -TERM -- -"$ASAN_BUILD_PID" 2>/dev/null || true
+  echo "== phases (wall time, CPU time):" >&2
   [ ${#PHASES[@]} -eq 0 ] || printf '%s\n' "${PHASES[@]}" >&2
-  echo "== $([ $rc = 0 ] && echo 'all tests passed' || echo "FAILED (exit $rc)") in $SECONDS s" >&2
+  echo "== $([ $rc = 0 ] && echo 'all tests passed' || echo "FAILED (exit $rc)") in $SECONDS s (CPU $(children_cpu) s)" >&2
+  rm -f "$TIMES"
   guard_leave
 }
 trap on_exit EXIT
@@ -40,8 +61,13 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=1
 # Our own code compiles without warnings here (CI); users' builds stay tolerant
 # of the warnings newer compilers add (TVMFFI_JIT_WERROR defaults to OFF).
 WERROR=-DTVMFFI_JIT_WERROR=ON
+# Release (-O3, no -g), as the wheel is built (pyproject.toml): the wheel test's
+# `pip wheel .` then finds every object in ccache instead of compiling the
+# project a second time (cmake/wheel.cmake), and the tests run the
+# configuration that ships.
+BUILD_TYPE=-DCMAKE_BUILD_TYPE=Release
 
-CMAKE_ARGS="${CMAKE_ARGS:-} $WERROR" \
+CMAKE_ARGS="${CMAKE_ARGS:-} $BUILD_TYPE $WERROR" \
   timed "setup.sh (packages + the CLI)" bash scripts/setup.sh --with-test-deps  # + hipcc and what only tests use
 
 # The tool's settings from the caller's shell never reach the tests: an
@@ -52,29 +78,48 @@ for v in $(compgen -e | grep -E '^(TVMFFI_JIT_|TVM_FFI_CACHE_DIR$|CUDA_CACHE_PAT
   unset "$v"
 done
 
-cmake -S . -B build $WERROR >/dev/null
+cmake -S . -B build $BUILD_TYPE $WERROR >/dev/null
 timed "build (tests, fuzz replays, engine)" cmake --build build -j "$JOBS" >&2
 
+# The ASan+UBSan build, started now and run beside the ctest phase: most of
+# that phase's tests wait on servers and child processes rather than compute,
+# so the compiles run at the lowest priority (nice 19) on what CPU the tests
+# leave idle, and take it back from no test. In its own session (setsid), so
+# that a failed run stops it. Only what its ctest run below executes: the unit
+# tests, the corpus replayers, the fake driver, and the tool itself (the driver
+# unit tests run it as their probe child, so that code runs under the
+# sanitizers too); anything else a full build would add (e.g. libraries only
+# the Python package loads) is left out. Unity batches (CMAKE_UNITY_BUILD):
+# each batch parses the headers every file of a layer includes (json, fmt,
+# spdlog, Catch2, CLI11) once.
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTVMFFI_JIT_ENABLE_SANITIZERS=ON \
+  -DTVMFFI_JIT_STATIC_DEPS=OFF -DCMAKE_UNITY_BUILD=ON $WERROR >/dev/null
+ASAN_BUILD_START=$SECONDS
+export -f children_cpu
+setsid bash -c 'rc=0; nice -n 19 "$@" >build-asan/build.log 2>&1 || rc=$?; children_cpu >build-asan/build.cpu; exit $rc' \
+  asan-build cmake --build build-asan -j "$JOBS" \
+  --target unit_tests fuzz_replay_devcode fuzz_replay_blob fakecuda tvmffi-jit &
+ASAN_BUILD_PID=$!
+
 guard_enter
-echo "== ctest (RelWithDebInfo), HOME=TMPDIR=XDG_CACHE_HOME in $GUARD_DIR" >&2
+echo "== ctest (Release), HOME=TMPDIR=XDG_CACHE_HOME in $GUARD_DIR; the ASan build beside it (build-asan/build.log)" >&2
 rc=0
-timed "ctest (RelWithDebInfo)" guard_run ctest --test-dir build --output-on-failure -j "$JOBS" ${CTEST_ARGS:-} || rc=$?
+timed "ctest (Release)" guard_run ctest --test-dir build --output-on-failure -j "$JOBS" ${CTEST_ARGS:-} || rc=$?
 guard_check || rc=1
 [ "$rc" = 0 ] || exit "$rc"
 
 echo "== ASan+UBSan: unit tests and fuzz-corpus replays" >&2
-if [ ! -f build-asan/build.ninja ]; then
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTVMFFI_JIT_ENABLE_SANITIZERS=ON \
-    -DTVMFFI_JIT_STATIC_DEPS=OFF $WERROR >&2
-else
-  cmake -S . -B build-asan $WERROR >/dev/null
-fi
-# Only what the run below executes: the unit tests, the corpus replayers, the
-# fake driver, and the tool itself (the driver unit tests run it as their
-# probe child, so that code runs under the sanitizers too). Anything else a
-# full build would add (e.g. libraries only the Python package loads) is left out.
-timed "ASan build" cmake --build build-asan -j "$JOBS" \
-  --target unit_tests fuzz_replay_devcode fuzz_replay_blob fakecuda tvmffi-jit >&2
+# Nothing else runs now: what is left of the ASan build needs no lower
+# priority (where renice may raise it: root, CAP_SYS_NICE; elsewhere it stays
+# at 19, which on an otherwise idle machine is full speed too).
+renice -n 0 -g "$ASAN_BUILD_PID" >/dev/null 2>&1 || true
+wait_start=$SECONDS
+wait "$ASAN_BUILD_PID" || rc=$?
+ASAN_BUILD_PID=
+cat build-asan/build.log >&2
+phase "ASan build (beside ctest; $((SECONDS - wait_start)) s of it after)" $((SECONDS - ASAN_BUILD_START)) \
+  "$(cat build-asan/build.cpu 2>/dev/null || echo 0)"
+[ "$rc" = 0 ] || exit "$rc"
 # intercept_tls_get_addr=0: GCC 12's sanitizer runtime (Debian 12) takes a
 # dynamic TLS block (libnvrtc's, dlopened by the NVRTC tests) for a pre-2.25
 # glibc one whenever its address is sizeof(that header) past a page boundary,
