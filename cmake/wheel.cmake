@@ -1,19 +1,25 @@
 # The pip build (scikit-build-core, pyproject.toml): this project configured
-# and built as a nested tree, <build-dir>/tree, whose outputs the wheel
-# installs.
+# and built as a second tree, <build-dir>-tree (build-wheel-tree/ beside
+# build-wheel/), whose outputs the wheel installs.
 #
-# Why nested: scikit-build-core records the folder it runs from
+# Why a second tree: scikit-build-core records the folder it runs from
 # (.skbuild-info.json) and, when it changes, deletes CMakeCache.txt and the
 # whole CMakeFiles/ folder of the build dir before configuring. With pip's build
 # isolation it changes on every run (a new /tmp/pip-build-env-*), and
 # CMakeFiles/<target>.dir/ is where the Ninja generator puts every object file:
-# a second `pip wheel .` recompiled all of them. The nested tree lives outside
+# a second `pip wheel .` recompiled all of them. The second tree lives outside
 # that CMakeFiles/, keeps its own cache, objects and .ninja_log, so a second
 # run reconfigures (the wheel's staging folders are new paths; they reach
 # install rules only) and recompiles nothing that did not change.
+#
+# Why beside the build dir rather than in it (where it was first): at the
+# checkout's top, the tree is as deep as a developer's build/, so with CCACHE_BASEDIR at the checkout
+# (scripts/test.sh) its compile commands name the sources by the same relative
+# paths (../src/...) and a Release build/ with the same options (scripts/test.sh
+# builds one) has already put every object of the wheel in ccache.
 include(ExternalProject)
 
-set(_tree ${CMAKE_BINARY_DIR}/tree)
+set(_tree ${CMAKE_BINARY_DIR}-tree)
 
 # Everything the pip user set (pyproject's cmake.define, --config-settings
 # cmake.define.X=...) reaches the tree: this project's options and the build type.

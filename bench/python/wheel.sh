@@ -6,7 +6,7 @@
 #      environment again: what used to recompile everything),
 # each with its wall time, the CPU time of the whole process tree (user+sys of
 # pip and every compiler it waited for) and the number of compile commands
-# ninja ran (every .ninja_log under build-wheel/). CPU / cores is the wall time
+# ninja ran (the .ninja_log of build-wheel/ and build-wheel-tree/). CPU / cores is the wall time
 # to expect on an idle machine of that many cores when the build keeps them busy,
 # which is the figure to compare with a target on a machine shared with other work.
 # CCACHE_DISABLE=1 measures a compile from scratch; without it, ccache serves
@@ -20,7 +20,7 @@ trap 'rm -rf "$WORK"' EXIT
 git clone -q . "$WORK/src"
 python3 -m venv --system-site-packages "$WORK/venv"
 PY="$WORK/venv/bin/python"
-compiles() { cat "$WORK"/src/build-wheel/.ninja_log "$WORK"/src/build-wheel/*/.ninja_log 2>/dev/null | cut -f4 | grep -c '\.o$' || true; }
+compiles() { cat "$WORK"/src/build-wheel/.ninja_log "$WORK"/src/build-wheel-tree/.ninja_log 2>/dev/null | cut -f4 | grep -c '\.o$' || true; }
 timed() {  # label, command...: wall seconds, the process tree's CPU seconds, compile commands
   local label=$1; shift
   local before; before=$(compiles)

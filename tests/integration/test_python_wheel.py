@@ -3,9 +3,13 @@ wheel, which this test inspects and installs into a fresh venv, then runs
 `tvmffi-jit --version`, a `tvmffi-jit build` and a Python `load_inline` from
 there, with nothing pointing at the build tree.
 
-Slow on a first run (the wheel compiles the CLI in build-wheel/tree/, without
-the tests); the build tree is kept, so later runs rebuild only what changed, and
-the one wheel is shared by every check here (module-scoped fixtures). pip runs
+The wheel compiles the CLI in build-wheel-tree/, without the tests: slow on a
+first run unless a Release build/ with the same options (scripts/test.sh's)
+has put the objects in ccache. The pip build is given the build/ tree's
+TVMFFI_JIT_WERROR, so that its compile commands match; the build type stays
+the wheel's own (Release). The tree is kept, so later runs rebuild only what
+changed, and the one wheel is shared by every check here (module-scoped
+fixtures). pip runs
 with build isolation, as users run it, from a local wheelhouse (offline): the
 second `pip wheel .` then runs in a new isolated environment, the case that
 made scikit-build-core wipe the objects (cmake/wheel.cmake); it costs seconds.
@@ -16,6 +20,7 @@ apache-tvm-ffi dependency resolves offline.
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -47,7 +52,7 @@ def run(argv, **kw):
 
 
 WHEEL_BUILD_DIR = SOURCE_DIR / "build-wheel"  # pyproject.toml's build-dir
-WHEEL_TREE = WHEEL_BUILD_DIR / "tree"  # where the pip build compiles (cmake/wheel.cmake)
+WHEEL_TREE = SOURCE_DIR / "build-wheel-tree"  # where the pip build compiles (cmake/wheel.cmake)
 # scikit-build-core and its dependencies as wheels (scripts/setup.sh downloads
 # them): pip builds with build isolation, as users run it, but offline.
 BUILD_WHEELHOUSE = BINARY_DIR / "pip-build-wheelhouse"
@@ -61,14 +66,25 @@ def build_wheelhouse():
     return BUILD_WHEELHOUSE
 
 
+def developer_build_werror():
+    """The build/ tree's TVMFFI_JIT_WERROR (ON in scripts/test.sh), or None without a configured build/."""
+    cache = BINARY_DIR / "CMakeCache.txt"
+    found = re.search(r"^TVMFFI_JIT_WERROR:BOOL=(\w+)$", cache.read_text(), re.M) if cache.is_file() else None
+    return found[1] if found else None
+
+
 def pip_wheel(dist, wheelhouse):
     """`pip wheel .` with build isolation: each run installs scikit-build-core into a new temp folder."""
     shutil.rmtree(dist, ignore_errors=True)
     # scikit-build-core would take CXX from Python's sysconfig (g++); c++/cc are
     # what CMake picks for the developer build, so ccache serves its objects.
     env = clean_env(CXX=os.environ.get("CXX", "c++"), CC=os.environ.get("CC", "cc"))
+    # -Werror is part of every compile command: the same setting as build/, or
+    # no object would be shared through ccache.
+    werror = developer_build_werror()
+    settings = [f"--config-settings=cmake.define.TVMFFI_JIT_WERROR={werror}"] if werror else []
     run([sys.executable, "-m", "pip", "wheel", SOURCE_DIR, "--no-index", "--find-links", wheelhouse, "--no-deps",
-         "-q", "-w", dist], env=env, cwd=SOURCE_DIR)
+         *settings, "-q", "-w", dist], env=env, cwd=SOURCE_DIR)
     [whl] = dist.glob("*.whl")
     return whl
 
@@ -79,8 +95,9 @@ def skbuild_path():
 
 
 def ninja_logs():
-    """Every ninja log in the wheel's build dir (the outer build's and the tree's): one line per command run."""
-    return {log: log.read_text().splitlines() for log in WHEEL_BUILD_DIR.glob("**/.ninja_log")}
+    """Every ninja log of the pip build (the outer build's and the tree's): one line per command run."""
+    logs = [*WHEEL_BUILD_DIR.glob("**/.ninja_log"), *WHEEL_TREE.glob("**/.ninja_log")]
+    return {log: log.read_text().splitlines() for log in logs}
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +159,27 @@ def test_wheel_is_a_release_build_without_debug_info(wheel, tmp_path):
             path = Path(z.extract(name, tmp_path))
             sections = run(["readelf", "-S", "-W", path]).stdout
             assert ".text" in sections and ".debug_" not in sections, name
+
+
+def tree_relative_commands(tree):
+    """compile_commands.json of a build tree, keyed by source file, each command with every path in the checkout
+    made relative to the tree (../src/... from a tree at the checkout's top): what ccache hashes with
+    CCACHE_BASEDIR at the checkout (scripts/test.sh)."""
+    def relative(word, directory):
+        at = word.find(str(SOURCE_DIR))
+        return word if at < 0 else word[:at] + os.path.relpath(word[at:], directory)
+    return {os.path.relpath(e["file"], e["directory"]): [relative(w, e["directory"]) for w in shlex.split(e["command"])]
+            for e in json.loads((tree / "compile_commands.json").read_text())}
+
+
+def test_wheel_tree_compiles_every_source_as_a_release_build_does_so_ccache_shares_them(wheel):
+    cache = (BINARY_DIR / "CMakeCache.txt").read_text()
+    if not re.search(r"^CMAKE_BUILD_TYPE:STRING=Release$", cache, re.M):
+        pytest.skip("build/ is not a Release build (scripts/test.sh's is): its objects are not the wheel's")
+    wheel_commands, build_commands = tree_relative_commands(WHEEL_TREE), tree_relative_commands(BINARY_DIR)
+    assert wheel_commands and set(wheel_commands) <= set(build_commands)
+    differ = {f: (c, build_commands[f]) for f, c in wheel_commands.items() if c != build_commands[f]}
+    assert differ == {}
 
 
 def test_second_isolated_pip_wheel_recompiles_nothing(second_build):
