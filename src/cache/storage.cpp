@@ -576,7 +576,7 @@ void Storage::upload(const EntryRequest& request, const std::string& entry_dir) 
   if (policy_.sign_key && !servers_.empty()) {
     // Never a signing oracle: only what this key's build made gets its signature.
     auto entry = read_entry(entry_dir);
-    if (!entry || !carries_own_signature(*policy_.sign_key, *entry)) {
+    if (!entry || !carries_own_signature(*policy_.sign_key, **entry)) {
       spdlog::warn("not uploading {}: it does not carry the signature of {} (a signing build uploads only what it "
                    "built itself)", entry_dir, policy_.sign_key->name);
       return;

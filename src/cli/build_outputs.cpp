@@ -97,7 +97,7 @@ std::string write_build_outputs(const BuildOutputOptions& options, const compile
       auto entry = cache::read_entry(cache_entry_dir);
       if (!entry)
         throw io_error("cannot write the depfile: the cache entry " + cache_entry_dir + " is unreadable: " + entry.why());
-      for (const auto& header : entry->headers) recorded_headers.push_back(header.path);
+      for (const auto& header : (*entry)->headers) recorded_headers.push_back(header.path);
     }
     compile::write_depfile(options.depfile, {depfile_target}, compile::build_inputs(manifest, result, recorded_headers));
   }

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -135,7 +136,11 @@ Expected<EntryRecord> entry_from_json(const nlohmann::json& j);
 // Reads <dir>/entry.json (at most kMaxEntryFileBytes, never through a
 // symlink or from a FIFO); why not when missing or malformed.
 // `stamp` (may be null): the stamp entry.json had when read (inode 0: none).
-Expected<EntryRecord> read_entry(const std::string& dir, util::FullStamp* stamp = nullptr);
+// Shared, never copied: a long process (the engine library) hits the same
+// entry many times, and copying its hundreds of header records was the
+// largest part of an in-process hit.
+using SharedEntry = std::shared_ptr<const EntryRecord>;
+Expected<SharedEntry> read_entry(const std::string& dir, util::FullStamp* stamp = nullptr);
 // Tells read_entry's per-process memo that <dir>/entry.json, now at `stamp`,
 // holds `record` (a writer that just replaced it: the next read need not parse it).
 void remember_entry(const std::string& dir, const util::FullStamp& stamp, const EntryRecord& record);

@@ -62,7 +62,7 @@ struct LookupOptions {
 struct LookupResult {
   bool hit = false;
   std::string entry_dir;
-  std::optional<EntryRecord> entry;  // when hit (and when a readable entry was found but rejected)
+  SharedEntry entry;                 // when hit (and when a readable entry was found but rejected)
   std::string miss_reason;           // "absent", "artifact x.so has 12 bytes, entry.json says 99", ...
   bool corrupt = false;              // an entry existed but was unusable (not just absent or stale headers)
   Rehashed rehashed;                 // what this lookup re-read (cache/proof.h)

@@ -203,22 +203,24 @@ namespace {
 // time: entry.json is only ever replaced by rename, and a record memoised
 // under a reused stamp would still be checked on every lookup (its key, its
 // artifacts' sizes, each recorded header), so at worst it misses.
-util::StampMemo<EntryRecord>& entry_memo() {
-  static util::StampMemo<EntryRecord>* memo = new util::StampMemo<EntryRecord>(64, 0, false);  // used until exit
+util::StampMemo<SharedEntry>& entry_memo() {
+  static util::StampMemo<SharedEntry>* memo = new util::StampMemo<SharedEntry>(64, 0, false);  // used until exit
   return *memo;
 }
 
 }  // namespace
 
 void remember_entry(const std::string& dir, const util::FullStamp& stamp, const EntryRecord& record) {
-  entry_memo().put(util::join_path(dir, kEntryFileName), stamp, record);
+  entry_memo().put(util::join_path(dir, kEntryFileName), stamp, std::make_shared<const EntryRecord>(record));
 }
 
-Expected<EntryRecord> read_entry(const std::string& dir, util::FullStamp* stamp) {
-  return entry_memo().get_or(util::join_path(dir, kEntryFileName), [&]() -> Expected<EntryRecord> {
+Expected<SharedEntry> read_entry(const std::string& dir, util::FullStamp* stamp) {
+  return entry_memo().get_or(util::join_path(dir, kEntryFileName), [&]() -> Expected<SharedEntry> {
     auto j = read_entry_json(dir);
     if (!j) return Unexpected{j.why()};
-    return entry_from_json(*j);
+    auto record = entry_from_json(*j);
+    if (!record) return Unexpected{record.why()};
+    return std::make_shared<const EntryRecord>(std::move(*record));
   }, stamp);
 }
 

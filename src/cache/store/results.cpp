@@ -144,10 +144,10 @@ void note_distinct_inputs(const std::string& key_dir, const std::string& publish
   for (const auto& sibling : list_result_dirs(key_dir)) {
     if (sibling.path == published_dir) continue;
     try {
-      Expected<EntryRecord> other = read_entry(sibling.path);
-      if (!other || other->key != published.key) continue;
-      add_new_paths(mine, differing(published, *other));
-      add_distinct_inputs(sibling.path, differing(*other, published));
+      Expected<SharedEntry> other = read_entry(sibling.path);
+      if (!other || (*other)->key != published.key) continue;
+      add_new_paths(mine, differing(published, **other));
+      add_distinct_inputs(sibling.path, differing(**other, published));
     } catch (const Error&) {
       // A shortcut only: a result without it is looked up in full.
     }

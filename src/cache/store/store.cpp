@@ -393,7 +393,7 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
     r.corrupt = true;
     return r;
   }
-  r.entry = std::move(*read);
+  r.entry = *read;
   if (r.entry->key != key_hex) {
     r.miss_reason = "entry holds key " + r.entry->key.substr(0, 16) + "... (prefix collision or foreign entry)";
     r.corrupt = true;
@@ -423,7 +423,11 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
   PendingProof proof = may_watch ? watch_result(entry_dir, *r.entry) : PendingProof();
   std::optional<std::vector<StatChecked>> stat_checked;
   if (proof) stat_checked = stamp_stat_checked(entry_dir, *r.entry, options.toolchain_dirs);
-  for (auto& a : r.entry->artifacts) {
+  // The checks below record new stamps in the record: a copy of the one
+  // read_entry shares.
+  auto checked = std::make_shared<EntryRecord>(*r.entry);
+  r.entry = checked;
+  for (auto& a : checked->artifacts) {
     std::string new_stat;
     if (auto intact = check_artifact(entry_dir, a, options.rehash_artifacts, &r.rehashed, &new_stat); !intact) {
       r.miss_reason = intact.why();
@@ -432,7 +436,7 @@ LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_
     }
     if (!new_stat.empty()) a.stat = std::move(new_stat);
   }
-  if (auto held = check_and_stamp_headers(r.entry->headers, digest_memo(false), &r.rehashed); !held) {
+  if (auto held = check_and_stamp_headers(checked->headers, digest_memo(false), &r.rehashed); !held) {
     r.miss_reason = "header " + held.why();
     return r;
   }
@@ -658,7 +662,7 @@ PublishResult Store::commit(Staging& staging, const std::string& entry_dir, Entr
     if (existing.hit) {
       PublishResult p;
       p.entry_dir = entry_dir;
-      p.entry = std::move(*existing.entry);
+      p.entry = *existing.entry;
       p.ours = false;
       return p;
     }

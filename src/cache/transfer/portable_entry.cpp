@@ -217,7 +217,7 @@ Expected<LookupResult, AdoptFailure> adopt_portable_entry(const Store& store, St
   LookupResult r;
   r.hit = true;
   r.entry_dir = p.entry_dir;
-  r.entry = std::move(p.entry);
+  r.entry = std::make_shared<const EntryRecord>(std::move(p.entry));
   return r;
 }
 

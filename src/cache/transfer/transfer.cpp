@@ -74,10 +74,11 @@ ExportReport export_entries(const std::vector<std::string>& entry_dirs, const st
       if (sign_key) {
         // Never a signing oracle: the key signs only what a build with it
         // made, or what already carries its signature (cache/trust.h).
-        auto entry = read_entry(dir);
-        if (!entry) throw io_error(entry.why());
-        if (!carries_own_signature(*sign_key, *entry)) {
-          const std::string origin = provenance_origin(*entry);
+        auto read = read_entry(dir);
+        if (!read) throw io_error(read.why());
+        const EntryRecord& entry = **read;
+        if (!carries_own_signature(*sign_key, entry)) {
+          const std::string origin = provenance_origin(entry);
           report.skipped.push_back(
               util::file_name(dir) + ": it does not carry the signature of " + sign_key->name + " (" +
               (origin.empty() ? std::string("no provenance recorded")
