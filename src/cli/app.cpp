@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -21,13 +22,33 @@ namespace tvmffi_jit::cli {
 namespace {
 
 // The subcommand table: one row per src/cli/cmd_<name>.cpp.
-const std::vector<RegisterCommand> kCommands = {
-    register_driver_probe_command,
-    register_inspect_command,
-    register_cache_command,
-    register_build_command,
-    register_doctor_command,
+struct CommandRow {
+  const char* name;  // as its register function adds it
+  RegisterCommand reg;
 };
+const std::vector<CommandRow> kCommands = {
+    {"__driver-probe", register_driver_probe_command},
+    {"inspect", register_inspect_command},
+    {"cache", register_cache_command},
+    {"build", register_build_command},
+    {"doctor", register_doctor_command},
+};
+
+// The one command a command line names, when exactly one command's name
+// appears among its arguments: then only that command is set up (setting up
+// every command's options was a fifth of a command-line hit's instructions).
+// Anything else (no name: --help, --version, a typo; two names: a value that
+// happens to be one) sets up them all, as before.
+const CommandRow* only_command_named(int argc, char** argv) {
+  const CommandRow* named = nullptr;
+  for (const CommandRow& row : kCommands)
+    for (int i = 1; i < argc; ++i)
+      if (std::strcmp(argv[i], row.name) == 0) {
+        if (named && named != &row) return nullptr;
+        named = &row;
+      }
+  return named;
+}
 
 const char* kAbout =
     "tvmffi-jit: build C++/CUDA sources into cached Apache TVM FFI modules, emit and\n"
@@ -271,7 +292,8 @@ std::string explain_parse_error(CLI::App& app, const CLI::ParseError& e, const s
 // The top-level app with its commands, options bound into `ctx`.
 // `embedded`: inside another program (the engine library): its signal
 // dispositions are left alone, and only `build` is registered.
-void configure_app(CLI::App& app, CommandContext& ctx, bool embedded) {
+// `only`: the single command to set up (all when null).
+void configure_app(CLI::App& app, CommandContext& ctx, const CommandRow* only) {
   app.name("tvmffi-jit");
   app.footer(kExitCodeHelp);
   app.require_subcommand(1);
@@ -293,11 +315,11 @@ void configure_app(CLI::App& app, CommandContext& ctx, bool embedded) {
     util::Progress::global().configure(status_line_options(ctx.global.quiet > 0, ctx.environment));
   });
   // Embedded, the engine library serves `build` only (the Python package's
-  // in-process hits): setting up the other commands' options was a fifth of
-  // the CPU time of a hit.
-  if (embedded) register_build_command(app, ctx);
+  // in-process hits); a command line that names one command gets only that
+  // one: setting up the others' options was a fifth of the CPU time of a hit.
+  if (only) only->reg(app, ctx);
   else
-    for (RegisterCommand reg : kCommands) reg(app, ctx);
+    for (const CommandRow& row : kCommands) row.reg(app, ctx);
 }
 
 // The app and context the engine library parses every call with: setting
@@ -311,7 +333,8 @@ struct EmbeddedApp {
   CLI::App app{kAbout};
   EmbeddedApp() {
     ctx.embedded = true;
-    configure_app(app, ctx, true);
+    static const CommandRow build{"build", register_build_command};
+    configure_app(app, ctx, &build);
   }
 };
 std::unique_ptr<EmbeddedApp> embedded_app;
@@ -356,7 +379,7 @@ int run_program(int argc, char** argv, bool embedded) {
     ctx.embedded = false;
     ctx.environment = std::move(environment);
     CLI::App app{kAbout};
-    configure_app(app, ctx, false);
+    configure_app(app, ctx, only_command_named(argc, argv));
     bool clean = false;
     return parse_and_run(app, ctx, argc, argv, &clean);
   }

@@ -10,6 +10,9 @@
 #include <optional>
 #include <vector>
 
+#include <fmt/format.h>
+
+
 namespace tvmffi_jit::util {
 
 namespace {
@@ -56,8 +59,8 @@ bool stamp_is_settled(const FullStamp& s, int64_t now_ns) {
 }
 
 std::string stamp_text(const FullStamp& s) {
-  return std::to_string(s.device) + ":" + std::to_string(s.inode) + ":" + std::to_string(s.mtime_ns) + ":" +
-         std::to_string(s.ctime_ns);
+  // One allocation: a hit formats the stamp of every file it checks.
+  return fmt::format("{}:{}:{}:{}", s.device, s.inode, s.mtime_ns, s.ctime_ns);
 }
 
 namespace {
@@ -68,6 +71,9 @@ namespace {
 // gets the same st_dev). So the memo is kept only while the mount table is
 // unchanged: /proc/self/mountinfo polls readable-with-priority after any
 // mount or unmount in this mount namespace (proc(5)), one poll(0) per ask.
+thread_local int poll_scope_depth = 0;       // OneMountTablePoll objects alive on this thread
+thread_local bool polled_in_scope = false;  // and whether one of them has polled
+
 class FilesystemTrustMemo {
  public:
   static FilesystemTrustMemo& global() {
@@ -76,7 +82,10 @@ class FilesystemTrustMemo {
   }
   std::optional<bool> find(uint64_t dev) {
     std::lock_guard<ForkSafeMutex> g(mutex_);
-    if (!mount_table_unchanged_locked()) {
+    // Inside a OneMountTablePoll, only the first question polls.
+    const bool asked_in_scope = poll_scope_depth > 0 && polled_in_scope;
+    if (poll_scope_depth > 0) polled_in_scope = true;
+    if (!asked_in_scope && !mount_table_unchanged_locked()) {
       known_.clear();
       return std::nullopt;
     }
@@ -118,6 +127,12 @@ class FilesystemTrustMemo {
 };
 
 }  // namespace
+
+OneMountTablePoll::OneMountTablePoll() { ++poll_scope_depth; }
+
+OneMountTablePoll::~OneMountTablePoll() {
+  if (--poll_scope_depth == 0) polled_in_scope = false;
+}
 
 bool stamps_are_trusted(const struct stat& st, const std::string& path) {
   const uint64_t dev = static_cast<uint64_t>(st.st_dev);

@@ -133,6 +133,9 @@ nlohmann::json entry_to_json(const EntryRecord& e);
 // are merged into one, repeating it with another content is malformed; the
 // merged sizes must stay within kMaxRecordedHeaderBytes.
 Expected<EntryRecord> entry_from_json(const nlohmann::json& j);
+// Those rules, on a record read from any form (entry.json, entry.bin): the
+// record, its header records merged, or why it is malformed.
+Expected<EntryRecord> checked_entry(EntryRecord raw);
 // Reads <dir>/entry.json (at most kMaxEntryFileBytes, never through a
 // symlink or from a FIFO); why not when missing or malformed.
 // `stamp` (may be null): the stamp entry.json had when read (inode 0: none).

@@ -62,6 +62,19 @@ std::string stamp_text(const FullStamp& s);
 // Without /proc every ask is a statfs.
 bool stamps_are_trusted(const struct stat& st, const std::string& path);
 
+// While one is alive on a thread, that thread's stamps_are_trusted questions
+// poll the mount table once, at the first, not once each: a lookup asks for
+// every file it checks (hundreds of headers), and the poll was a third of a
+// command-line hit's system calls. A mount or unmount during that one lookup
+// is seen by the next. Nested scopes count as the outermost.
+class OneMountTablePoll {
+ public:
+  OneMountTablePoll();
+  ~OneMountTablePoll();
+  OneMountTablePoll(const OneMountTablePoll&) = delete;
+  OneMountTablePoll& operator=(const OneMountTablePoll&) = delete;
+};
+
 // Per-process memo of digests proven by hashing: path -> (the settled stamp
 // of the descriptor hashed, its SHA-256). A file whose stamp is unchanged is
 // not re-hashed in this process, whatever entry or root records it; with a

@@ -5,11 +5,12 @@
 #include <filesystem>
 #include <unordered_map>
 
-#include "tvmffi_jit/cache/entry.h"
+#include "cache/store/entry_bin.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/json.h"
+#include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/stamp_memo.h"
 #include "tvmffi_jit/util/strings.h"
 
@@ -42,9 +43,21 @@ nlohmann::json header_to_json(const HeaderRecord& h) {
   return j;
 }
 
-// "/a/b.h", never "/a/../b.h", "/a/./b.h", "/a//b.h" or "relative/b.h".
+// "/a/b.h", never "/a/../b.h", "/a/./b.h", "/a//b.h" or "relative/b.h": what
+// std::filesystem's lexically_normal() leaves as it is, by one scan (an
+// entry records hundreds of paths, and every command-line hit reads them).
 bool is_normal_absolute_path(const std::string& p) {
-  return !p.empty() && p[0] == '/' && std::filesystem::path(p).lexically_normal().string() == p;
+  if (p.empty() || p[0] != '/') return false;
+  size_t start = 1;  // of the component after each '/'
+  while (start <= p.size()) {
+    const size_t end = std::min(p.find('/', start), p.size());
+    const size_t length = end - start;
+    if (length == 0 && end != p.size()) return false;  // "//": only a trailing '/' may end empty
+    if (length == 1 && p[start] == '.') return false;
+    if (length == 2 && p[start] == '.' && p[start + 1] == '.') return false;
+    start = end + 1;
+  }
+  return true;
 }
 
 std::string bounded_compiler_output(const std::string& text) {
@@ -92,38 +105,74 @@ nlohmann::json entry_to_json(const EntryRecord& e) {
   return j;
 }
 
+Expected<EntryRecord> checked_entry(EntryRecord raw) {
+  auto fail = [](std::string w) -> Expected<EntryRecord> { return Unexpected{std::move(w)}; };
+  if (raw.format_version != kCacheFormatVersion)
+    return fail("entry format " + std::to_string(raw.format_version) + " (this tool reads " +
+                std::to_string(kCacheFormatVersion) + ")");
+  if (raw.kind != "module" && raw.kind != "object") return fail("unknown entry kind '" + raw.kind + "'");
+  if (!is_hex(raw.key, 64)) return fail("malformed key");
+  if (!raw.portable_key.empty() && !is_hex(raw.portable_key, 64)) return fail("malformed portable key");
+  for (const auto& r : raw.artifacts) {
+    // Artifact names are joined onto the entry directory: no separators, no dot files.
+    if (!is_valid_file_name(r.file)) return fail("artifact name '" + r.file + "' is not a plain file name");
+    if (!is_hex(r.sha256, 64)) return fail("malformed artifact hash for " + r.file);
+  }
+  if (raw.artifacts.empty()) return fail("entry lists no artifact");
+  std::vector<HeaderRecord> headers = std::move(raw.headers);
+  raw.headers.clear();
+  std::unordered_map<std::string, size_t> header_index;  // path -> position in raw.headers
+  uint64_t header_bytes = 0;
+  for (auto& r : headers) {
+    if (r.path.empty() || r.path[0] != '/') return fail("header path '" + r.path + "' is not absolute");
+    if (!is_normal_absolute_path(r.path))
+      return fail("header path '" + r.path + "' is not a normal absolute path (a '.' or '..' component)");
+    for (const auto& p : r.shadows)
+      if (!is_normal_absolute_path(p))
+        return fail("shadow path '" + p + "' of header " + r.path + " is not a normal absolute path");
+    auto [it, fresh] = header_index.emplace(r.path, raw.headers.size());
+    if (!fresh) {
+      const HeaderRecord& first = raw.headers[it->second];
+      if (first.size != r.size || first.sha256 != r.sha256)
+        return fail("header " + r.path + " is recorded twice with different contents");
+      // The same file again: hashing it once proves it; its shadows still count.
+      std::vector<std::string>& shadows = raw.headers[it->second].shadows;
+      for (auto& p : r.shadows)
+        if (std::find(shadows.begin(), shadows.end(), p) == shadows.end()) shadows.push_back(std::move(p));
+      continue;
+    }
+    header_bytes += r.size;
+    if (r.size > kMaxRecordedHeaderBytes || header_bytes > kMaxRecordedHeaderBytes)
+      return fail("the recorded headers add up to more than " + std::to_string(kMaxRecordedHeaderBytes >> 20) +
+                  " MiB");
+    raw.headers.push_back(std::move(r));
+  }
+  for (const auto& r : raw.objects)
+    if (!is_hex(r.key, 64) || !is_hex(r.sha256, 64)) return fail("malformed object record");
+  if (!raw.provenance.is_null() && !raw.provenance.is_object()) return fail("malformed provenance record");
+  return raw;
+}
+
 Expected<EntryRecord> entry_from_json(const nlohmann::json& j) {
   auto fail = [](std::string w) -> Expected<EntryRecord> { return Unexpected{std::move(w)}; };
   if (!j.is_object()) return fail("entry.json is not a JSON object");
   try {
     EntryRecord e;
     e.format_version = j.at("format_version").get<int>();
-    if (e.format_version != kCacheFormatVersion)
-      return fail("entry format " + std::to_string(e.format_version) + " (this tool reads " +
-                  std::to_string(kCacheFormatVersion) + ")");
+    if (e.format_version != kCacheFormatVersion) return checked_entry(std::move(e));  // says which format
     e.kind = j.at("kind").get<std::string>();
-    if (e.kind != "module" && e.kind != "object") return fail("unknown entry kind '" + e.kind + "'");
     e.name = j.at("name").get<std::string>();
     e.key = j.at("key").get<std::string>();
-    if (!is_hex(e.key, 64)) return fail("malformed key");
     if (j.contains("portable_key")) {
       e.portable_key = j.at("portable_key").get<std::string>();
-      if (!is_hex(e.portable_key, 64)) return fail("malformed portable key");
+      if (e.portable_key.empty()) return fail("malformed portable key");
       e.base_dir = j.at("base_dir").get<std::string>();
     }
     e.tool_version = j.at("tool_version").get<std::string>();
     e.created = j.at("created").get<int64_t>();
-    for (const auto& a : j.at("artifacts")) {
-      ArtifactRecord r{a.at("file").get<std::string>(), a.at("size").get<uint64_t>(), a.at("sha256").get<std::string>(),
-                       recorded_stat(a)};
-      // Artifact names are joined onto the entry directory: no separators, no dot files.
-      if (!is_valid_file_name(r.file)) return fail("artifact name '" + r.file + "' is not a plain file name");
-      if (!is_hex(r.sha256, 64)) return fail("malformed artifact hash for " + r.file);
-      e.artifacts.push_back(std::move(r));
-    }
-    if (e.artifacts.empty()) return fail("entry lists no artifact");
-    std::unordered_map<std::string, size_t> header_index;  // path -> position in e.headers
-    uint64_t header_bytes = 0;
+    for (const auto& a : j.at("artifacts"))
+      e.artifacts.push_back({a.at("file").get<std::string>(), a.at("size").get<uint64_t>(),
+                             a.at("sha256").get<std::string>(), recorded_stat(a)});
     for (const auto& h : j.at("headers")) {
       HeaderRecord r;
       if (h.contains("path_hex")) {
@@ -136,53 +185,27 @@ Expected<EntryRecord> entry_from_json(const nlohmann::json& j) {
       r.size = h.at("size").get<uint64_t>();
       r.sha256 = h.at("sha256").get<std::string>();
       r.stat = recorded_stat(h);
-      if (r.path.empty() || r.path[0] != '/') return fail("header path '" + r.path + "' is not absolute");
-      if (!is_normal_absolute_path(r.path))
-        return fail("header path '" + r.path + "' is not a normal absolute path (a '.' or '..' component)");
       if (h.contains("shadows")) {
-        for (const auto& s : h.at("shadows")) {
-          std::string p;
-          if (s.is_object()) {
-            auto bytes = util::hex_decode(s.at("hex").get<std::string>());
+        for (const auto& sh : h.at("shadows")) {
+          if (sh.is_object()) {
+            auto bytes = util::hex_decode(sh.at("hex").get<std::string>());
             if (!bytes) return fail("malformed shadow hex of header " + r.path);
-            p = std::move(*bytes);
+            r.shadows.push_back(std::move(*bytes));
           } else {
-            p = s.get<std::string>();
+            r.shadows.push_back(sh.get<std::string>());
           }
-          if (!is_normal_absolute_path(p))
-            return fail("shadow path '" + p + "' of header " + r.path + " is not a normal absolute path");
-          r.shadows.push_back(std::move(p));
         }
       }
-      auto [it, fresh] = header_index.emplace(r.path, e.headers.size());
-      if (!fresh) {
-        const HeaderRecord& first = e.headers[it->second];
-        if (first.size != r.size || first.sha256 != r.sha256)
-          return fail("header " + r.path + " is recorded twice with different contents");
-        // The same file again: hashing it once proves it; its shadows still count.
-        std::vector<std::string>& shadows = e.headers[it->second].shadows;
-        for (auto& p : r.shadows)
-          if (std::find(shadows.begin(), shadows.end(), p) == shadows.end()) shadows.push_back(std::move(p));
-        continue;
-      }
-      header_bytes += r.size;
-      if (r.size > kMaxRecordedHeaderBytes || header_bytes > kMaxRecordedHeaderBytes)
-        return fail("the recorded headers add up to more than " + std::to_string(kMaxRecordedHeaderBytes >> 20) +
-                    " MiB");
       e.headers.push_back(std::move(r));
     }
-    for (const auto& o : j.at("objects")) {
-      ObjectRecord r{o.at("key").get<std::string>(), o.at("sha256").get<std::string>()};
-      if (!is_hex(r.key, 64) || !is_hex(r.sha256, 64)) return fail("malformed object record");
-      e.objects.push_back(std::move(r));
-    }
+    for (const auto& o : j.at("objects")) e.objects.push_back({o.at("key").get<std::string>(), o.at("sha256").get<std::string>()});
     if (j.contains("inputs")) e.inputs = j.at("inputs");
     if (j.contains("compiler_output")) e.compiler_output = j.at("compiler_output").get<std::string>();
     if (j.contains("provenance")) {
       if (!j.at("provenance").is_object()) return fail("malformed provenance record");
       e.provenance = j.at("provenance");
     }
-    return e;
+    return checked_entry(std::move(e));
   } catch (const nlohmann::json::exception& ex) {
     return fail(std::string("malformed entry.json: ") + ex.what());
   }
@@ -214,14 +237,49 @@ void remember_entry(const std::string& dir, const util::FullStamp& stamp, const 
   entry_memo().put(util::join_path(dir, kEntryFileName), stamp, std::make_shared<const EntryRecord>(record));
 }
 
+namespace {
+
+// entry.bin's record when it was derived from entry.json at `of` (cache/store/entry_bin.h).
+std::optional<EntryRecord> read_entry_bin(const std::string& dir, const util::FullStamp& of) {
+  auto bytes = util::read_small_file(util::join_path(dir, kEntryBinFileName), kMaxEntryFileBytes);
+  if (!bytes) return std::nullopt;
+  auto raw = entry_from_bin(*bytes, of);
+  if (!raw) return std::nullopt;
+  auto checked = checked_entry(std::move(*raw));
+  if (!checked) return std::nullopt;
+  return std::move(*checked);
+}
+
+// Writes entry.bin for `record`, parsed from entry.json at `of`, when that
+// stamp had settled and entry.json still has it; quietly nothing where the
+// root is read-only.
+void write_entry_bin(const std::string& dir, const EntryRecord& record, const util::FullStamp& of) {
+  if (!util::stamp_is_settled(of)) return;
+  auto now = util::full_stamp(util::join_path(dir, kEntryFileName), false);
+  if (!now || !(*now == of)) return;
+  try {
+    util::write_file_atomic(util::join_path(dir, kEntryBinFileName), entry_bin_bytes(record, of), 0644);
+  } catch (const Error& e) {
+    spdlog::debug("cache: no {} in {}: {}", kEntryBinFileName, dir, e.what());
+  }
+}
+
+}  // namespace
+
 Expected<SharedEntry> read_entry(const std::string& dir, util::FullStamp* stamp) {
-  return entry_memo().get_or(util::join_path(dir, kEntryFileName), [&]() -> Expected<SharedEntry> {
+  util::FullStamp taken;  // entry.json's, before it is read (get_or takes it first)
+  auto entry = entry_memo().get_or(util::join_path(dir, kEntryFileName), [&]() -> Expected<SharedEntry> {
+    if (taken.inode != 0)
+      if (auto bin = read_entry_bin(dir, taken)) return std::make_shared<const EntryRecord>(std::move(*bin));
     auto j = read_entry_json(dir);
     if (!j) return Unexpected{j.why()};
     auto record = entry_from_json(*j);
     if (!record) return Unexpected{record.why()};
+    if (taken.inode != 0) write_entry_bin(dir, *record, taken);
     return std::make_shared<const EntryRecord>(std::move(*record));
-  }, stamp);
+  }, &taken);
+  if (stamp) *stamp = taken;
+  return entry;
 }
 
 std::string entry_file_text(const EntryRecord& e) {

@@ -105,6 +105,7 @@ Expected<void> check_and_stamp_headers(std::vector<HeaderRecord>& headers, const
   std::vector<Rehashed> counted(slices);
   std::atomic<bool> failed{false};
   util::parallel_for(slices, workers, [&](size_t i) {
+    util::OneMountTablePoll one_poll;  // per slice: its own thread's
     for (size_t k = i * per; k < std::min(headers.size(), (i + 1) * per) && !failed.load(); ++k)
       if (!(held[i] = check_one(headers[k], true, memo, &counted[i]))) {
         failed = true;

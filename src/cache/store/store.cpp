@@ -384,6 +384,7 @@ std::string Store::locks_dir() const { return util::join_path(root_.path, "locks
 
 LookupResult Store::lookup(const std::string& entry_dir, const std::string& key_hex,
                            const LookupOptions& options) const {
+  util::OneMountTablePoll one_poll;  // for every file this lookup checks
   LookupResult r = directory_miss(entry_dir);
   if (!r.miss_reason.empty()) return r;
   util::FullStamp read_stamp;
@@ -459,6 +460,7 @@ size_t give_back_idle_watches(int64_t idle_ns) { return WatchedProofs::global().
 
 LookupResult Store::find_result(const std::string& key_dir, const std::string& key_hex,
                                 const LookupOptions& options) const {
+  util::OneMountTablePoll one_poll;  // for every file the results' checks read
   LookupResult miss = directory_miss(key_dir);
   if (!miss.miss_reason.empty()) return miss;
   std::vector<ResultDir> results = list_result_dirs(key_dir);
