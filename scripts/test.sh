@@ -115,7 +115,7 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTVMFFI_JIT_ENABLE_S
 # only add a leak report (memory reachable only from such a block), never hide one.
 asan_jobs() {  # the ASan build, then its ctest (unit tests and corpus replays), as soon as it is built
   measured "$TIMES/asan-build" nice -n 19 cmake --build build-asan -j "$JOBS" \
-    --target unit_tests fuzz_replay_devcode fuzz_replay_blob fakecuda tvmffi-jit >"$TIMES/asan-build.log" 2>&1 || return
+    --target unit_tests fuzz_replay_devcode fuzz_replay_blob fuzz_replay_entry_bin fakecuda tvmffi-jit >"$TIMES/asan-build.log" 2>&1 || return
   measured "$TIMES/asan-ctest" guard_run env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$JOBS" -L 'unit|fuzz' >"$TIMES/asan-ctest.log" 2>&1

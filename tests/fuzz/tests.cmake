@@ -16,3 +16,12 @@ target_link_libraries(fuzz_replay_blob PRIVATE tvmffi_jit tvmffi_jit_settings)
 add_test(NAME fuzz.blob
   COMMAND fuzz_replay_blob ${CMAKE_CURRENT_LIST_DIR}/corpus/blob)
 set_tests_properties(fuzz.blob PROPERTIES LABELS fuzz TIMEOUT 300)
+
+add_executable(fuzz_replay_entry_bin
+  ${CMAKE_CURRENT_LIST_DIR}/replay_main.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/entry_bin_fuzz.cpp)
+target_include_directories(fuzz_replay_entry_bin PRIVATE ${CMAKE_SOURCE_DIR}/src)
+target_link_libraries(fuzz_replay_entry_bin PRIVATE tvmffi_jit tvmffi_jit_settings)
+add_test(NAME fuzz.entry_bin
+  COMMAND fuzz_replay_entry_bin ${CMAKE_CURRENT_LIST_DIR}/corpus/entry_bin)
+set_tests_properties(fuzz.entry_bin PROPERTIES LABELS fuzz TIMEOUT 300)

@@ -146,6 +146,41 @@ def test_missing_or_malformed_stamps_cost_one_rehash_then_a_stamp(tmp_path):
     assert build(tmp_path, src, "-I", str(inc))["rehashed"]["files"] == 0
 
 
+def test_entry_bin_follows_entry_json_and_never_decides_a_hit_alone(tmp_path):
+    """entry.bin (docs/cache.md) is derived from a settled entry.json and used only while entry.json
+    keeps that stamp: damaged, it is rewritten; entry.json edited, entry.json's record decides."""
+    src, inc, headers = module_with_headers(tmp_path, 2)
+    first = build(tmp_path, src, "-I", str(inc))
+    entry_dir = Path(first["entry_dir"])
+    entry_bin = entry_dir / "entry.bin"
+    for _ in range(3):  # the first settled hit re-stamps (a new entry.json); a later one derives entry.bin
+        time.sleep(SETTLE)
+        assert build(tmp_path, src, "-I", str(inc))["cache"] == "hit"
+        if entry_bin.is_file():
+            break
+    assert entry_bin.is_file()
+    good = entry_bin.read_bytes()
+    hit = build(tmp_path, src, "-I", str(inc))
+    assert (hit["cache"], hit["rehashed"]["files"]) == ("hit", 0)
+
+    # Damaged: not used, and written again from entry.json.
+    for damaged in (good[: len(good) // 2], b"\xff" * len(good), good[:-1] + bytes([good[-1] ^ 1])):
+        entry_bin.write_bytes(damaged)
+        hit = build(tmp_path, src, "-I", str(inc))
+        assert (hit["cache"], hit["path"]) == ("hit", first["path"])
+        assert entry_bin.read_bytes() == good
+
+    # entry.json edited (its stamp moves): its record decides, whatever entry.bin says.
+    entry_json = entry_dir / "entry.json"
+    entry = json.loads(entry_json.read_text())
+    entry["artifacts"][0]["sha256"] = "0" * 64
+    entry["artifacts"][0].pop("stat", None)
+    entry_json.write_text(json.dumps(entry))
+    assert entry_bin.read_bytes() == good
+    rebuilt = build(tmp_path, src, "-I", str(inc))
+    assert rebuilt["cache"] != "hit"
+
+
 @pytest.mark.skipif(not ENGINE.is_file(), reason=f"no engine library at {ENGINE}")
 def test_a_process_remembers_what_it_rehashed_when_entry_json_cannot_be_rewritten(tmp_path):
     """With the entry's lock held elsewhere (as with a read-only root, where it

@@ -210,7 +210,7 @@ TEST_CASE("nothing anywhere is one remote miss, and the upload reaches every wri
   std::string built = w.publish_a("built by b");
   storage.upload(w.request_b(), built);
   CHECK((one->puts == 2 && two->puts == 2));
-  const std::string id = result_id(*read_entry(built));
+  const std::string id = result_id(**read_entry(built));
   REQUIRE(one->objects.count(result_object(id)) == 1);
   auto list = parse_result_list(one->objects[object()], kPortable);
   REQUIRE(list);
@@ -557,7 +557,7 @@ TEST_CASE("an oversized result list is one corrupt answer for its key: the serve
   writer.upload(w.request_b(), built);
   auto list = parse_result_list(remote->objects[object()], kPortable);
   REQUIRE(list);
-  CHECK(list->result_ids == std::vector<std::string>{result_id(*read_entry(built))});
+  CHECK(list->result_ids == std::vector<std::string>{result_id(**read_entry(built))});
 }
 
 TEST_CASE("one lookup downloads at most its budget, however many unusable results its list names",
@@ -603,7 +603,7 @@ TEST_CASE("two writers of one key each keep their result; the list is merged, bo
     Storage storage(w.store_b, w.options(), &w.stats, backends({remote}));
     std::string dir = w.publish_a("writer " + std::to_string(i));
     storage.upload(w.request_b(), dir);
-    ids.push_back(result_id(*read_entry(dir)));
+    ids.push_back(result_id(**read_entry(dir)));
   }
   auto list = parse_result_list(remote->objects[object()], kPortable);
   REQUIRE(list);

@@ -132,7 +132,7 @@ class FakeEntryStorage : public cache::EntryStorage {
       r.miss_reason = "absent";
       return r;
     }
-    r.entry = it->second.record;
+    r.entry = std::make_shared<const cache::EntryRecord>(it->second.record);
     if (corrupt.count(id)) {
       r.corrupt = true;
       r.miss_reason = "entry.json is not JSON (injected)";
