@@ -159,9 +159,12 @@ def test_entry_bin_follows_entry_json_and_never_decides_a_hit_alone(tmp_path):
         if entry_bin.is_file():
             break
     assert entry_bin.is_file()
-    good = entry_bin.read_bytes()
+    time.sleep(SETTLE)  # whatever entry.json the last hit left has settled: entry.bin is derived from it
     hit = build(tmp_path, src, "-I", str(inc))
     assert (hit["cache"], hit["rehashed"]["files"]) == ("hit", 0)
+    good = entry_bin.read_bytes()
+    assert build(tmp_path, src, "-I", str(inc))["cache"] == "hit"
+    assert entry_bin.read_bytes() == good  # read, not rewritten
 
     # Damaged: not used, and written again from entry.json.
     for damaged in (good[: len(good) // 2], b"\xff" * len(good), good[:-1] + bytes([good[-1] ^ 1])):
