@@ -76,13 +76,25 @@ void JobGate::count_check_in() {
   if (held_for_ > 0) --held_for_;
 }
 
-JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priority priority, double weight,
+int JobGate::slots_to_meet(const Shape& shape, double floor, int max_slots) {
+  max_slots = std::max(1, max_slots);
+  const double weight = std::max(0.0, shape.weight);
+  if (floor <= 0 || weight <= floor) return 1;
+  if (shape.serial < 0) return std::min(max_slots, static_cast<int>(std::ceil(weight / floor)));
+  const double serial = std::min(weight, shape.serial);
+  const double room = floor - serial;  // what the splittable part may take
+  if (room <= 0) return max_slots;     // it ends last whatever it gets: every slot it can use
+  return std::clamp(static_cast<int>(std::ceil((weight - serial) / room)), 1, max_slots);
+}
+
+JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priority priority, const Shape& shape,
                                  Party* party) {
   max_slots = std::max(1, max_slots);
+  const double weight = shape.weight;
   // A job larger than the whole budget runs alone instead of never.
   if (memory_ != 0) bytes_per_slot = std::min(bytes_per_slot, memory_);
   std::unique_lock<std::mutex> lock(mutex_);
-  const auto me = std::make_tuple(-static_cast<int>(priority), -weight, arrivals_++);
+  const auto me = std::make_tuple(-static_cast<int>(priority), -weight, shape.key, arrivals_++);
   queue_.insert(me);
   ++waiting_;
   const double counted = priority == Priority::kNormal ? std::max(0.0, weight) : 0.0;
@@ -113,10 +125,12 @@ JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priorit
   if (waiting_ == 0) {
     want = max_slots;  // the tail: nobody else will use the free cores
   } else if (counted > 0) {
-    // The critical path: a job longer than a fair share of the work left
-    // ends last unless it runs on more cores.
-    const double share = (waiting_weight_ + running_weight_ + counted) / static_cast<double>(slots_);
-    if (share > 0 && counted > share) want = static_cast<int>(std::ceil(counted / share));
+    // The critical path: a job longer than the floor (a fair share of the
+    // work left) ends last unless it runs on more cores.
+    const double floor = (waiting_weight_ + running_weight_ + counted) / static_cast<double>(slots_);
+    Shape mine = shape;
+    mine.weight = counted;
+    want = slots_to_meet(mine, floor, max_slots);
   }
   int n = 1;
   while (n < std::min(want, max_slots) && fits(n + 1)) ++n;
