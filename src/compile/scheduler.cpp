@@ -57,7 +57,16 @@ std::vector<size_t> longest_chain_first(CostModel& costs, const std::vector<Batc
       chain[i] = costs.module_chain_seconds(CostScope(plan->name, modules[i].base_dir), *plan);
   std::vector<size_t> order(modules.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return chain[a] > chain[b]; });
+  // Ties by name, never by the manifests' order: a batch given its modules
+  // in another order starts them in the same one (unplanned modules, which
+  // fail at once, last in input order).
+  auto name = [&](size_t i) -> const std::string* { return modules[i].plan ? &modules[i].plan->name : nullptr; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (chain[a] != chain[b]) return chain[a] > chain[b];
+    const std::string *na = name(a), *nb = name(b);
+    if (!na || !nb) return na && !nb;
+    return *na < *nb;
+  });
   return order;
 }
 

@@ -3,8 +3,9 @@
 // decides above a single module's build lives here (docs/build.md#batch-builds):
 //
 //   * the order modules start in: the longest chain first, as the cost model
-//     (compile/cost_log.h) estimates it, stable for ties, so that a long
-//     module never starts last and runs alone while the cores idle;
+//     (compile/cost_log.h) estimates it, ties by name (never by input
+//     order), so that a long module never starts last and runs alone while
+//     the cores idle;
 //   * the gate's hold (util::JobGate::hold): no job is admitted until every
 //     module that starts has checked in (its first job, or its end), so the
 //     first jobs are the heaviest of every module's, not those of whichever
@@ -49,8 +50,9 @@ struct BatchModule {
 };
 
 // The order a batch starts its modules in: the longest chain first (a
-// module's longest unit, then its link: CostModel::module_chain_seconds),
-// modules of equal chains in input order.
+// module's longest unit, then its link: CostModel::module_chain_seconds,
+// from the cost log only: no source is read for it), modules of equal
+// chains by name, so the order never depends on the manifests' order.
 std::vector<size_t> longest_chain_first(CostModel& costs, const std::vector<BatchModule>& modules);
 
 struct BatchOptions {
