@@ -314,10 +314,10 @@ CostEstimate CostModel::estimate_link(const std::string& module) {
   return {JobCost{"link", default_cpu_seconds("link"), default_cpu_seconds("link"), 0}, EstimateSource::kDefault};
 }
 
-double CostModel::module_chain_seconds(const CostScope& scope, const BuildPlan& plan) {
+double CostModel::module_chain_seconds(const CostScope& scope, const BuildPlan& plan, bool scan_sources) {
   double longest = 0;
   for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
-    for (const auto& s : *steps) longest = std::max(longest, estimate_unit(scope, s, false).cost.cpu_seconds);
+    for (const auto& s : *steps) longest = std::max(longest, estimate_unit(scope, s, scan_sources).cost.cpu_seconds);
   return longest + (plan.link ? estimate_link(scope.module).cost.cpu_seconds : 0);
 }
 

@@ -50,11 +50,12 @@ const char* batch_status_name(BatchStatus s) {
   return "skipped";
 }
 
-std::vector<size_t> longest_chain_first(CostModel& costs, const std::vector<BatchModule>& modules) {
+std::vector<size_t> longest_chain_first(CostModel& costs, const std::vector<BatchModule>& modules,
+                                        bool scan_sources) {
   std::vector<double> chain(modules.size(), 0);
   for (size_t i = 0; i < modules.size(); ++i)
     if (const BuildPlan* plan = modules[i].plan)
-      chain[i] = costs.module_chain_seconds(CostScope(plan->name, modules[i].base_dir), *plan);
+      chain[i] = costs.module_chain_seconds(CostScope(plan->name, modules[i].base_dir), *plan, scan_sources);
   std::vector<size_t> order(modules.size());
   std::iota(order.begin(), order.end(), size_t{0});
   // Ties by name, never by the manifests' order: a batch given its modules

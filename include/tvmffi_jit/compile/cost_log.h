@@ -163,8 +163,9 @@ class CostModel {
   // hits reads no header).
   CostEstimate estimate_unit(const CostScope& scope, const CompileStep& step, bool scan_sources = true);
   CostEstimate estimate_link(const std::string& module);
-  // The longest path through a module: its longest unit, then its link.
-  double module_chain_seconds(const CostScope& scope, const BuildPlan& plan);
+  // The longest path through a module: its longest unit, then its link
+  // (`scan_sources` as for estimate_unit).
+  double module_chain_seconds(const CostScope& scope, const BuildPlan& plan, bool scan_sources = false);
 
   void record_unit(const CostScope& scope, const CompileStep& step, const JobCost& cost);
   void record_link(const std::string& module, const JobCost& cost);

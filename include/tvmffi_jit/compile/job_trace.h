@@ -30,6 +30,7 @@ struct TracedJob {
   double estimate = 0;                    // the cost model's CPU seconds
   std::string estimate_source;            // "log", "same-source", "source-size", "kind-mean", "default"; empty: not estimated
   double serial = -1;                     // nvcc: its serial seconds (compile/cost_log.h); negative: unknown
+  int64_t admission = -1;                 // its place in the job gate's order; -1: no gate
 };
 
 class JobTrace {

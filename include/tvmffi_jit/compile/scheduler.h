@@ -50,10 +50,15 @@ struct BatchModule {
 };
 
 // The order a batch starts its modules in: the longest chain first (a
-// module's longest unit, then its link: CostModel::module_chain_seconds,
-// from the cost log only: no source is read for it), modules of equal
-// chains by name, so the order never depends on the manifests' order.
-std::vector<size_t> longest_chain_first(CostModel& costs, const std::vector<BatchModule>& modules);
+// module's longest unit, then its link: CostModel::module_chain_seconds),
+// modules of equal chains by name, so the order never depends on the
+// manifests' order. `scan_sources`: a device unit the log does not know is
+// estimated from its source's size (CostModel::estimate_unit), which reads
+// its headers: worth it only when more modules are given than run at once
+// (else every module is in flight and the gate orders their jobs), and
+// never for a batch that only looks its modules up (--only-if-cached).
+std::vector<size_t> longest_chain_first(CostModel& costs, const std::vector<BatchModule>& modules,
+                                        bool scan_sources = false);
 
 struct BatchOptions {
   // Modules in flight at once. 0: twice the gate's slots (a module computing
