@@ -87,6 +87,32 @@ int JobGate::slots_to_meet(const Shape& shape, double floor, int max_slots) {
   return std::clamp(static_cast<int>(std::ceil((weight - serial) / room)), 1, max_slots);
 }
 
+double JobGate::floor_with_long_jobs(const std::vector<std::pair<Shape, int>>& jobs, double running_weight,
+                                     int slots) {
+  const double s = std::max(1, slots);
+  double total = std::max(0.0, running_weight), longest = 0;
+  for (const auto& [shape, max_slots] : jobs) {
+    total += std::max(0.0, shape.weight);
+    longest = std::max(longest, shape.weight);
+  }
+  auto fits = [&](double t) {
+    double need = std::max(0.0, running_weight);
+    for (const auto& [shape, max_slots] : jobs)
+      need += shape.weight > t ? slots_to_meet(shape, t, max_slots) * t : std::max(0.0, shape.weight);
+    return need <= s * t;
+  };
+  double lo = total / s, hi = std::max(lo, longest);
+  if (lo <= 0 || fits(lo)) return lo;
+  // Every job on one slot by `longest` fits (its weight over the slots is
+  // at most `longest` when a floor above it is needed, else lo would fit).
+  if (!fits(hi)) return hi;
+  for (int i = 0; i < 40 && hi - lo > 1e-3 * hi; ++i) {
+    const double mid = (lo + hi) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
 JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priority priority, const Shape& shape,
                                  Party* party) {
   max_slots = std::max(1, max_slots);
@@ -99,6 +125,8 @@ JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priorit
   ++waiting_;
   const double counted = priority == Priority::kNormal ? std::max(0.0, weight) : 0.0;
   waiting_weight_ += counted;
+  const uint64_t arrival = std::get<3>(me);
+  if (priority == Priority::kNormal) shapes_.emplace(arrival, std::make_pair(shape, max_slots));
   // The module checks in once its job is queued, under the same lock: were
   // the hold to end first, the jobs already queued would start without it.
   if (party && party->gate_ == this && !party->checked_in_.exchange(true)) {
@@ -119,6 +147,7 @@ JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priorit
       changed_.wait(lock);
   }
   queue_.erase(me);
+  shapes_.erase(arrival);
   --waiting_;
   waiting_weight_ = std::max(0.0, waiting_weight_ - counted);
   int want = 1;
@@ -127,10 +156,17 @@ JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priorit
   } else if (counted > 0) {
     // The critical path: a job longer than the floor (a fair share of the
     // work left) ends last unless it runs on more cores.
-    const double floor = (waiting_weight_ + running_weight_ + counted) / static_cast<double>(slots_);
+    double floor = (waiting_weight_ + running_weight_ + counted) / static_cast<double>(slots_);
     Shape mine = shape;
     mine.weight = counted;
     want = slots_to_meet(mine, floor, max_slots);
+    if (want > 1) {
+      // It is long: the floor the long jobs leave (floor_with_long_jobs).
+      std::vector<std::pair<Shape, int>> jobs{{mine, max_slots}};
+      for (const auto& [at, waiter] : shapes_) jobs.push_back(waiter);
+      floor = floor_with_long_jobs(jobs, running_weight_, slots_);
+      want = slots_to_meet(mine, floor, max_slots);
+    }
   }
   int n = 1;
   while (n < std::min(want, max_slots) && fits(n + 1)) ++n;

@@ -300,3 +300,24 @@ TEST_CASE("waiters of equal weight are served by their key, not by arrival", "[u
   for (auto& t : threads) t.join();
   CHECK(served == std::vector<std::string>{"m/a.cu", "m/b.cu", "m/c.cu"});
 }
+
+TEST_CASE("the floor counts the slots the long jobs hold through their serial passes", "[util][job_gate]") {
+  using Shape = util::JobGate::Shape;
+  // FlashInfer-like: four 263 s units (70 s serial), one of 250 s (60 s
+  // serial), 61 of 20 s, on 16 slots. The work over the slots is 157.6 s, at
+  // which each long unit would take 3 slots: 5 x 3 slots held for 157.6 s
+  // plus the short ones' 1220 s do not fit in 16 x 157.6. The least floor
+  // at which they fit is 203.3 s (2 slots each: 2 x 5 x 203.3 + 1220 = 16 x 203.3).
+  std::vector<std::pair<Shape, int>> jobs(4, {Shape{263, 70, {}}, 8});
+  jobs.push_back({Shape{250, 60, {}}, 8});
+  for (int i = 0; i < 61; ++i) jobs.push_back({Shape{20, 7, {}}, 8});
+  const double plain = (4 * 263 + 250 + 61 * 20) / 16.0;
+  CHECK(util::JobGate::slots_to_meet(Shape{263, 70, {}}, plain, 8) == 3);
+  const double floor = util::JobGate::floor_with_long_jobs(jobs, 0, 16);
+  CHECK(floor == Approx(203.33).epsilon(0.01));
+  CHECK(util::JobGate::slots_to_meet(Shape{263, 70, {}}, floor, 8) == 2);
+  CHECK(util::JobGate::slots_to_meet(Shape{250, 60, {}}, floor, 8) == 2);
+  // No long job: the plain floor.
+  std::vector<std::pair<Shape, int>> even(32, {Shape{20, 7, {}}, 8});
+  CHECK(util::JobGate::floor_with_long_jobs(even, 0, 16) == Approx(40));
+}

@@ -16,10 +16,13 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <map>
 #include <set>
 #include <string>
 #include <tuple>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace tvmffi_jit::util {
 
@@ -122,6 +125,17 @@ class JobGate {
   // The slots a job of `shape` asks for when the floor is `floor` seconds
   // (the critical-path rule above; 1 when it ends by the floor on one).
   static int slots_to_meet(const Shape& shape, double floor, int max_slots);
+  // A job that holds n slots to end by the floor T holds them for T
+  // seconds, its serial passes included, so the long jobs together need more
+  // slot-seconds than their CPU seconds: the floor the gate uses is the
+  // least T at which every job fits, sum over jobs longer than T of
+  // slots_to_meet(job, T) * T, plus the weights of the others and of the
+  // jobs running, within slots * T (never under the work left over the
+  // slots). Without it the first long jobs would each take the slots that
+  // end them by the plain floor, and the next long one would find none.
+  // `jobs`: (shape, max_slots) of the job being admitted and of every waiter.
+  static double floor_with_long_jobs(const std::vector<std::pair<Shape, int>>& jobs, double running_weight,
+                                     int slots);
 
   int slots() const { return slots_; }
   uint64_t memory_bytes() const { return memory_; }  // 0: unlimited
@@ -145,6 +159,8 @@ class JobGate {
   int peak_slots_ = 0;
   // The waiters in serving order: (-class, -weight, key, arrival).
   std::set<std::tuple<int, double, std::string, uint64_t>> queue_;
+  // The kNormal waiters' shapes and max slots, by arrival (floor_with_long_jobs).
+  std::map<uint64_t, std::pair<Shape, int>> shapes_;
   uint64_t arrivals_ = 0;
   uint64_t admissions_ = 0;
   size_t waiting_ = 0;
