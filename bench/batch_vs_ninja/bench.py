@@ -3,8 +3,8 @@
 modules: cold, at the same -j, on the same machine, one after the other.
 
     python3 bench/batch_vs_ninja/bench.py --manifests DIR --ninja FILE [-j N]
-        [--tool PATH] [--runs ninja,batch,learned] [--batch-arg=--split-compile=auto]...
-        [--trace FILE] [--keep-cache DIR] [--json FILE]
+        [--tool PATH] [--runs ninja,batch,learned,fresh-log] [--batch-arg=--split-compile=auto]...
+        [--order given|reversed|shuffled[:SEED]] [--trace FILE] [--keep-cache DIR] [--json FILE]
 
 DIR holds one tvmffi-jit manifest per module (`build -m DIR`); FILE is the
 peer's top-level ninja file (for a library that writes one ninja file per
@@ -20,8 +20,14 @@ the floor max(longest job, CPU / cores), the longest job from the job trace
 (ours) or .ninja_log (the peer's longest edge). For tvmffi-jit also an
 all-hit rerun of the same command on the warm cache ("batch"), and a rerun
 with the entries removed but the cost log the cold run learned ("learned":
-the schedule a rebuild of changed sources gets). Results: a Markdown table on
-stdout, everything in --json.
+the schedule a rebuild of changed sources gets), and a run in a fresh root at
+another path that holds only that costs.log ("fresh-log": what a CI job that
+keeps only the log gets). --order builds the modules in another order (a
+modules manifest listing DIR's manifests reversed or shuffled): the schedule
+must not depend on it. From each job trace: how well the cost model's
+estimates ranked the units (Spearman's rank correlation of `estimate` against
+the measured `cpu`, by estimate source) and when the heaviest units started.
+Results: a Markdown table on stdout, everything in --json.
 """
 
 import argparse
@@ -54,6 +60,32 @@ def ninja_longest_edge(workdir):
     return longest
 
 
+def ranks(xs):
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    r = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2
+        i = j + 1
+    return r
+
+
+def spearman(a, b):
+    """Spearman's rank correlation (mean ranks for ties); None for fewer than 3 or a constant side."""
+    if len(a) < 3:
+        return None
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
+    va, vb = sum((x - ma) ** 2 for x in ra), sum((y - mb) ** 2 for y in rb)
+    if va == 0 or vb == 0:
+        return None
+    return sum((x - ma) * (y - mb) for x, y in zip(ra, rb)) / (va * vb) ** 0.5
+
+
 def trace_summary(trace):
     """Longest job, jobs given several slots, and how the estimates compared
     with the CPU seconds measured, from a --job-trace file."""
@@ -66,6 +98,7 @@ def trace_summary(trace):
                 if e.get("ph") == "X" and e.get("cat") in ("compile", "link")]
     else:
         jobs = [json.loads(line) for line in text.splitlines()]
+    units = []
     for j in jobs:
         if j.get("step", "").startswith("planning"):
             continue
@@ -73,9 +106,27 @@ def trace_summary(trace):
         split += 1 if j.get("slots", 1) > 1 else 0
         if "estimate" in j and j["cpu"] > 0:
             ratios.append(j["estimate"] / j["cpu"])
+        if j.get("step", "").startswith("compiling") and "estimate" in j:
+            units.append(j)
     ratios.sort()
+    sources = {}
+    for u in units:
+        sources.setdefault(u.get("estimate_source", ""), []).append(u)
+    rho = spearman([u["estimate"] for u in units], [u["cpu"] for u in units])
+    heaviest = sorted(units, key=lambda u: -u["cpu"])[:5]
     return {"longest_job": longest, "split_jobs": split,
-            "estimate_over_actual_median": ratios[len(ratios) // 2] if ratios else None}
+            "estimate_over_actual_median": ratios[len(ratios) // 2] if ratios else None,
+            "estimate_rank_corr": rho,
+            "estimate_rank_corr_by_source": {k: spearman([u["estimate"] for u in v], [u["cpu"] for u in v])
+                                             for k, v in sources.items()},
+            "estimate_sources": {k: len(v) for k, v in sources.items()},
+            # The five units that cost most: when they started, on how many threads.
+            "heaviest_units": [{"module": u.get("module", ""), "step": u["step"], "cpu": u["cpu"],
+                                "start": u["start"], "end": u["end"], "split": u.get("split", 0),
+                                "serial": u.get("serial"), "estimate": u["estimate"]} for u in heaviest],
+            # The job gate's order of admission: what --order must not change.
+            "start_order": [f"{u.get('module', '')}: {Path(u['step'].split(' ', 1)[-1]).name}"
+                            for u in sorted(units, key=lambda u: (u.get("admission", 0), u["start"]))]}
 
 
 def measure(label, argv, env, cwd=None):
@@ -101,7 +152,8 @@ def main():
     ap.add_argument("--ninja", required=True)
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--tool", default=os.environ.get("TVMFFI_JIT_BIN", str(ROOT / "build" / "tvmffi-jit")))
-    ap.add_argument("--runs", default="ninja,batch,learned")
+    ap.add_argument("--runs", default="ninja,batch,learned", help="any of ninja,batch,learned,fresh-log")
+    ap.add_argument("--order", default="given", help="given, reversed or shuffled[:SEED]: the order the modules are listed in")
     ap.add_argument("--batch-arg", action="append", default=[], help="extra argument for tvmffi-jit build")
     ap.add_argument("--trace", default="", help="keep tvmffi-jit's --job-trace of the cold run here (FILE.json: Chrome's trace-event format)")
     ap.add_argument("--keep-cache", default="", help="tvmffi-jit's cache root, kept afterwards (default: a temp dir)")
@@ -123,7 +175,19 @@ def main():
         cache = Path(a.keep_cache) if a.keep_cache else work / "cache"
         trace = a.trace or str(work / "trace.jsonl")
         benv = dict(env, TVMFFI_JIT_CACHE_DIR=str(cache))
-        argv = [a.tool, "build", "-m", a.manifests, "-j", str(a.jobs), "-q", *a.batch_arg]
+        modules = a.manifests
+        if a.order != "given":  # a modules manifest listing DIR's manifests in another order
+            listed = sorted(str(p.resolve()) for p in Path(a.manifests).glob("*.json"))
+            if a.order == "reversed":
+                listed.reverse()
+            elif a.order.startswith("shuffled"):
+                import random
+                random.Random(int(a.order.split(":", 1)[1]) if ":" in a.order else 1).shuffle(listed)
+            else:
+                ap.error(f"--order {a.order}: given, reversed or shuffled[:SEED]")
+            modules = str(work / "modules.json")
+            Path(modules).write_text(json.dumps({"modules": listed}))
+        argv = [a.tool, "build", "-m", modules, "-j", str(a.jobs), "-q", *a.batch_arg]
         if "batch" in runs:
             shutil.rmtree(cache, ignore_errors=True)  # cold: no entries, no cost log
             r = measure("batch", [*argv, "--job-trace", trace], benv)
@@ -138,6 +202,15 @@ def main():
             r = measure("batch, cost log learned", [*argv, "--job-trace", learned], benv)
             r.update(trace_summary(learned))
             results["batch_learned"] = r
+        if "fresh-log" in runs and (cache / "costs.log").is_file():
+            fresh = work / "elsewhere" / "cache"  # another path, holding only the log
+            fresh.mkdir(parents=True)
+            shutil.copy(cache / "costs.log", fresh / "costs.log")
+            moved = str(Path(trace).with_suffix(".fresh-log" + Path(trace).suffix))
+            r = measure("batch, fresh root with costs.log only", [*argv, "--job-trace", moved],
+                        dict(env, TVMFFI_JIT_CACHE_DIR=str(fresh)))
+            r.update(trace_summary(moved))
+            results["batch_fresh_log"] = r
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -148,8 +221,18 @@ def main():
         r["floor"] = floor
         rows.append(f"| {r['label']} | {r['exit']} | {r['wall']:.1f} | {r['cpu']:.1f} | {r.get('longest_job', 0):.1f} | "
                     f"{floor:.1f} | {r['wall'] / floor if floor else 0:.2f}x | {batch_bench.gib(r['peak_rss'])} |")
+    for r in results.values():
+        if r.get("estimate_sources"):
+            rho = r.get("estimate_rank_corr")
+            by = ", ".join(f"{k} {n}" + ("" if r["estimate_rank_corr_by_source"].get(k) is None else
+                                         f" (rho {r['estimate_rank_corr_by_source'][k]:.2f})")
+                           for k, n in sorted(r["estimate_sources"].items()))
+            rows.append(f"\n{r['label']}: estimates ranked the units with Spearman rho "
+                        f"{'n/a' if rho is None else f'{rho:.2f}'} ({by}); heaviest units started at "
+                        + ", ".join(f"{h['start']:.1f} s (cpu {h['cpu']:.0f}, split {h['split']})"
+                                    for h in r["heaviest_units"]))
     if "ninja" in results:
-        for key in ("batch", "batch_learned"):
+        for key in ("batch", "batch_learned", "batch_fresh_log"):
             if key in results:
                 b, n = results[key], results["ninja"]
                 rows.append(f"\n{b['label']}: {n['wall'] / b['wall']:.2f}x the peer's speed, "

@@ -147,11 +147,17 @@ MachineResources read_machine_resources(const std::string& cgroup_root) {
   return m;
 }
 
-// --split-compile: "off" (or unset) 0, "auto" the scheduler's choice, N > 1
+// --split-compile: "off" 0, "auto" the scheduler's choice, N > 1
 // a fixed --split-compile=N on every nvcc unit (nvcc's 0, every core, is
 // not offered: the job gate hands out the cores).
+// What an unset --split-compile means: "auto" once GPU kernel timings show
+// split code is no slower (docs/build.md#split-compilation); the one line
+// that flips the default.
+static constexpr const char* kDefaultSplitCompile = "off";
+
 static int parse_split_compile(const std::string& text) {
-  if (text.empty() || text == "off") return 0;
+  if (text.empty()) return parse_split_compile(kDefaultSplitCompile);
+  if (text == "off") return 0;
   if (text == "auto") return compile::kSplitCompileAuto;
   auto n = util::parse_size(text);
   if (n && *n >= 2 && *n <= 256 && text.find_first_not_of("0123456789") == std::string::npos) return static_cast<int>(*n);

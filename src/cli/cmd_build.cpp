@@ -309,7 +309,8 @@ BuiltModules build_all(const BuildRequest& r, CommandContext& ctx, const std::ve
     for (const auto& p : planned) modules.push_back({p.plan ? &*p.plan : nullptr, p.module->base_dir});
     compile::BatchOptions bo;
     bo.keep_going = r.keep_going;
-    bo.order = compile::longest_chain_first(costs, modules);
+    // More modules than run at once (twice the slots): a cold unit's size ranks them too.
+    bo.order = compile::longest_chain_first(costs, modules, !r.only_if_cached && n > 2 * static_cast<size_t>(gate.slots()));
     bo.gate = &gate;
     bo.on_failure = [&](size_t i, const compile::BatchItem& item) {
       const std::string where = planned[i].module->origin.empty() ? "" : " (" + planned[i].module->origin + ")";
@@ -510,7 +511,7 @@ void register_build_command(CLI::App& app, CommandContext& ctx) {
                   "their reservations fit in the memory available (MemAvailable, within the cgroup's limit)");
   sub->add_option("--split-compile", args->split_compile,
                   "nvcc split compilation: off (default), auto (a job gets the cores that would idle while it runs:\n"
-                  "the tail, or a job longer than its share of the work; docs/build.md#split-compilation) or N threads");
+                  "the tail, or a job that would end past the work's fair share; docs/build.md#split-compilation) or N threads");
   sub->add_option("--job-trace", args->job_trace,
                   "Write what each compile/link process did to FILE: module, step, queued/start/end seconds, CPU\n"
                   "seconds, peak RSS. FILE.json: Chrome's trace-event JSON (Perfetto, chrome://tracing), one lane\n"

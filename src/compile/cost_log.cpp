@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "compile/portable_args.h"
+#include "compile/source_size.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
@@ -16,10 +17,20 @@ namespace tvmffi_jit::compile {
 namespace {
 
 // The header names the version; the layout of a job's first five fields is
-// that of version 1, which reads them too (it drops the lines it does not know).
+// that of versions 1 and 2, which read them too (version 2 keeps the fields
+// after them; version 1 drops the lines it does not know).
 std::string header() {
   return "# tvmffi-jit cost log v" + std::to_string(kCostLogVersion) +
-         ": id kind cpu_ms wall_ms peak_kib [fields of later versions]\n";
+         ": id kind cpu_ms wall_ms peak_kib serial_ms splittable_ms [fields of later versions]\n";
+}
+
+bool device_kind(const std::string& kind) {
+  return util::starts_with(kind, "nvcc/") || util::starts_with(kind, "hipcc/");
+}
+
+int targets_of(const std::string& kind) {
+  const size_t slash = kind.find('/');
+  return slash == std::string::npos ? 1 : std::max(1, std::atoi(kind.c_str() + slash + 1));
 }
 // The log is a hint: a larger file is not read (and is rewritten from what
 // this command learned). 200,000 jobs at ~50 bytes each.
@@ -31,10 +42,7 @@ constexpr size_t kMaxEntries = 200000;
 // (docs/benchmarks.md#batch: nvcc ~2-3 CPU-s of host passes plus ~1-1.5 per
 // target; a host compile of tvm-ffi's headers ~1.5 s).
 double default_cpu_seconds(const std::string& kind) {
-  if (util::starts_with(kind, "nvcc/") || util::starts_with(kind, "hipcc/")) {
-    int targets = std::max(1, std::atoi(kind.c_str() + kind.find('/') + 1));
-    return 3.0 + 1.5 * targets;
-  }
+  if (device_kind(kind)) return 3.0 + 1.5 * targets_of(kind);
   if (kind == "link") return 0.5;
   if (kind == "cc") return 0.5;
   return 1.5;
@@ -82,10 +90,59 @@ const char* estimate_source_name(EstimateSource s) {
   switch (s) {
     case EstimateSource::kLog: return "log";
     case EstimateSource::kSameSource: return "same-source";
+    case EstimateSource::kSourceSize: return "source-size";
     case EstimateSource::kKindMean: return "kind-mean";
     case EstimateSource::kDefault: return "default";
   }
   return "default";
+}
+
+double serial_seconds_of(const JobCost& cost) {
+  const double cpu = std::max(0.0, cost.cpu_seconds);
+  if (cost.serial_seconds >= 0) return std::min(cost.serial_seconds, cpu);
+  return device_kind(cost.kind) ? std::min(cpu, 2.0 + cpu / 4) : cpu;
+}
+
+double source_size_cpu_seconds(const std::string& kind, uint64_t bytes) {
+  const double mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
+  return default_cpu_seconds(kind) + kSourceSecondsPerMiB * mib * targets_of(kind);
+}
+
+std::optional<NvccPhases> parse_nvcc_phases(std::string_view csv) {
+  NvccPhases out;
+  bool any = false;
+  for (const std::string& line : util::split_lines(csv)) {
+    // source file , phase name , inputs , output , arch , tool , metric , unit
+    std::vector<std::string> f;
+    for (size_t at = 0; at <= line.size();) {
+      const size_t comma = std::min(line.find(',', at), line.size());
+      f.emplace_back(util::trim(std::string_view(line).substr(at, comma - at)));
+      at = comma + 1;
+    }
+    if (f.size() < 8) continue;
+    if (f[f.size() - 1] != "ms") continue;  // the header line says "unit"
+    char* end = nullptr;
+    const double ms = std::strtod(f[f.size() - 2].c_str(), &end);
+    if (end == f[f.size() - 2].c_str() || !(ms >= 0) || ms > 1e9) continue;
+    const std::string& phase = f[1];
+    if (phase == "nvcc (driver)") continue;  // the driver's own bookkeeping
+    (phase == "cicc" || phase == "ptxas" ? out.splittable_seconds : out.serial_seconds) += ms / 1000.0;
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return out;
+}
+
+double measured_serial_seconds(const std::optional<NvccPhases>& phases, double cpu_seconds, double wall_seconds,
+                               int split) {
+  const double cpu = std::max(0.0, cpu_seconds);
+  if (phases) return std::min(cpu, phases->serial_seconds);
+  if (split > 1 && wall_seconds > 0 && cpu > 0) {
+    const double s = split;
+    const double splittable = std::max(0.0, (cpu - wall_seconds) * s / (s - 1));
+    return std::clamp(cpu - splittable, 0.0, cpu);
+  }
+  return -1;
 }
 
 std::string unit_cost_id(const CostScope& scope, const CompileStep& step) {
@@ -126,7 +183,27 @@ CostLog parse_cost_log(std::string_view text) {
     auto cpu = parse_number(f[2]), wall = parse_number(f[3]), kib = parse_number(f[4]);
     if (!cpu || !wall || !kib) continue;
     JobCost cost{std::string(f[1]), *cpu / 1000.0, *wall / 1000.0, *kib * 1024};
-    if (at < line.size()) cost.later_fields = line.substr(at);
+    // Version 3: serial and splittable ms ("-" unknown). Read as a fraction
+    // of the CPU seconds: a version 2 binary that measured the job again
+    // kept them from an older run.
+    if (at < line.size()) {
+      std::string_view rest = std::string_view(line).substr(at);
+      std::vector<std::string_view> v3;
+      size_t r = 0;
+      while (v3.size() < 2 && r <= rest.size()) {
+        const size_t tab = std::min(rest.find('\t', r), rest.size());
+        v3.push_back(rest.substr(r, tab - r));
+        r = tab + 1;
+      }
+      auto serial = v3.size() == 2 ? parse_number(v3[0]) : std::nullopt;
+      auto splittable = v3.size() == 2 ? parse_number(v3[1]) : std::nullopt;
+      if (serial && splittable && *serial + *splittable > 0)
+        cost.serial_seconds =
+            cost.cpu_seconds * static_cast<double>(*serial) / static_cast<double>(*serial + *splittable);
+      const bool known = v3.size() == 2 && (serial || v3[0] == "-") && (splittable || v3[1] == "-");
+      if (!known) r = 0;  // not this version's fields: all kept as they are
+      if (r < rest.size()) cost.later_fields = std::string(rest.substr(r));
+    }
     out.jobs[std::string(f[0])] = std::move(cost);
   }
   return out;
@@ -139,16 +216,26 @@ std::string format_cost_log(const CostLog& log) {
   std::string out = header();
   for (const auto* e : sorted) {
     const JobCost& c = e->second;
-    out += e->first + "\t" + c.kind + "\t" + std::to_string(std::llround(std::max(0.0, c.cpu_seconds) * 1000)) + "\t" +
+    const double cpu = std::max(0.0, c.cpu_seconds);
+    std::string serial = "-", splittable = "-";
+    if (c.serial_seconds >= 0) {
+      const double s = std::min(c.serial_seconds, cpu);
+      serial = std::to_string(std::llround(s * 1000));
+      splittable = std::to_string(std::llround((cpu - s) * 1000));
+    }
+    out += e->first + "\t" + c.kind + "\t" + std::to_string(std::llround(cpu * 1000)) + "\t" +
            std::to_string(std::llround(std::max(0.0, c.wall_seconds) * 1000)) + "\t" +
-           std::to_string(c.peak_rss_bytes / 1024) + (c.later_fields.empty() ? "" : "\t" + c.later_fields) + "\n";
+           std::to_string(c.peak_rss_bytes / 1024) + "\t" + serial + "\t" + splittable +
+           (c.later_fields.empty() ? "" : "\t" + c.later_fields) + "\n";
   }
   for (const auto& line : log.later_lines) out += line + "\n";
   return out;
 }
 
 CostModel::CostModel(std::string log_path, uint64_t memory_budget)
-    : path_(std::move(log_path)), memory_budget_(memory_budget) {}
+    : path_(std::move(log_path)), memory_budget_(memory_budget), sizer_(std::make_unique<SourceSizer>()) {}
+
+CostModel::~CostModel() = default;
 
 void CostModel::load_locked() {
   if (loaded_) return;
@@ -193,13 +280,26 @@ std::string CostModel::kind_of(const CompileStep& step) const {
   return "c++";
 }
 
-CostEstimate CostModel::estimate_unit(const CostScope& scope, const CompileStep& step) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  load_locked();
+CostEstimate CostModel::estimate_unit(const CostScope& scope, const CompileStep& step, bool scan_sources) {
   const std::string kind = kind_of(step);
-  if (auto it = known_.find(unit_cost_id(scope, step)); it != known_.end()) return {it->second, EstimateSource::kLog};
-  if (auto it = known_.find(unit_source_cost_id(scope, step)); it != known_.end())
-    return {it->second, EstimateSource::kSameSource};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    load_locked();
+    if (auto it = known_.find(unit_cost_id(scope, step)); it != known_.end())
+      return {it->second, EstimateSource::kLog};
+    if (auto it = known_.find(unit_source_cost_id(scope, step)); it != known_.end())
+      return {it->second, EstimateSource::kSameSource};
+  }
+  // A device unit never built: from what its preprocessor may read, which
+  // ranks a kernel library's units where one mean per kind cannot (the
+  // sizer has its own lock: other jobs' estimates do not wait for its reads).
+  if (scan_sources && device_kind(kind)) {
+    if (const uint64_t bytes = sizer_->closure_bytes(step); bytes > 0) {
+      const double cpu = source_size_cpu_seconds(kind, bytes);
+      return {JobCost{kind, cpu, cpu, 0}, EstimateSource::kSourceSize};
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = kind_totals_.find(kind); it != kind_totals_.end() && it->second.second > 0)
     return {JobCost{kind, it->second.first / it->second.second, it->second.first / it->second.second, 0},
             EstimateSource::kKindMean};
@@ -214,10 +314,10 @@ CostEstimate CostModel::estimate_link(const std::string& module) {
   return {JobCost{"link", default_cpu_seconds("link"), default_cpu_seconds("link"), 0}, EstimateSource::kDefault};
 }
 
-double CostModel::module_chain_seconds(const CostScope& scope, const BuildPlan& plan) {
+double CostModel::module_chain_seconds(const CostScope& scope, const BuildPlan& plan, bool scan_sources) {
   double longest = 0;
   for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
-    for (const auto& s : *steps) longest = std::max(longest, estimate_unit(scope, s).cost.cpu_seconds);
+    for (const auto& s : *steps) longest = std::max(longest, estimate_unit(scope, s, scan_sources).cost.cpu_seconds);
   return longest + (plan.link ? estimate_link(scope.module).cost.cpu_seconds : 0);
 }
 
@@ -226,7 +326,14 @@ void CostModel::record_unit(const CostScope& scope, const CompileStep& step, con
   cost.kind = kind_of(step);
   std::lock_guard<std::mutex> lock(mutex_);
   load_locked();
-  for (const std::string& id : {unit_cost_id(scope, step), unit_source_cost_id(scope, step)}) {
+  const std::string unit_id = unit_cost_id(scope, step);
+  // Measured without its split (no `nvcc --time`: a launcher ran it): the
+  // fraction learned before still holds for the new CPU seconds.
+  if (cost.serial_seconds < 0)
+    if (auto it = known_.find(unit_id); it != known_.end() && it->second.serial_seconds >= 0 &&
+                                        it->second.cpu_seconds > 0)
+      cost.serial_seconds = cost.cpu_seconds * std::min(1.0, it->second.serial_seconds / it->second.cpu_seconds);
+  for (const std::string& id : {unit_id, unit_source_cost_id(scope, step)}) {
     known_[id] = cost;
     recorded_[id] = cost;
   }

@@ -404,7 +404,9 @@ std::optional<CommandFailure> run_link(const LinkStep& link, const std::string& 
     if (options.costs) estimate = options.costs->estimate_link(options.plan_name);
     if (options.gate) {
       const uint64_t bytes = options.memory ? options.memory->host.reservation() : host_job_bytes(options.cuda_job_bytes);
-      ticket = options.gate->acquire(1, bytes, util::JobGate::Priority::kFinish, 0, options.party);
+      // Links wait by module name among themselves, never by arrival.
+      ticket = options.gate->acquire(1, bytes, util::JobGate::Priority::kFinish,
+                                     util::JobGate::Shape{0, -1, options.plan_name}, options.party);
     }
     const double started_at = options.trace ? options.trace->now() : 0;
     if (!link.depfile_name.empty()) util::remove_all(util::join_path(dir, link.depfile_name));

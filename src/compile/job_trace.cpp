@@ -31,6 +31,8 @@ nlohmann::json job_object(const TracedJob& job) {
   j["threads"] = job.threads;
   if (job.slots > 0) j["slots"] = job.slots;
   if (job.split > 0) j["split"] = job.split;
+  if (job.serial >= 0) j["serial"] = std::round(job.serial * 1000) / 1000;  // what nvcc --time said
+  if (job.admission >= 0) j["admission"] = job.admission;  // the gate's order (ties of `start` apart)
   if (!job.estimate_source.empty()) {
     // How good the estimate was: the cost model's CPU seconds beside the
     // measured ones (cpu), and what it was based on.
@@ -83,6 +85,8 @@ void JobTrace::add(const std::string& module, const CommandRecord& record) {
   job.split = record.split;
   job.estimate = record.estimated_cpu_seconds;
   job.estimate_source = record.estimate_source;
+  job.serial = record.serial_seconds;
+  job.admission = record.admission;
   std::lock_guard<std::mutex> lock(mutex_);
   jobs_.push_back(std::move(job));
 }

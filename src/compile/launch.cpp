@@ -1,6 +1,7 @@
 #include "tvmffi_jit/compile/launch.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "compile/command.h"
 #include "tvmffi_jit/compile/cost_log.h"
@@ -17,8 +18,20 @@ size_t count_launcher_fallbacks(const std::vector<CommandRecord>& commands) {
 
 namespace {
 
-// --split-compile auto: the threads of a unit whose cost is unknown (below).
-constexpr int kUnknownUnitSplit = 4;
+// --split-compile auto: the most threads one nvcc job takes. Only its cicc
+// and ptxas passes split; a FlashInfer MoE unit fits 70 s + 193 s / N
+// (docs/benchmarks.md), so past 8 a thread more saves little.
+constexpr int kMaxSplit = 8;
+
+// `nvcc --time` (the phases the cost log splits a unit's seconds into) was
+// refused by this nvcc (an old one): not asked again in this process.
+std::atomic<bool> nvcc_time_refused{false};
+
+bool refuses_time_option(const CommandFailure& failure) {
+  const std::string& out = failure.record.output;
+  return out.find("nvcc fatal") != std::string::npos && out.find("option") != std::string::npos &&
+         out.find("time") != std::string::npos;
+}
 
 // nvcc runs its per-arch device passes (cicc, ptxas) on --threads, but its
 // host passes (preprocessing, cudafe++, the host compile) one after the
@@ -47,6 +60,13 @@ class StepJob {
     // the gate is its chain, the unit then its module's link, so the longest
     // chains start first whatever module they are in.
     if (options.costs) expected_ = options.costs->estimate_unit(scope_, step);
+    // What its phases cost (`nvcc --time`: the cost log's serial and
+    // splittable seconds), in a file of the build's temp dir named after
+    // the object: never with a launcher (it would hash or forward the
+    // option), never in the user's --build-dir. Like --threads, not in
+    // argv() and so in no key.
+    if (options.costs && !options.incremental && step.language == Language::kCuda && !nvcc_time_refused.load())
+      time_file_ = step.object_name + ".time.csv";
   }
 
   // Waits for the gate's slots and memory (no gate: one slot, at once).
@@ -55,21 +75,31 @@ class StepJob {
     // --split-compile auto: up to 8 cores for one nvcc (its cicc and ptxas
     // passes split; the host passes stay one thread), as many as the gate
     // finds idle (util/job_gate.h: the tail, or a job longer than its share).
-    const int max_slots = step_.split_compile == kSplitCompileAuto ? std::min(8, options_.gate->slots()) : 1;
-    ticket_ = options_.gate->acquire(max_slots, reserved_bytes(), util::JobGate::Priority::kNormal, weight(),
+    const int max_slots = step_.split_compile == kSplitCompileAuto ? std::min(kMaxSplit, options_.gate->slots()) : 1;
+    ticket_ = options_.gate->acquire(max_slots, reserved_bytes(), util::JobGate::Priority::kNormal, shape(),
                                      options_.party);
     slots_ = ticket_.slots();
   }
 
   // The threads its cicc and ptxas passes split into (--split-compile), then
   // the clock it starts on.
-  void start() {
+  void start(const std::string& build_dir) {
     split_ = split_threads();
     started_at_ = options_.trace ? options_.trace->now() : 0;
+    build_dir_ = build_dir;
+    if (!time_file_.empty()) util::remove_all(util::join_path(build_dir_, time_file_));  // nvcc appends to it
   }
 
   std::vector<std::string> command(bool with_launcher) const {
-    return step_.command(with_launcher, nvcc_threads_, split_);
+    std::vector<std::string> a = step_.command(with_launcher, nvcc_threads_, split_);
+    if (timed(with_launcher)) a.insert(a.end() - 4, {"--time", time_file_});
+    return a;
+  }
+  bool timed(bool with_launcher) const { return !time_file_.empty() && !(with_launcher && !step_.launcher.empty()); }
+  // This nvcc does not know --time: the job runs again without it.
+  void drop_time() {
+    nvcc_time_refused = true;
+    time_file_.clear();
   }
 
   // The record's scheduling fields, and what the job cost to whoever learns from it.
@@ -78,14 +108,24 @@ class StepJob {
     rec.started_at = started_at_;
     rec.threads = nvcc_threads_;
     rec.slots = options_.gate ? slots_ : 0;
+    rec.admission = options_.gate ? static_cast<int64_t>(ticket_.admission()) : -1;
     rec.split = split_ > 1 ? split_ : 0;
     // ru_maxrss is one process's peak; with --threads N, N device passes may
     // peak together.
     if (estimate_) estimate_->observe(rec.max_rss_bytes * static_cast<uint64_t>(std::max(1, nvcc_threads_)));
+    std::optional<NvccPhases> phases;
+    if (!time_file_.empty()) {
+      const std::string path = util::join_path(build_dir_, time_file_);
+      if (auto text = util::read_small_file(path, 1u << 20)) phases = parse_nvcc_phases(*text);
+      util::remove_all(path);
+    }
+    if (device()) rec.serial_seconds = measured_serial_seconds(phases, rec.cpu_seconds, rec.seconds, split_);
     if (expected_) {
       rec.estimated_cpu_seconds = expected_->cost.cpu_seconds;
       rec.estimate_source = estimate_source_name(expected_->source);
-      options_.costs->record_unit(scope_, step_, JobCost{"", rec.cpu_seconds, rec.seconds, rec.max_rss_bytes});
+      JobCost measured{"", rec.cpu_seconds, rec.seconds, rec.max_rss_bytes};
+      measured.serial_seconds = rec.serial_seconds;
+      options_.costs->record_unit(scope_, step_, measured);
     }
     if (options_.trace) options_.trace->add(options_.traced_module(), rec);
   }
@@ -109,32 +149,31 @@ class StepJob {
   }
 
   // Heavier first (util/job_gate.h): the estimated seconds of the job's
-  // chain; without a cost model, a device pass per target on top of the
-  // host passes for nvcc, one for a host compile.
-  double weight() const {
-    if (expected_)
-      return expected_->cost.cpu_seconds + options_.costs->estimate_link(options_.plan_name).cost.cpu_seconds;
-    return device() ? 2.0 + std::max(1, step_.gencode_targets()) : 1.0;
+  // chain (the unit, then its module's link; without a cost model, a device
+  // pass per target on top of the host passes for nvcc, one for a host
+  // compile), the part of it more slots do not shorten (the unit's serial
+  // passes and the link), and a stable name for ties (the module, the
+  // source as progress lines name it, the output), so equal estimates start in one order whatever the manifests'.
+  util::JobGate::Shape shape() const {
+    util::JobGate::Shape s;
+    s.key = options_.plan_name + '\0' + step_.display + '\0' + step_.object_name;
+    if (expected_) {
+      const double link = options_.costs->estimate_link(options_.plan_name).cost.cpu_seconds;
+      s.weight = expected_->cost.cpu_seconds + link;
+      s.serial = serial_seconds_of(expected_->cost) + link;
+    } else {
+      s.weight = device() ? 2.0 + std::max(1, step_.gencode_targets()) : 1.0;
+    }
+    return s;
   }
 
-  // A unit never built before (no cost of its own in the log) may be the
-  // one that ends the build last, and nothing tells it apart before it runs:
-  // its cicc and ptxas passes get kUnknownUnitSplit threads on the one slot
-  // it holds. While every slot is busy the kernel shares the cores among
-  // them (the gate still bounds the jobs); once the queue drains, the long
-  // units left running spread over the cores the short ones gave back,
-  // which a unit started on one thread never could (nvcc cannot grow a
-  // running compile). The price: on idle cores split passes cost no more
-  // CPU, but with every slot busy their extra threads oversubscribe the
-  // cores, and a cold FlashInfer batch at -j 16 took 1.25x ninja's CPU
-  // (docs/benchmarks.md). Why `auto` is opt-in.
-  int split_threads() const {
-    if (step_.split_compile != kSplitCompileAuto) return 0;
-    const bool cost_unknown = !expected_ || (expected_->source != EstimateSource::kLog &&
-                                             expected_->source != EstimateSource::kSameSource);
-    return cost_unknown && options_.gate ? std::max(slots_, std::min(kUnknownUnitSplit, options_.gate->slots()))
-                                         : slots_;
-  }
+  // --split-compile auto: the N of --split-compile=N is the slots the gate
+  // gave the job (one, or more on the critical path or in the tail), never
+  // more: while every slot is busy, the threads of the running jobs do not
+  // exceed the slots (the cores), so a cold unit no longer oversubscribes
+  // them. A unit of unknown cost is ranked by its estimate (its source's
+  // size) like any other.
+  int split_threads() const { return step_.split_compile == kSplitCompileAuto ? slots_ : 0; }
 
   const CompileStep& step_;
   const ExecuteOptions& options_;
@@ -147,6 +186,8 @@ class StepJob {
   util::JobGate::Ticket ticket_;
   int slots_ = 1;
   int split_ = 0;
+  std::string time_file_;  // relative to the build dir; empty: no --time
+  std::string build_dir_;
 };
 
 Expected<CommandRecord, CommandFailure> run_compiler(const std::vector<std::string>& argv, const std::string& build_dir,
@@ -193,9 +234,13 @@ Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step
                                                          const ExecuteOptions& options) {
   StepJob job(step, options);
   job.reserve();
-  job.start();
+  job.start(build_dir);
   const std::string what = "compiling " + step.display;
   auto first = run_compiler(job.command(true), build_dir, what, options);
+  if (!first && job.timed(true) && refuses_time_option(first.error())) {
+    job.drop_time();  // an nvcc older than --time: the job as it would have run without the cost log
+    first = run_compiler(job.command(true), build_dir, what, options);
+  }
   if (!first) return first;
   auto missing = step.launcher.empty() ? std::nullopt : missing_compile_output(step, build_dir);
   if (missing) return run_without_launcher(step, build_dir, options, job, what, *first, *missing);

@@ -50,14 +50,24 @@ const char* batch_status_name(BatchStatus s) {
   return "skipped";
 }
 
-std::vector<size_t> longest_chain_first(CostModel& costs, const std::vector<BatchModule>& modules) {
+std::vector<size_t> longest_chain_first(CostModel& costs, const std::vector<BatchModule>& modules,
+                                        bool scan_sources) {
   std::vector<double> chain(modules.size(), 0);
   for (size_t i = 0; i < modules.size(); ++i)
     if (const BuildPlan* plan = modules[i].plan)
-      chain[i] = costs.module_chain_seconds(CostScope(plan->name, modules[i].base_dir), *plan);
+      chain[i] = costs.module_chain_seconds(CostScope(plan->name, modules[i].base_dir), *plan, scan_sources);
   std::vector<size_t> order(modules.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return chain[a] > chain[b]; });
+  // Ties by name, never by the manifests' order: a batch given its modules
+  // in another order starts them in the same one (unplanned modules, which
+  // fail at once, last in input order).
+  auto name = [&](size_t i) -> const std::string* { return modules[i].plan ? &modules[i].plan->name : nullptr; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (chain[a] != chain[b]) return chain[a] > chain[b];
+    const std::string *na = name(a), *nb = name(b);
+    if (!na || !nb) return na && !nb;
+    return *na < *nb;
+  });
   return order;
 }
 

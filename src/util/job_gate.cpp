@@ -76,17 +76,57 @@ void JobGate::count_check_in() {
   if (held_for_ > 0) --held_for_;
 }
 
-JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priority priority, double weight,
+int JobGate::slots_to_meet(const Shape& shape, double floor, int max_slots) {
+  max_slots = std::max(1, max_slots);
+  const double weight = std::max(0.0, shape.weight);
+  if (floor <= 0 || weight <= floor) return 1;
+  if (shape.serial < 0) return std::min(max_slots, static_cast<int>(std::ceil(weight / floor)));
+  const double serial = std::min(weight, shape.serial);
+  const double room = floor - serial;  // what the splittable part may take
+  if (room <= 0) return max_slots;     // it ends last whatever it gets: every slot it can use
+  return std::clamp(static_cast<int>(std::ceil((weight - serial) / room)), 1, max_slots);
+}
+
+double JobGate::floor_with_long_jobs(const std::vector<std::pair<Shape, int>>& jobs, double running_weight,
+                                     int slots) {
+  const double s = std::max(1, slots);
+  double total = std::max(0.0, running_weight), longest = 0;
+  for (const auto& [shape, max_slots] : jobs) {
+    total += std::max(0.0, shape.weight);
+    longest = std::max(longest, shape.weight);
+  }
+  auto fits = [&](double t) {
+    double need = std::max(0.0, running_weight);
+    for (const auto& [shape, max_slots] : jobs)
+      need += shape.weight > t ? slots_to_meet(shape, t, max_slots) * t : std::max(0.0, shape.weight);
+    return need <= s * t;
+  };
+  double lo = total / s, hi = std::max(lo, longest);
+  if (lo <= 0 || fits(lo)) return lo;
+  // Every job on one slot by `longest` fits (its weight over the slots is
+  // at most `longest` when a floor above it is needed, else lo would fit).
+  if (!fits(hi)) return hi;
+  for (int i = 0; i < 40 && hi - lo > 1e-3 * hi; ++i) {
+    const double mid = (lo + hi) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priority priority, const Shape& shape,
                                  Party* party) {
   max_slots = std::max(1, max_slots);
+  const double weight = shape.weight;
   // A job larger than the whole budget runs alone instead of never.
   if (memory_ != 0) bytes_per_slot = std::min(bytes_per_slot, memory_);
   std::unique_lock<std::mutex> lock(mutex_);
-  const auto me = std::make_tuple(-static_cast<int>(priority), -weight, arrivals_++);
+  const auto me = std::make_tuple(-static_cast<int>(priority), -weight, shape.key, arrivals_++);
   queue_.insert(me);
   ++waiting_;
   const double counted = priority == Priority::kNormal ? std::max(0.0, weight) : 0.0;
   waiting_weight_ += counted;
+  const uint64_t arrival = std::get<3>(me);
+  if (priority == Priority::kNormal) shapes_.emplace(arrival, std::make_pair(shape, max_slots));
   // The module checks in once its job is queued, under the same lock: were
   // the hold to end first, the jobs already queued would start without it.
   if (party && party->gate_ == this && !party->checked_in_.exchange(true)) {
@@ -107,16 +147,26 @@ JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priorit
       changed_.wait(lock);
   }
   queue_.erase(me);
+  shapes_.erase(arrival);
   --waiting_;
   waiting_weight_ = std::max(0.0, waiting_weight_ - counted);
   int want = 1;
   if (waiting_ == 0) {
     want = max_slots;  // the tail: nobody else will use the free cores
   } else if (counted > 0) {
-    // The critical path: a job longer than a fair share of the work left
-    // ends last unless it runs on more cores.
-    const double share = (waiting_weight_ + running_weight_ + counted) / static_cast<double>(slots_);
-    if (share > 0 && counted > share) want = static_cast<int>(std::ceil(counted / share));
+    // The critical path: a job longer than the floor (a fair share of the
+    // work left) ends last unless it runs on more cores.
+    double floor = (waiting_weight_ + running_weight_ + counted) / static_cast<double>(slots_);
+    Shape mine = shape;
+    mine.weight = counted;
+    want = slots_to_meet(mine, floor, max_slots);
+    if (want > 1) {
+      // It is long: the floor the long jobs leave (floor_with_long_jobs).
+      std::vector<std::pair<Shape, int>> jobs{{mine, max_slots}};
+      for (const auto& [at, waiter] : shapes_) jobs.push_back(waiter);
+      floor = floor_with_long_jobs(jobs, running_weight_, slots_);
+      want = slots_to_meet(mine, floor, max_slots);
+    }
   }
   int n = 1;
   while (n < std::min(want, max_slots) && fits(n + 1)) ++n;

@@ -60,7 +60,8 @@ def test_a_batch_with_one_failing_module_and_keep_going_builds_the_rest_and_exit
 
 
 def test_without_keep_going_a_failure_stops_new_modules_and_reports_them_skipped(mods):
-    bad = mods.write("mod_bad", "int broken( {")
+    # Modules of equal (unknown) cost start by name, never by input order: this one first.
+    bad = mods.write("mod_0bad", "int broken( {")
     p = run("build", "-m", bad, "-m", mods.a, "-m", mods.b, "-m", mods.c, "-j", "1", env=mods.env, check=1)
     assert "1 failed" in p.stderr
     assert "skipped" in p.stderr

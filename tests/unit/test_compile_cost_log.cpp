@@ -191,11 +191,12 @@ TEST_CASE("a later version's fields and lines survive a rewrite by this one", "[
   const CompileStep known = file_unit(util::join_path(project.path(), "k.cc"));
   const CompileStep fresh = file_unit(util::join_path(project.path(), "new.cc"));
   const std::string id = unit_cost_id(scope, known);
-  // Version 9 appends two fields to a job's line and writes lines of its own.
-  const std::string later_fields = "serial_ms=2100\tsplittable_ms=900";
+  // Version 9 appends two fields to a job's line (after version 3's serial
+  // and splittable ms) and writes lines of its own.
+  const std::string later_fields = "gpu_ms=2100\tfuture=900";
   const std::string own_line = "v9\tsomething\tthis version cannot read";
-  util::write_file(log, "# tvmffi-jit cost log v9: ...\n" + id + "\tc++\t3000\t3100\t10\t" + later_fields + "\n" +
-                            own_line + "\n");
+  util::write_file(log, "# tvmffi-jit cost log v9: ...\n" + id + "\tc++\t3000\t3100\t10\t3000\t0\t" + later_fields +
+                            "\n" + own_line + "\n");
   {
     CostModel costs(log);
     // The fields this version knows are read.
@@ -207,7 +208,7 @@ TEST_CASE("a later version's fields and lines survive a rewrite by this one", "[
   }
   std::string text = util::read_file(log);
   CHECK(util::starts_with(text, "# tvmffi-jit cost log v" + std::to_string(kCostLogVersion)));
-  CHECK(text.find("\n" + id + "\tc++\t3000\t3100\t10\t" + later_fields + "\n") != std::string::npos);
+  CHECK(text.find("\n" + id + "\tc++\t3000\t3100\t10\t3000\t0\t" + later_fields + "\n") != std::string::npos);
   CHECK(text.find("\n" + own_line + "\n") != std::string::npos);
   CHECK(parse_cost_log(text).jobs.count(unit_cost_id(scope, fresh)) == 1);
   // The job measured again: its known fields change, the later version's stay.
@@ -217,6 +218,59 @@ TEST_CASE("a later version's fields and lines survive a rewrite by this one", "[
     costs.save();
   }
   text = util::read_file(log);
-  CHECK(text.find("\n" + id + "\tc++\t4000\t4000\t0\t" + later_fields + "\n") != std::string::npos);
+  // (measured without its split: the fraction logged before, all serial, kept)
+  CHECK(text.find("\n" + id + "\tc++\t4000\t4000\t0\t4000\t0\t" + later_fields + "\n") != std::string::npos);
   CHECK(text.find("\n" + own_line + "\n") != std::string::npos);
+}
+
+TEST_CASE("version 3's serial and splittable seconds: read from a v2 log, a v3 log and a pair version 2 kept",
+          "[compile][costs]") {
+  const std::string u = "u0123456789abcdef0123", v = "u0123456789abcdef0124", w = "u0123456789abcdef0125";
+  // A version 2 line (five fields); a version 3 line; a version 3 pair that a
+  // version 2 binary kept when it measured the job again (cpu 400 s now).
+  auto log = parse_cost_log("# tvmffi-jit cost log v2: ...\n" + u + "\tnvcc/1\t263000\t263000\t10\n" + v +
+                            "\tnvcc/1\t263000\t263000\t10\t70000\t193000\n" + w +
+                            "\tnvcc/1\t400000\t400000\t10\t70000\t193000\n");
+  REQUIRE(log.jobs.size() == 3);
+  CHECK(log.jobs[u].serial_seconds < 0);  // unknown: the default below
+  CHECK(serial_seconds_of(log.jobs[u]) == Approx(2 + 263.0 / 4));
+  CHECK(log.jobs[v].serial_seconds == Approx(70));
+  CHECK(log.jobs[v].later_fields.empty());
+  CHECK(log.jobs[w].serial_seconds == Approx(400 * 70.0 / 263));  // the fraction, never past the CPU
+  // Written back as they were read; an unknown pair as "-".
+  const std::string text = format_cost_log(log);
+  CHECK(text.find(v + "\tnvcc/1\t263000\t263000\t10\t70000\t193000\n") != std::string::npos);
+  CHECK(text.find(u + "\tnvcc/1\t263000\t263000\t10\t-\t-\n") != std::string::npos);
+  // A C++ job or a link is serial; an nvcc job's serial part is clamped to its CPU.
+  CHECK(serial_seconds_of(JobCost{"c++", 5, 5, 0}) == Approx(5));
+  JobCost odd{"nvcc/1", 5, 5, 0};
+  odd.serial_seconds = 50;
+  CHECK(serial_seconds_of(odd) == Approx(5));
+}
+
+TEST_CASE("nvcc --time's phases split a unit's seconds into serial and splittable", "[compile][costs]") {
+  // nvcc 13.0's CSV (two targets, --split-compile=2), times in ms.
+  const std::string csv =
+      "source file name , phase name , phase input files , phase output file , arch , tool, metric , unit\n"
+      "t.cu , gcc (preprocessing 4) , t.cu  , /tmp/x-5_t.cpp4.ii ,  , nvcc , 314.7560 , ms\n"
+      "t.cu , gcc (preprocessing 1) , t.cu  , /tmp/x-8_t.compute_90a.cpp1.ii , compute_90a , nvcc , 363.0850 , ms\n"
+      "t.cu , cudafe++ , /tmp/x-5_t.cpp4.ii  , /tmp/x-6_t.compute_80.cudafe1.cpp , compute_80 , nvcc , 1001.7180 , ms\n"
+      "t.cu , cicc ,  /tmp/x-8_t.compute_90a.cpp1.ii  , /tmp/x-7_t.compute_90a.ptx , compute_90a , nvcc , 1025.7520 , ms\n"
+      "t.cu , cicc ,  /tmp/x-10_t.compute_80.cpp1.ii  , /tmp/x-6_t.compute_80.ptx , compute_80 , nvcc , 1065.9609 , ms\n"
+      "t.cu , ptxas , /tmp/x-7_t.compute_90a.ptx  , /tmp/x-9_t.compute_90a.cubin , sm_90a , nvcc , 80.0470 , ms\n"
+      "t.cu , fatbinary , /tmp/x-9_t.compute_90a.cubin  , /tmp/x-3_t.fatbin ,  , nvcc , 2.7200 , ms\n"
+      "t.cu , gcc (compiling) ,   , t.o , compute_80 , nvcc , 701.4180 , ms\n"
+      " , nvcc (driver) ,  , t.o ,  , nvcc , 0.1770 , ms\n";
+  auto phases = parse_nvcc_phases(csv);
+  REQUIRE(phases);
+  CHECK(phases->splittable_seconds == Approx(1.0257520 + 1.0659609 + 0.0800470));
+  CHECK(phases->serial_seconds == Approx(0.3147560 + 0.3630850 + 1.0017180 + 0.0027200 + 0.7014180));
+  CHECK_FALSE(parse_nvcc_phases("not a csv\n"));
+  CHECK_FALSE(parse_nvcc_phases(""));
+  // The serial seconds a job measured: its phases (at most its CPU), else a
+  // split run's wall against its CPU (70 + 193 / 8 s wall, 263 s CPU), else unknown.
+  CHECK(measured_serial_seconds(NvccPhases{70, 193}, 263, 263, 1) == Approx(70));
+  CHECK(measured_serial_seconds(NvccPhases{300, 10}, 263, 263, 1) == Approx(263));
+  CHECK(measured_serial_seconds(std::nullopt, 263, 70 + 193.0 / 8, 8) == Approx(70));
+  CHECK(measured_serial_seconds(std::nullopt, 263, 263, 1) < 0);
 }

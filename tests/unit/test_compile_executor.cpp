@@ -818,7 +818,7 @@ TEST_CASE("split-compile auto gives a lone nvcc job the idle cores and says so i
   for (const auto& a : plain_calls.at(0)) CHECK(a.find("split-compile") == std::string::npos);
 }
 
-TEST_CASE("split-compile auto splits a unit of unknown cost on its one slot, and not a unit known to be short",
+TEST_CASE("split-compile auto never splits beyond the slots a job holds: a cold unit while the pool is full",
           "[build][executor][costs]") {
   FakeTools tools;
   util::TempDir src;
@@ -841,18 +841,223 @@ TEST_CASE("split-compile auto splits a unit of unknown cost on its one slot, and
     REQUIRE(r.commands.size() == 2);
     return std::make_pair(runner.calls().at(0), r.commands[0]);
   };
-  // Never built: one slot, four split threads (it may be the long one).
+  // Never built, or logged as long: one free slot, one thread (no more
+  // threads than cores while the others run).
   CostModel cold;
   auto [cold_argv, cold_rec] = run(cold);
   CHECK(cold_rec.slots == 1);
-  CHECK(cold_rec.split == 4);
-  CHECK(std::count(cold_argv.begin(), cold_argv.end(), "--split-compile=4") == 1);
-  // Its cost logged as short: one slot, no split.
+  CHECK(cold_rec.split == 0);
+  for (const auto& a : cold_argv) CHECK(a.find("split-compile") == std::string::npos);
   util::TempDir logs;
   CostModel known(logs.path() + "/costs.log");
-  known.record_unit(CostScope{ExecuteOptions{}.plan_name}, s, JobCost{"", 1, 1, 0});
+  known.record_unit(CostScope{ExecuteOptions{}.plan_name}, s, JobCost{"", 500, 500, 0});
   auto [known_argv, known_rec] = run(known);
   CHECK(known_rec.slots == 1);
   CHECK(known_rec.split == 0);
-  for (const auto& a : known_argv) CHECK(a.find("split-compile") == std::string::npos);
+}
+
+namespace {
+
+// `n` nvcc units (a.cu, b.cu, ...; one -gencode target, --split-compile auto)
+// of module `name`, in the order given by `letters`.
+BuildPlan nvcc_plan(const std::string& nvcc, const std::string& src, const std::string& letters,
+                    const std::string& name = "lib") {
+  BuildPlan plan;
+  plan.name = name;
+  LinkStep link;
+  int i = 0;
+  for (char c : letters) {
+    const std::string file = src + "/" + std::string(1, c) + ".cu";
+    if (!util::path_exists(file)) util::write_file(file, "__global__ void k();\n");
+    CompileStep st = cxx_step(nvcc, file, i);
+    st.language = Language::kCuda;
+    st.flags = {"-gencode=arch=compute_90a,code=sm_90a"};
+    st.split_compile = kSplitCompileAuto;
+    st.object_name = "cuda_" + std::to_string(i) + ".o";
+    st.depfile_name = st.object_name + ".d";
+    st.display = util::file_name(file);
+    plan.compile_steps.push_back(st);
+    link.inputs.push_back(st.object_name);
+    ++i;
+  }
+  link.program = nvcc;
+  link.flags = {"-shared"};
+  link.output_name = "lib" + name + ".so";
+  plan.link = link;
+  plan.artifact_name = link.output_name;
+  return plan;
+}
+
+// Runs `plan` on `gate` after every unit has queued (the first job admitted
+// waits for them, so the order is the gate's alone); returns the records of
+// the compiles in the order the gate admitted them.
+std::vector<CommandRecord> run_all_queued(const BuildPlan& plan, util::JobGate& gate, CostModel& costs,
+                                          FakeRunner& runner) {
+  util::JobGate::Ticket busy = gate.acquire(gate.slots(), 1);  // the other modules' jobs, for now
+  std::thread release([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (gate.waiting() < plan.compile_steps.size() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    busy = util::JobGate::Ticket();
+  });
+  RecordingSink status;
+  ExecuteOptions o = fake_options(runner, status, static_cast<int>(plan.compile_steps.size()));
+  o.gate = &gate;
+  o.costs = &costs;
+  util::TempDir build;
+  BuildResult r = execute_plan(plan, build.path(), o);
+  release.join();
+  std::vector<CommandRecord> units;
+  for (const auto& c : r.commands)
+    if (c.description.rfind("compiling", 0) == 0) units.push_back(c);
+  std::vector<CommandRecord> ordered = units;
+  std::sort(ordered.begin(), ordered.end(),
+            [](const CommandRecord& a, const CommandRecord& b) { return a.admission < b.admission; });
+  return ordered;
+}
+
+std::vector<std::string> names_of(const std::vector<CommandRecord>& records) {
+  std::vector<std::string> out;
+  for (const auto& r : records) out.push_back(r.description.substr(std::string("compiling ").size()));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("split-compile auto: the unit known to be long starts first, on the threads that end it by the floor",
+          "[build][executor][costs]") {
+  // Eight slots; a.cu logged at 100 CPU-s of which 20 serial (nvcc --time),
+  // eleven units of 20 s. The work left over the slots: (100.5 + 11 *
+  // 20.5) / 8 = 40.75 s (each chain with its 0.5 s link), by which a.cu
+  // would end on 4 threads (20.5 + 80 / 4); but 4 slots held for 40.75 s
+  // and the others' 225.5 s do not fit in 8 x 40.75. The floor at which they
+  // do is 47.2 s, which a.cu meets on 3 (20.5 + 80 / 3 = 47.2): 3 slots, not
+  // all 8 (perfect scaling, 100.5 / 40.75, happens to ask for 3 too).
+  FakeTools tools;
+  util::TempDir src;
+  const BuildPlan plan = nvcc_plan(tools.cxx, src.path(), "lbcdefghijka");
+  CostModel costs;
+  for (const auto& st : plan.compile_steps) {
+    JobCost c{"", st.display == "a.cu" ? 100.0 : 20.0, 0, 0};
+    c.serial_seconds = st.display == "a.cu" ? 20 : 8;
+    costs.record_unit(CostScope{"lib"}, st, c);
+  }
+  util::JobGate gate(8, 0);
+  CostingRunner runner;
+  const auto order = run_all_queued(plan, gate, costs, runner);
+  REQUIRE(order.size() == 12);
+  CHECK(order[0].description == "compiling a.cu");
+  CHECK(order[0].slots == 3);
+  CHECK(order[0].split == 3);
+  // The first others ran on one slot each while the pool was full, and none
+  // ran more threads than it held.
+  // (while seven or more waited behind them, the floor stayed above 20.5 s)
+  for (size_t i = 1; i <= 4; ++i) CHECK(order[i].slots == 1);
+  for (const auto& r : order) CHECK(r.split <= std::max(1, r.slots));
+  // Ties (the eleven of 20 s) by name, whatever the plan's order.
+  CHECK(names_of(order) == std::vector<std::string>{"a.cu", "b.cu", "c.cu", "d.cu", "e.cu", "f.cu", "g.cu", "h.cu",
+                                                    "i.cu", "j.cu", "k.cu", "l.cu"});
+}
+
+TEST_CASE("a plan given in reverse admits its units in the same order", "[build][executor][costs]") {
+  FakeTools tools;
+  util::TempDir src;
+  // Cold C++-like weights: every unit the same default; a tie broken by name.
+  auto admitted = [&](const std::string& letters) {
+    const BuildPlan plan = nvcc_plan(tools.cxx, src.path(), letters);
+    CostModel costs;
+    util::JobGate gate(1, 0);
+    CostingRunner runner;
+    return names_of(run_all_queued(plan, gate, costs, runner));
+  };
+  const auto forward = admitted("abcdef");
+  CHECK(forward == std::vector<std::string>{"a.cu", "b.cu", "c.cu", "d.cu", "e.cu", "f.cu"});
+  CHECK(admitted("fedcba") == forward);
+  CHECK(admitted("dafceb") == forward);
+}
+
+TEST_CASE("a cold nvcc unit is estimated from the bytes its source and headers hold", "[build][executor][costs]") {
+  FakeTools tools;
+  util::TempDir src;
+  util::make_directories(src.path() + "/inc");
+  // b.cu includes a large header through -I; a.cu and c.cu only themselves.
+  util::write_file(src.path() + "/inc/big.cuh", std::string(3 << 20, ' ') + "\n#include \"more.cuh\"\n");
+  util::write_file(src.path() + "/inc/more.cuh", std::string(1 << 20, ' '));
+  util::write_file(src.path() + "/b.cu", "#include <big.cuh>\n#include \"missing.h\"\n__global__ void k();\n");
+  BuildPlan plan = nvcc_plan(tools.cxx, src.path(), "abc");
+  for (auto& st : plan.compile_steps) st.flags.push_back("-I" + src.path() + "/inc");
+  CostModel costs;
+  util::JobGate gate(1, 0);
+  CostingRunner runner;
+  const auto order = run_all_queued(plan, gate, costs, runner);
+  REQUIRE(order.size() == 3);
+  CHECK(names_of(order) == std::vector<std::string>{"b.cu", "a.cu", "c.cu"});
+  CHECK(order[0].estimate_source == "source-size");
+  CHECK(order[0].estimated_cpu_seconds > order[1].estimated_cpu_seconds);
+  CHECK(order[0].estimated_cpu_seconds ==
+        Approx(source_size_cpu_seconds("nvcc/1", (4u << 20) + 1 + 22 + util::read_file(src.path() + "/b.cu").size())));
+  // A module's order (before any lookup) reads no source: the kind's default.
+  CostModel fresh;
+  CHECK(fresh.estimate_unit(CostScope{"lib"}, plan.compile_steps[1], false).source == EstimateSource::kDefault);
+}
+
+namespace {
+
+// Answers `--time FILE` as nvcc 13 does (CSV, ms): 3 s serial, 9 s of cicc and ptxas.
+class TimingRunner : public CostingRunner {
+ public:
+  util::ProcessResult run(const std::vector<std::string>& argv, const util::ProcessOptions& options) override {
+    for (size_t i = 0; i + 1 < argv.size(); ++i)
+      if (argv[i] == "--time")
+        util::write_file(util::join_path(options.cwd, argv[i + 1]),
+                         "source file name , phase name , phase input files , phase output file , arch , tool, "
+                         "metric , unit\n"
+                         "k.cu , gcc (preprocessing 4) , k.cu , x.ii ,  , nvcc , 1000.0 , ms\n"
+                         "k.cu , cudafe++ , x.ii , y.cpp , compute_90a , nvcc , 1000.0 , ms\n"
+                         "k.cu , cicc , x.ii , x.ptx , compute_90a , nvcc , 6000.0 , ms\n"
+                         "k.cu , ptxas , x.ptx , x.cubin , sm_90a , nvcc , 3000.0 , ms\n"
+                         "k.cu , gcc (compiling) , , k.o , compute_90a , nvcc , 1000.0 , ms\n");
+    util::ProcessResult r = CostingRunner::run(argv, options);
+    r.cpu_seconds = 12;
+    return r;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("nvcc --time teaches the cost log a unit's serial and splittable seconds, outside its key",
+          "[build][executor][costs]") {
+  FakeTools tools;
+  util::TempDir src, root;
+  BuildPlan plan = nvcc_plan(tools.cxx, src.path(), "a");
+  const std::string log = util::join_path(root.path(), "costs.log");
+  CostModel costs(log);
+  TimingRunner runner;
+  RecordingSink status;
+  ExecuteOptions o = fake_options(runner, status, 1);
+  o.costs = &costs;
+  util::TempDir build;
+  BuildResult r = execute_plan(plan, build.path(), o);
+  const auto argv = runner.calls().at(0);
+  auto t = std::find(argv.begin(), argv.end(), "--time");
+  REQUIRE(t != argv.end());
+  CHECK(*(t + 1) == "cuda_0.o.time.csv");                               // in the build's temp dir...
+  CHECK_FALSE(util::path_exists(build.path() + "/cuda_0.o.time.csv"));  // ...and gone once read
+  // Not in the step's argv(), which the cache keys hash.
+  for (const auto& a : plan.compile_steps[0].argv()) CHECK(a != "--time");
+  CHECK(r.commands[0].serial_seconds == Approx(3));
+  costs.save();
+  auto saved = parse_cost_log(util::read_file(log)).jobs;
+  const auto& learned = saved.at(unit_cost_id(CostScope{"lib"}, plan.compile_steps[0]));
+  CHECK(learned.serial_seconds == Approx(3));
+  CHECK(learned.cpu_seconds == Approx(12));
+  // With a launcher, nvcc is not asked (the launcher would hash or forward it).
+  plan.compile_steps[0].launcher = {tools.cxx};
+  TimingRunner launched;
+  ExecuteOptions l = fake_options(launched, status, 1);
+  l.costs = &costs;
+  util::TempDir build2;
+  execute_plan(plan, build2.path(), l);
+  const auto launched_calls = launched.calls();
+  for (const auto& a : launched_calls.at(0)) CHECK(a != "--time");
 }

@@ -53,7 +53,7 @@ bool wait_until(F ready) {
 
 }  // namespace
 
-TEST_CASE("a batch starts the module the cost log knows to be long first, ties in input order",
+TEST_CASE("a batch starts the module the cost log knows to be long first, ties by name",
           "[build][batch][scheduler]") {
   std::vector<BuildPlan> plans;
   for (const char* n : {"a", "b", "c", "d"}) plans.push_back(one_unit_plan(n));
@@ -78,11 +78,33 @@ TEST_CASE("a batch starts the module the cost log knows to be long first, ties i
   CHECK(started == order);
 }
 
-TEST_CASE("with no cost known, a batch keeps the input order", "[build][batch][scheduler]") {
+TEST_CASE("with no cost known, a batch starts its modules by name, whatever the input order",
+          "[build][batch][scheduler]") {
   std::vector<BuildPlan> plans;
   for (const char* n : {"x", "y", "z"}) plans.push_back(one_unit_plan(n));
   CostModel costs;
   CHECK(longest_chain_first(costs, {{&plans[0], ""}, {&plans[1], ""}, {&plans[2], ""}}) == std::vector<size_t>{0, 1, 2});
+  // The same modules given in reverse: the same modules start first.
+  CHECK(longest_chain_first(costs, {{&plans[2], ""}, {&plans[1], ""}, {&plans[0], ""}}) == std::vector<size_t>{2, 1, 0});
+}
+
+TEST_CASE("a reversed batch starts its modules in the same order", "[build][batch][scheduler]") {
+  std::vector<BuildPlan> plans;
+  for (const char* n : {"a", "b", "c", "d", "e"}) plans.push_back(one_unit_plan(n));
+  CostModel costs;
+  costs.record_unit(CostScope{"d"}, plans[3].compile_steps[0], JobCost{"", 50, 50, 0});
+  costs.record_unit(CostScope{"b"}, plans[1].compile_steps[0], JobCost{"", 50, 50, 0});  // a tie with d
+  costs.record_unit(CostScope{"c"}, plans[2].compile_steps[0], JobCost{"", 5, 5, 0});    // a and e: the mean, 35
+  std::vector<BatchModule> forward, backward;
+  for (size_t i = 0; i < plans.size(); ++i) forward.push_back({&plans[i], ""});
+  for (size_t i = plans.size(); i-- > 0;) backward.push_back({&plans[i], ""});
+  auto names = [&](const std::vector<BatchModule>& given) {
+    std::vector<std::string> out;
+    for (size_t i : longest_chain_first(costs, given)) out.push_back(given[i].plan->name);
+    return out;
+  };
+  CHECK(names(forward) == std::vector<std::string>{"b", "d", "a", "e", "c"});
+  CHECK(names(backward) == names(forward));
 }
 
 TEST_CASE("run_batch holds the gate until every starting module has checked in", "[build][batch][scheduler]") {

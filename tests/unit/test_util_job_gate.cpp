@@ -264,3 +264,60 @@ TEST_CASE("a job longer than its share of the work left gets more slots while ot
   CHECK(first_admitted(20, 5) == std::make_pair(20.0, 2));  // heaviest first, on two slots
   CHECK(first_admitted(5, 5).second == 1);
 }
+
+TEST_CASE("the critical path asks for the slots that end a job by the floor, its serial part counted",
+          "[util][job_gate]") {
+  using Shape = util::JobGate::Shape;
+  // FlashInfer's MoE unit: 263 s of which 70 s serial; a floor of 125 s (the
+  // batch's 2000 CPU-s over 16 slots): 70 + 193 / n <= 125 for n = 4.
+  CHECK(util::JobGate::slots_to_meet(Shape{263, 70, {}}, 125, 8) == 4);
+  // Perfect scaling (no serial part given): 263 / 125 -> 3.
+  CHECK(util::JobGate::slots_to_meet(Shape{263, -1, {}}, 125, 8) == 3);
+  // Its serial part alone passes the floor: every slot it may use.
+  CHECK(util::JobGate::slots_to_meet(Shape{263, 130, {}}, 125, 8) == 8);
+  // Within the floor on one slot: one; never past max_slots.
+  CHECK(util::JobGate::slots_to_meet(Shape{100, 10, {}}, 125, 8) == 1);
+  CHECK(util::JobGate::slots_to_meet(Shape{1000, 100, {}}, 101, 8) == 8);
+  CHECK(util::JobGate::slots_to_meet(Shape{1000, 100, {}}, 101, 2) == 2);
+}
+
+TEST_CASE("waiters of equal weight are served by their key, not by arrival", "[util][job_gate]") {
+  util::JobGate gate(1, 0);
+  util::JobGate::Ticket busy = gate.acquire(1, 1);
+  std::mutex mutex;
+  std::vector<std::string> served;
+  std::vector<std::thread> threads;
+  for (const char* key : {"m/c.cu", "m/a.cu", "m/b.cu"}) {
+    threads.emplace_back([&, key] {
+      util::JobGate::Ticket t =
+          gate.acquire(1, 1, util::JobGate::Priority::kNormal, util::JobGate::Shape{5, -1, key});
+      std::lock_guard<std::mutex> lock(mutex);
+      served.push_back(key);
+    });
+    while (gate.waiting() < threads.size()) std::this_thread::yield();  // arrival order: c, a, b
+  }
+  busy = util::JobGate::Ticket();
+  for (auto& t : threads) t.join();
+  CHECK(served == std::vector<std::string>{"m/a.cu", "m/b.cu", "m/c.cu"});
+}
+
+TEST_CASE("the floor counts the slots the long jobs hold through their serial passes", "[util][job_gate]") {
+  using Shape = util::JobGate::Shape;
+  // FlashInfer-like: four 263 s units (70 s serial), one of 250 s (60 s
+  // serial), 61 of 20 s, on 16 slots. The work over the slots is 157.6 s, at
+  // which each long unit would take 3 slots: 5 x 3 slots held for 157.6 s
+  // plus the short ones' 1220 s do not fit in 16 x 157.6. The least floor
+  // at which they fit is 203.3 s (2 slots each: 2 x 5 x 203.3 + 1220 = 16 x 203.3).
+  std::vector<std::pair<Shape, int>> jobs(4, {Shape{263, 70, {}}, 8});
+  jobs.push_back({Shape{250, 60, {}}, 8});
+  for (int i = 0; i < 61; ++i) jobs.push_back({Shape{20, 7, {}}, 8});
+  const double plain = (4 * 263 + 250 + 61 * 20) / 16.0;
+  CHECK(util::JobGate::slots_to_meet(Shape{263, 70, {}}, plain, 8) == 3);
+  const double floor = util::JobGate::floor_with_long_jobs(jobs, 0, 16);
+  CHECK(floor == Approx(203.33).epsilon(0.01));
+  CHECK(util::JobGate::slots_to_meet(Shape{263, 70, {}}, floor, 8) == 2);
+  CHECK(util::JobGate::slots_to_meet(Shape{250, 60, {}}, floor, 8) == 2);
+  // No long job: the plain floor.
+  std::vector<std::pair<Shape, int>> even(32, {Shape{20, 7, {}}, 8});
+  CHECK(util::JobGate::floor_with_long_jobs(even, 0, 16) == Approx(40));
+}

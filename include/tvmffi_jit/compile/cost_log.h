@@ -1,7 +1,9 @@
 // What each compile and link of a build cost (CPU seconds, wall seconds, peak
-// memory), learned in the cache root (<root>/costs.log) as ninja learns in its
-// .ninja_log, so that a batch starts its longest chains first and gives the
-// idle cores of its tail to the jobs that would finish last.
+// memory, and for nvcc the part of its CPU seconds that more threads do not
+// shorten), learned in the cache root (<root>/costs.log) as ninja learns in
+// its .ninja_log, so that a batch starts its longest chains first and gives
+// the idle cores to the jobs that would finish last (docs/build.md, "The cost
+// log" and "Split compilation").
 //
 // A job is named by its module, its output and its input (costs survive an
 // edit of the source, as ninja's do: the last cost seen is the best guess for
@@ -10,27 +12,41 @@
 // workspace) finds its costs; a generated unit (inline code, an export
 // wrapper) is named by its text, with the base dir's paths in it made
 // relative the same way. A unit never built before is estimated: the cost of
-// the same source compiled for another module or output, else the mean of the
-// logged jobs of its kind (the compiler and its number of -gencode targets),
-// else a default per kind. `--job-trace` shows each estimate beside the cost
-// measured.
+// the same source compiled for another module or output, else (a device
+// unit) from the bytes its preprocessor may read (compile/source_size.h),
+// else the mean of the logged jobs of its kind (the compiler and its number
+// of -gencode targets), else a default per kind. `--job-trace` shows each
+// estimate beside the cost measured.
+//
+// The cost model of one nvcc unit: cpu = serial + splittable, where
+// splittable is what nvcc's --split-compile spreads (cicc, ptxas) and serial
+// the rest (preprocessing, cudafe++, the host compile, fatbinary), so on n
+// threads it takes about serial + splittable / n seconds. Both are learned
+// from `nvcc --time` (the phases it reports, read by parse_nvcc_phases), else
+// from a split run's wall against its CPU; a unit whose split is unknown is
+// assumed serial = min(cpu, 2 + cpu / 4) (two measured points: a small
+// kernel, about 55% serial; a 263 s FlashInfer MoE unit, 70 s serial).
 //
 // The file is text (format_cost_log): a header naming the format's version,
-// then one job per line ("<id>\t<kind>\t<cpu ms>\t<wall ms>\t<peak KiB>"), the
+// then one job per line ("<id>\t<kind>\t<cpu ms>\t<wall ms>\t<peak KiB>",
+// version 3 adds "\t<serial ms>\t<splittable ms>", "-" when unknown), the
 // last line of an id winning. A later version may append fields to a line or
-// write lines of its own tagged "v<N>\t"; this one reads the five fields it
-// knows and keeps the rest verbatim when it rewrites the file, so an older
-// binary sharing a root never erases what a newer one learned. A command
-// reads the file once (at its first estimate, so a command that builds
-// nothing never reads it) and rewrites it once at its end, merged with what
-// another command wrote meanwhile, under <root>/costs.lock (atomically: a
-// reader sees the old or the new file); when another process holds the lock
-// longer than a moment, what this command learned is not saved. It is a
+// write lines of its own tagged "v<N>\t"; this one reads the fields it knows
+// and keeps the rest verbatim when it rewrites the file, so an older binary
+// sharing a root never erases what a newer one learned (version 2 keeps the
+// serial and splittable fields of a line it rewrites; they are read back as
+// a fraction of the line's CPU seconds, so a stale pair cannot exceed it). A
+// command reads the file once (at its first estimate, so a command that
+// builds nothing never reads it) and rewrites it once at its end, merged with
+// what another command wrote meanwhile, under <root>/costs.lock (atomically:
+// a reader sees the old or the new file); when another process holds the
+// lock longer than a moment, what this command learned is not saved. It is a
 // hint: a missing, unreadable or damaged log only makes estimates worse, and
 // a learned peak larger than the memory the build may use is not believed.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -43,19 +59,53 @@
 
 namespace tvmffi_jit::compile {
 
+class SourceSizer;
+
 struct JobCost {
   std::string kind;  // "nvcc/2" (2 -gencode targets), "c++", "cc", "hipcc", "link"
   double cpu_seconds = 0;
   double wall_seconds = 0;
   uint64_t peak_rss_bytes = 0;
+  // Version 3: the part of cpu_seconds that more threads do not shorten
+  // (nvcc's passes other than cicc and ptxas); negative: unknown (see
+  // serial_seconds_of()). The splittable part is cpu_seconds - serial.
+  double serial_seconds = -1;
   // The fields a later version appended to the job's line ("\t"-joined),
   // kept verbatim; empty for a job this version measured first.
   std::string later_fields = {};
 };
 
 // Where an estimate came from, for --job-trace.
-enum class EstimateSource { kLog, kSameSource, kKindMean, kDefault };
-const char* estimate_source_name(EstimateSource s);  // "log", "same-source", "kind-mean", "default"
+enum class EstimateSource { kLog, kSameSource, kSourceSize, kKindMean, kDefault };
+// "log", "same-source", "source-size", "kind-mean", "default"
+const char* estimate_source_name(EstimateSource s);
+
+// The serial part of a job's CPU seconds: what was learned, within
+// [0, cpu]; unknown: an nvcc or hipcc unit min(cpu, 2 + cpu / 4), any other
+// job all of it.
+double serial_seconds_of(const JobCost& cost);
+
+// A cold device unit's CPU seconds from the bytes its preprocessor may read
+// (compile/source_size.h): the kind's default plus kSourceSecondsPerMiB per
+// MiB and target. Fitted on FlashInfer's 66 units (docs/build.md).
+inline constexpr double kSourceSecondsPerMiB = 3.0;
+double source_size_cpu_seconds(const std::string& kind, uint64_t bytes);
+
+// What `nvcc --time FILE` wrote (CSV: "source file name , phase name , ...,
+// metric , unit" with a header line; times in ms): the seconds of its
+// splittable phases (cicc, ptxas) and of the others. nullopt when the text
+// holds no phase.
+struct NvccPhases {
+  double serial_seconds = 0;
+  double splittable_seconds = 0;
+};
+std::optional<NvccPhases> parse_nvcc_phases(std::string_view csv);
+// A job's serial seconds from what it measured: its phases when nvcc
+// reported them (serial phases run on one thread: their sum, at most the
+// CPU), else, split over `split` > 1 threads, from its wall against its CPU
+// (wall = serial + p / split, cpu = serial + p); else unknown (-1).
+double measured_serial_seconds(const std::optional<NvccPhases>& phases, double cpu_seconds, double wall_seconds,
+                               int split);
 
 struct CostEstimate {
   JobCost cost;
@@ -77,7 +127,7 @@ std::string unit_source_cost_id(const CostScope& scope, const CompileStep& step)
 std::string link_cost_id(const std::string& module);
 
 // The format this version writes (the header says it).
-inline constexpr int kCostLogVersion = 2;
+inline constexpr int kCostLogVersion = 3;
 
 // The log's lines, parsed.
 struct CostLog {
@@ -103,13 +153,19 @@ class CostModel {
   // gate's; 0: unlimited). A logged peak above it cannot be this machine's:
   // it is not used (the job reserves as its kind does), with one warning.
   explicit CostModel(std::string log_path = "", uint64_t memory_budget = 0);
+  ~CostModel();
   CostModel(const CostModel&) = delete;
   CostModel& operator=(const CostModel&) = delete;
 
-  CostEstimate estimate_unit(const CostScope& scope, const CompileStep& step);
+  // `scan_sources`: a device unit the log does not know is estimated from
+  // its source's size (reads its headers once per command); false: never
+  // (a batch's module order, computed before any cache lookup, so a batch of
+  // hits reads no header).
+  CostEstimate estimate_unit(const CostScope& scope, const CompileStep& step, bool scan_sources = true);
   CostEstimate estimate_link(const std::string& module);
-  // The longest path through a module: its longest unit, then its link.
-  double module_chain_seconds(const CostScope& scope, const BuildPlan& plan);
+  // The longest path through a module: its longest unit, then its link
+  // (`scan_sources` as for estimate_unit).
+  double module_chain_seconds(const CostScope& scope, const BuildPlan& plan, bool scan_sources = false);
 
   void record_unit(const CostScope& scope, const CompileStep& step, const JobCost& cost);
   void record_link(const std::string& module, const JobCost& cost);
@@ -135,6 +191,7 @@ class CostModel {
   std::unordered_map<std::string, JobCost> recorded_;  // this command's, to merge on save
   // Per kind ("nvcc/2", "c++"): sum of CPU seconds and count of the jobs known.
   std::unordered_map<std::string, std::pair<double, int>> kind_totals_;
+  std::unique_ptr<SourceSizer> sizer_;  // the source-size estimates' memo of headers
 };
 
 }  // namespace tvmffi_jit::compile

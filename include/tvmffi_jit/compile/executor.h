@@ -108,9 +108,13 @@ struct CommandRecord {
   uint64_t max_rss_bytes = 0;
   int threads = 0;  // nvcc --threads
   int slots = 0;    // job slots the gate gave it
+  int64_t admission = -1;  // its place in the gate's order (util::JobGate::Ticket::admission); -1: no gate
   int split = 0;    // nvcc --split-compile=N it ran with (--split-compile auto), 0 without
+  // nvcc: the seconds of its passes that more threads do not shorten (from
+  // `nvcc --time`, or a split run's wall against its CPU); negative: unknown.
+  double serial_seconds = -1;
   // What the cost model expected (CPU seconds) and from what ("log",
-  // "same-source", "kind-mean", "default"); empty: not estimated.
+  // "same-source", "source-size", "kind-mean", "default"); empty: not estimated.
   double estimated_cpu_seconds = 0;
   std::string estimate_source;
 };

@@ -28,7 +28,9 @@ struct TracedJob {
   int slots = 0;                          // what the gate gave it, 0 without a gate
   int split = 0;                          // nvcc --split-compile=N it ran with, 0 unsplit
   double estimate = 0;                    // the cost model's CPU seconds
-  std::string estimate_source;            // "log", "same-source", "kind-mean", "default"; empty: not estimated
+  std::string estimate_source;            // "log", "same-source", "source-size", "kind-mean", "default"; empty: not estimated
+  double serial = -1;                     // nvcc: its serial seconds (compile/cost_log.h); negative: unknown
+  int64_t admission = -1;                 // its place in the job gate's order; -1: no gate
 };
 
 class JobTrace {

@@ -3,8 +3,9 @@
 // decides above a single module's build lives here (docs/build.md#batch-builds):
 //
 //   * the order modules start in: the longest chain first, as the cost model
-//     (compile/cost_log.h) estimates it, stable for ties, so that a long
-//     module never starts last and runs alone while the cores idle;
+//     (compile/cost_log.h) estimates it, ties by name (never by input
+//     order), so that a long module never starts last and runs alone while
+//     the cores idle;
 //   * the gate's hold (util::JobGate::hold): no job is admitted until every
 //     module that starts has checked in (its first job, or its end), so the
 //     first jobs are the heaviest of every module's, not those of whichever
@@ -50,8 +51,14 @@ struct BatchModule {
 
 // The order a batch starts its modules in: the longest chain first (a
 // module's longest unit, then its link: CostModel::module_chain_seconds),
-// modules of equal chains in input order.
-std::vector<size_t> longest_chain_first(CostModel& costs, const std::vector<BatchModule>& modules);
+// modules of equal chains by name, so the order never depends on the
+// manifests' order. `scan_sources`: a device unit the log does not know is
+// estimated from its source's size (CostModel::estimate_unit), which reads
+// its headers: worth it only when more modules are given than run at once
+// (else every module is in flight and the gate orders their jobs), and
+// never for a batch that only looks its modules up (--only-if-cached).
+std::vector<size_t> longest_chain_first(CostModel& costs, const std::vector<BatchModule>& modules,
+                                        bool scan_sources = false);
 
 struct BatchOptions {
   // Modules in flight at once. 0: twice the gate's slots (a module computing

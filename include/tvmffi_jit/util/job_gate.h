@@ -16,9 +16,13 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <map>
 #include <set>
+#include <string>
 #include <tuple>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace tvmffi_jit::util {
 
@@ -89,15 +93,49 @@ class JobGate {
   void hold(size_t parties, std::chrono::milliseconds max_wait);
   void release_hold();  // e.g. a module failed: the batch is ending
 
+  // What a job tells the gate beyond its slots and memory: its order among
+  // the waiters and how its seconds shrink with more slots.
+  struct Shape {
+    // Its expected seconds on one slot (its chain: larger first).
+    double weight = 0;
+    // The part of `weight` that no slot more shortens (nvcc's host passes,
+    // its module's link). Negative: all of it shortens, weight / slots.
+    double serial = -1;
+    // Breaks ties between equal weights (a stable name: the module and the
+    // output), so the order never depends on which thread asked first.
+    std::string key = {};
+  };
+
   // A job gets one slot, and more (up to max_slots: nvcc --split-compile
   // runs that many threads) when the cores would otherwise idle while it runs
-  // on: when nobody waits (the tail of a build), or when its weight (its
-  // estimated seconds) is longer than a fair share of the work left, the
-  // weights of every waiting and running job over the slots, so that it would
-  // end last however the others are scheduled (the critical path). Then it
-  // asks for weight / share slots, and takes those that are free.
-  Ticket acquire(int max_slots, uint64_t bytes_per_slot, Priority priority = Priority::kNormal, double weight = 0,
+  // on: when nobody waits (the tail of a build), or when its weight is longer
+  // than the floor, a fair share of the work left (the weights of every
+  // waiting and running job over the slots), so that it would end last
+  // however the others are scheduled (the critical path). Then it asks for
+  // the slots that make it end by the floor, serial + (weight - serial) / n
+  // <= floor (every slot it can use when the serial part alone passes the
+  // floor), and takes those that are free: a job never gets more slots than
+  // are free, so the threads of the jobs running never exceed the slots.
+  Ticket acquire(int max_slots, uint64_t bytes_per_slot, Priority priority, const Shape& shape,
                  Party* party = nullptr);
+  Ticket acquire(int max_slots, uint64_t bytes_per_slot, Priority priority = Priority::kNormal, double weight = 0,
+                 Party* party = nullptr) {
+    return acquire(max_slots, bytes_per_slot, priority, Shape{weight, -1, {}}, party);
+  }
+  // The slots a job of `shape` asks for when the floor is `floor` seconds
+  // (the critical-path rule above; 1 when it ends by the floor on one).
+  static int slots_to_meet(const Shape& shape, double floor, int max_slots);
+  // A job that holds n slots to end by the floor T holds them for T
+  // seconds, its serial passes included, so the long jobs together need more
+  // slot-seconds than their CPU seconds: the floor the gate uses is the
+  // least T at which every job fits, sum over jobs longer than T of
+  // slots_to_meet(job, T) * T, plus the weights of the others and of the
+  // jobs running, within slots * T (never under the work left over the
+  // slots). Without it the first long jobs would each take the slots that
+  // end them by the plain floor, and the next long one would find none.
+  // `jobs`: (shape, max_slots) of the job being admitted and of every waiter.
+  static double floor_with_long_jobs(const std::vector<std::pair<Shape, int>>& jobs, double running_weight,
+                                     int slots);
 
   int slots() const { return slots_; }
   uint64_t memory_bytes() const { return memory_; }  // 0: unlimited
@@ -119,8 +157,10 @@ class JobGate {
   uint64_t reserved_ = 0;
   uint64_t peak_reserved_ = 0;
   int peak_slots_ = 0;
-  // The waiters in serving order: (-class, -weight, arrival).
-  std::set<std::tuple<int, double, uint64_t>> queue_;
+  // The waiters in serving order: (-class, -weight, key, arrival).
+  std::set<std::tuple<int, double, std::string, uint64_t>> queue_;
+  // The kNormal waiters' shapes and max slots, by arrival (floor_with_long_jobs).
+  std::map<uint64_t, std::pair<Shape, int>> shapes_;
   uint64_t arrivals_ = 0;
   uint64_t admissions_ = 0;
   size_t waiting_ = 0;
