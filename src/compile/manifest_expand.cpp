@@ -109,10 +109,14 @@ class Expander {
     } catch (const Error& e) {
       throw usage_error(std::string("manifest: ") + e.what());
     }
-    json doc = json::parse(text, nullptr, false);
-    if (doc.is_object() && doc.contains("modules")) {
-      add_modules_manifest(doc, path_in, util::parent_path(path), depth);
-      return;
+    // A list of modules needs the word (or an escape that spells it): a
+    // one-module manifest, the in-process hit's, is then parsed once, not twice.
+    if (text.find("modules") != std::string::npos || text.find("\\u") != std::string::npos) {
+      json doc = json::parse(text, nullptr, false);
+      if (doc.is_object() && doc.contains("modules")) {
+        add_modules_manifest(doc, path_in, util::parent_path(path), depth);
+        return;
+      }
     }
     try {
       add_module({path_in, parse_manifest_text(text, path_in, util::parent_path(path)), ""});

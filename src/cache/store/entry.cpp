@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <filesystem>
+#include <string_view>
 #include <unordered_map>
 
 #include "cache/store/entry_bin.h"
@@ -121,7 +122,9 @@ Expected<EntryRecord> checked_entry(EntryRecord raw) {
   if (raw.artifacts.empty()) return fail("entry lists no artifact");
   std::vector<HeaderRecord> headers = std::move(raw.headers);
   raw.headers.clear();
-  std::unordered_map<std::string, size_t> header_index;  // path -> position in raw.headers
+  raw.headers.reserve(headers.size());  // never reallocated below: the index's keys view its paths
+  std::unordered_map<std::string_view, size_t> header_index;  // path -> position in raw.headers
+  header_index.reserve(headers.size());
   uint64_t header_bytes = 0;
   for (auto& r : headers) {
     if (r.path.empty() || r.path[0] != '/') return fail("header path '" + r.path + "' is not absolute");
@@ -130,8 +133,8 @@ Expected<EntryRecord> checked_entry(EntryRecord raw) {
     for (const auto& p : r.shadows)
       if (!is_normal_absolute_path(p))
         return fail("shadow path '" + p + "' of header " + r.path + " is not a normal absolute path");
-    auto [it, fresh] = header_index.emplace(r.path, raw.headers.size());
-    if (!fresh) {
+    auto it = header_index.find(r.path);
+    if (it != header_index.end()) {
       const HeaderRecord& first = raw.headers[it->second];
       if (first.size != r.size || first.sha256 != r.sha256)
         return fail("header " + r.path + " is recorded twice with different contents");
@@ -146,6 +149,7 @@ Expected<EntryRecord> checked_entry(EntryRecord raw) {
       return fail("the recorded headers add up to more than " + std::to_string(kMaxRecordedHeaderBytes >> 20) +
                   " MiB");
     raw.headers.push_back(std::move(r));
+    header_index.emplace(raw.headers.back().path, raw.headers.size() - 1);
   }
   for (const auto& r : raw.objects)
     if (!is_hex(r.key, 64) || !is_hex(r.sha256, 64)) return fail("malformed object record");
