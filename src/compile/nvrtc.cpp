@@ -218,54 +218,56 @@ std::string nvrtc_architecture(const NvrtcRequest& request) {
   return request.output == NvrtcOutput::kCubin ? request.arch.sm() : request.arch.compute();
 }
 
-NvrtcResult nvrtc_compile(const NvrtcRequest& request) {
-  const NvrtcApi& api = nvrtc_api();
-  NvrtcResult result;
+namespace {
 
-  // Order as nvcc searches: the user's -I first, then the toolkit (CUDA headers
-  // and CCCL's cuda/std, which NVRTC does not find on its own), then the
-  // user's options, so a user -arch or -I can still override what precedes it.
+// Order as nvcc searches: the user's -I first, then the toolkit (CUDA headers
+// and CCCL's cuda/std, which NVRTC does not find on its own), then the
+// user's options, so a user -arch or -I can still override what precedes it.
+std::vector<std::string> nvrtc_options(const NvrtcRequest& request, const NvrtcApi& api) {
   if (request.arch.major == 0)
     throw usage_error("NVRTC needs a target architecture (e.g. --arch sm_90); none was given");
-  result.effective_options.push_back("--gpu-architecture=" + nvrtc_architecture(request));
+  std::vector<std::string> options;
+  options.push_back("--gpu-architecture=" + nvrtc_architecture(request));
   // A directory listed twice (tvm-ffi's include and dlpack dirs are one in a
   // wheel) is searched once.
   std::vector<std::string> seen_dirs;
   auto add_include = [&](const std::string& dir) {
     if (std::find(seen_dirs.begin(), seen_dirs.end(), dir) != seen_dirs.end()) return;
     seen_dirs.push_back(dir);
-    result.effective_options.push_back("-I" + dir);
+    options.push_back("-I" + dir);
   };
   for (const auto& dir : request.include_paths) add_include(dir);
   for (const auto& dir : api.toolkit_include_dirs) add_include(dir);
-  for (const auto& opt : request.options) result.effective_options.push_back(opt);
+  for (const auto& opt : request.options) options.push_back(opt);
+  return options;
+}
 
-  std::string source_name = request.source_name.empty() ? "source.cu" : request.source_name;
-  nvrtcProgram program = nullptr;
-  nvrtcResult rc = api.create_program(&program, request.source.c_str(), source_name.c_str(), 0, nullptr, nullptr);
-  if (rc != NVRTC_SUCCESS) {
-    result.log = "nvrtcCreateProgram failed for " + source_name + ": " + api.error_text(rc) + "\n";
-    return result;
-  }
-  struct ProgramGuard {
-    const NvrtcApi& api;
-    nvrtcProgram& program;
-    ~ProgramGuard() { api.destroy_program(&program); }
-  } guard{api, program};
+struct ProgramGuard {
+  const NvrtcApi& api;
+  nvrtcProgram& program;
+  ~ProgramGuard() { api.destroy_program(&program); }
+};
 
+// Each step below: false when the compile cannot go on (why is in result.log).
+
+bool add_name_expressions(const NvrtcApi& api, nvrtcProgram program, const NvrtcRequest& request,
+                          NvrtcResult& result) {
   for (const auto& expr : request.name_expressions) {
-    rc = api.add_name_expression(program, expr.c_str());
+    nvrtcResult rc = api.add_name_expression(program, expr.c_str());
     if (rc != NVRTC_SUCCESS) {
       result.log = "cannot register name expression '" + expr + "': " + api.error_text(rc) + "\n";
-      return result;
+      return false;
     }
   }
+  return true;
+}
 
+bool compile_program(const NvrtcApi& api, nvrtcProgram program, const std::string& source_name, NvrtcResult& result) {
   std::vector<const char*> argv;
   argv.reserve(result.effective_options.size());
   for (const auto& opt : result.effective_options) argv.push_back(opt.c_str());
   auto start = std::chrono::steady_clock::now();
-  rc = api.compile_program(program, static_cast<int>(argv.size()), argv.data());
+  nvrtcResult rc = api.compile_program(program, static_cast<int>(argv.size()), argv.data());
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   result.log = program_log(api, program);
   if (util::log_verbosity() >= 1) {
@@ -275,38 +277,67 @@ NvrtcResult nvrtc_compile(const NvrtcRequest& request) {
   if (rc != NVRTC_SUCCESS) {
     // NVRTC_ERROR_COMPILATION comes with a log; other codes (a bad option) may not.
     if (result.log.empty()) result.log = "NVRTC: " + api.error_text(rc) + "\n";
-    return result;
+    return false;
   }
+  return true;
+}
 
-  const bool cubin = request.output == NvrtcOutput::kCubin;
+// The cubin or PTX into result.binary.
+bool read_output(const NvrtcApi& api, nvrtcProgram program, NvrtcOutput output, const std::string& source_name,
+                 NvrtcResult& result) {
+  const bool cubin = output == NvrtcOutput::kCubin;
   size_t size = 0;
-  rc = cubin ? api.get_cubin_size(program, &size) : api.get_ptx_size(program, &size);
+  nvrtcResult rc = cubin ? api.get_cubin_size(program, &size) : api.get_ptx_size(program, &size);
   if (rc != NVRTC_SUCCESS || size == 0) {
     // A user option such as -arch=compute_XX after ours leaves no SASS.
     append_line(result.log, std::string("NVRTC produced no ") + (cubin ? "cubin" : "PTX") + " for " + source_name +
                                 (rc != NVRTC_SUCCESS ? ": " + api.error_text(rc) : " (check -arch in the options)"));
-    return result;
+    return false;
   }
   result.binary.assign(size, '\0');
   rc = cubin ? api.get_cubin(program, result.binary.data()) : api.get_ptx(program, result.binary.data());
   if (rc != NVRTC_SUCCESS) {
     result.binary.clear();
     append_line(result.log, "cannot read NVRTC's output: " + api.error_text(rc));
-    return result;
+    return false;
   }
   if (!cubin) result.binary = strip_trailing_nuls(std::move(result.binary));  // the size counts the NUL
+  return true;
+}
 
+// The mangled name of each name expression; without one, no binary either.
+bool read_lowered_names(const NvrtcApi& api, nvrtcProgram program, const NvrtcRequest& request, NvrtcResult& result) {
   for (const auto& expr : request.name_expressions) {
     const char* lowered = nullptr;
-    rc = api.get_lowered_name(program, expr.c_str(), &lowered);
+    nvrtcResult rc = api.get_lowered_name(program, expr.c_str(), &lowered);
     if (rc != NVRTC_SUCCESS || !lowered) {
       append_line(result.log, "no lowered name for '" + expr + "': " + api.error_text(rc));
       result.binary.clear();
-      return result;
+      return false;
     }
     result.lowered_names.emplace_back(expr, lowered);
   }
-  result.ok = true;
+  return true;
+}
+
+}  // namespace
+
+NvrtcResult nvrtc_compile(const NvrtcRequest& request) {
+  const NvrtcApi& api = nvrtc_api();
+  NvrtcResult result;
+  result.effective_options = nvrtc_options(request, api);
+  std::string source_name = request.source_name.empty() ? "source.cu" : request.source_name;
+  nvrtcProgram program = nullptr;
+  nvrtcResult rc = api.create_program(&program, request.source.c_str(), source_name.c_str(), 0, nullptr, nullptr);
+  if (rc != NVRTC_SUCCESS) {
+    result.log = "nvrtcCreateProgram failed for " + source_name + ": " + api.error_text(rc) + "\n";
+    return result;
+  }
+  ProgramGuard guard{api, program};
+  result.ok = add_name_expressions(api, program, request, result) &&
+              compile_program(api, program, source_name, result) &&
+              read_output(api, program, request.output, source_name, result) &&
+              read_lowered_names(api, program, request, result);
   return result;
 }
 

@@ -124,32 +124,25 @@ std::optional<uint32_t> bank_of(std::string_view name) {
   return bank;
 }
 
-}  // namespace
+// The sections named after a kernel, found by the kernel's name: one hash
+// lookup per kernel and no key strings to build (a map of every section by
+// full name, looked up four times per kernel, was most of the parse time).
+struct KernelSections {
+  const ElfSection* shared = nullptr;  // .nv.shared.<k>
+  const ElfSection* local = nullptr;   // .nv.local.<k>
+  const ElfSection* const0 = nullptr;  // .nv.constant0.<k>
+  const ElfSection* info = nullptr;    // .nv.info.<k>
+};
 
-void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry, ListingBudget& listing) {
-  ElfFile elf(bytes);
-  if (elf.machine() != kEmCuda) fail("ELF machine {} is not EM_CUDA (190)", elf.machine());
-  entry.elf_type = elf.type() == 1 ? "rel" : elf.type() == 2 ? "exec" : "type " + std::to_string(elf.type());
-  entry.elf_abi_version = elf.abi_version();
-  entry.elf_flags = elf.flags();
-  // e_flags SM: ABI 8 keeps it in bits 8-15, ABI 7 in bits 0-7 (docs/formats.md, "Cubin").
-  uint32_t sm = elf.abi_version() >= 8 ? (elf.flags() >> 8) & 0xff : elf.flags() & 0xff;
-  bool accel = elf.abi_version() < 8 && (elf.flags() & 0x800);
-
-  // The sections named after a kernel, found by the kernel's name: one hash
-  // lookup per kernel and no key strings to build (a map of every section by
-  // full name, looked up four times per kernel, was most of the parse time).
-  struct KernelSections {
-    const ElfSection* shared = nullptr;  // .nv.shared.<k>
-    const ElfSection* local = nullptr;   // .nv.local.<k>
-    const ElfSection* const0 = nullptr;  // .nv.constant0.<k>
-    const ElfSection* info = nullptr;    // .nv.info.<k>
-  };
+// The sections the symbol walk reads, found in one pass over the section table.
+struct CubinSections {
   std::unordered_map<std::string_view, KernelSections> by_kernel;
   std::unordered_map<uint32_t, const ElfSection*> info_by_text;  // .nv.info.<k> by sh_info
   const ElfSection* symtab = nullptr;
-  const ElfSection* module_info = nullptr;
-  auto note_kernel_section = [&](const ElfSection& s) {
+  const ElfSection* module_info = nullptr;  // .nv.info
+  bool accelerator_target = false;          // .nv.compat says so
+
+  void note_kernel_section(const ElfSection& s) {
     static constexpr std::pair<std::string_view, const ElfSection* KernelSections::*> kPrefixes[] = {
         {".nv.shared.", &KernelSections::shared},
         {".nv.local.", &KernelSections::local},
@@ -162,146 +155,206 @@ void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry, Listi
       if (!slot) slot = &s;  // the first section of a name wins, as in a lookup by name
       return;
     }
-  };
+  }
+  // The .nv.info.<k> of a kernel: by name, else the one whose sh_info is its .text.
+  const ElfSection* info_of(const KernelSections& named, uint32_t text_index) const {
+    if (named.info) return named.info;
+    auto it = info_by_text.find(text_index);
+    return it != info_by_text.end() ? it->second : nullptr;
+  }
+};
+
+void read_elf_header(const ElfFile& elf, Entry& entry) {
+  entry.elf_type = elf.type() == 1 ? "rel" : elf.type() == 2 ? "exec" : "type " + std::to_string(elf.type());
+  entry.elf_abi_version = elf.abi_version();
+  entry.elf_flags = elf.flags();
+}
+
+// One pass over the section table: indexes what the symbol walk needs and
+// reads what the module's own sections say (notes, global and constant sizes).
+CubinSections walk_sections(const ElfFile& elf, Entry& entry) {
+  CubinSections found;
   for (const ElfSection& s : elf.sections()) {
     if (s.index == 0) continue;
-    if (s.name.size() > 4 && s.name[0] == '.' && s.name[1] == 'n' && s.name[2] == 'v') note_kernel_section(s);
-    if (s.type == kShtSymtab && !symtab) symtab = &s;
+    if (s.name.size() > 4 && s.name[0] == '.' && s.name[1] == 'n' && s.name[2] == 'v') found.note_kernel_section(s);
+    if (s.type == kShtSymtab && !found.symtab) found.symtab = &s;
     if (s.type == kShtCudaInfo) {
-      if (s.name == ".nv.info") module_info = &s;
-      else info_by_text.emplace(s.info, &s);
+      if (s.name == ".nv.info") found.module_info = &s;
+      else found.info_by_text.emplace(s.info, &s);
     }
     if (s.type == kShtNote) read_notes(elf, s, entry);
     if (s.name == ".nv.compat") {
       for_each_record(elf.contents(s), ".nv.compat", [&](const InfoRecord& r) {
-        if (r.attr == kCompatAcceleratorTarget && r.format == kFmtBval && r.value == 1) accel = true;
+        if (r.attr == kCompatAcceleratorTarget && r.format == kFmtBval && r.value == 1) found.accelerator_target = true;
       });
     }
     if (s.name == ".nv.global" || s.name == ".nv.global.init") entry.global_bytes += s.size;
     if (auto bank = bank_of(s.name); bank && *bank > 0) entry.constant_banks.emplace_back(*bank, s.size);
   }
-  if (entry.arch.empty()) {
-    std::string from_cmd = arch_from_ptxas_options(entry.ptxas_options);
-    if (!from_cmd.empty() && from_cmd.find(std::to_string(sm)) != std::string::npos)
-      entry.arch = from_cmd;
-    else
-      entry.arch = "sm_" + std::to_string(sm) + (accel ? "a" : "");
-  }
-  if (!symtab) return;  // a cubin without symbols has no kernels to list
+  return found;
+}
 
-  // What a kernel's .nv.info section says, read once per section: crafted
-  // cubins point many kernels at one large section.
-  struct InfoFigures {
-    std::optional<Dim3> max_ntid, req_ntid, cluster_dims;
-    bool explicit_cluster = false;
-    std::optional<uint32_t> max_registers, param_bytes;
-    uint32_t param_count = 0;
-  };
-  const auto& sections = elf.sections();
-  std::vector<int32_t> figures_of_section(sections.size(), -1);  // index into `figures`
-  std::vector<InfoFigures> figures;
-  auto figures_of = [&](const ElfSection* info) -> InfoFigures {  // a copy: `figures` may grow
-    int32_t& slot = figures_of_section[info->index];
-    if (slot >= 0) return figures[slot];
-    slot = static_cast<int32_t>(figures.size());
-    InfoFigures& f = figures.emplace_back();
-    uint32_t param_end = 0;
-    bool have_size = false;
-    for_each_record(elf.contents(*info), info->name.data(), [&](const InfoRecord& r) {
-      switch (r.attr) {
-        case kAttrMaxThreads: if (r.format == kFmtSval) f.max_ntid = read_dim3(r, "MAX_THREADS"); break;
-        case kAttrReqntid: if (r.format == kFmtSval) f.req_ntid = read_dim3(r, "REQNTID"); break;
-        case kAttrCtaPerCluster: if (r.format == kFmtSval) f.cluster_dims = read_dim3(r, "CTA_PER_CLUSTER"); break;
-        case kAttrExplicitCluster: f.explicit_cluster = true; break;
-        case kAttrMaxregCount:
-          if (r.format == kFmtHval && r.value != 0xff) f.max_registers = r.value;
-          break;
-        case kAttrCbankParamSize:
-          if (r.format == kFmtHval) { f.param_bytes = r.value; have_size = true; }
-          break;
-        case kAttrKparamInfo:
-          if (r.format == kFmtSval && r.data.size() >= 12) {
-            ++f.param_count;
-            uint32_t offset = r.data.u16(6, "KPARAM_INFO offset");
-            uint32_t tmp = r.data.u32(8, "KPARAM_INFO flags");
-            uint32_t end = offset + (tmp >> 18);
-            if (end > param_end) param_end = end;
-          }
-          break;
-        default: break;  // unknown attributes are skipped by design
-      }
-    });
-    if (!have_size) f.param_bytes = param_end;
+// The SM the cubin is for: the ptxas command line's -arch when it names the
+// same SM (it alone keeps an f suffix), else e_flags' SM and the a suffix.
+std::string cubin_arch(const ElfFile& elf, bool accelerator_target, std::string_view ptxas_options) {
+  // e_flags SM: ABI 8 keeps it in bits 8-15, ABI 7 in bits 0-7 (docs/formats.md, "Cubin").
+  uint32_t sm = elf.abi_version() >= 8 ? (elf.flags() >> 8) & 0xff : elf.flags() & 0xff;
+  bool accel = (elf.abi_version() < 8 && (elf.flags() & 0x800)) || accelerator_target;
+  std::string from_cmd = arch_from_ptxas_options(ptxas_options);
+  if (!from_cmd.empty() && from_cmd.find(std::to_string(sm)) != std::string::npos) return from_cmd;
+  return "sm_" + std::to_string(sm) + (accel ? "a" : "");
+}
+
+// What a kernel's .nv.info section says.
+struct InfoFigures {
+  std::optional<Dim3> max_ntid, req_ntid, cluster_dims;
+  bool explicit_cluster = false;
+  std::optional<uint32_t> max_registers, param_bytes;
+  uint32_t param_count = 0;
+};
+
+InfoFigures read_info_figures(const ElfFile& elf, const ElfSection& info) {
+  InfoFigures f;
+  uint32_t param_end = 0;
+  bool have_size = false;
+  for_each_record(elf.contents(info), info.name.data(), [&](const InfoRecord& r) {
+    switch (r.attr) {
+      case kAttrMaxThreads: if (r.format == kFmtSval) f.max_ntid = read_dim3(r, "MAX_THREADS"); break;
+      case kAttrReqntid: if (r.format == kFmtSval) f.req_ntid = read_dim3(r, "REQNTID"); break;
+      case kAttrCtaPerCluster: if (r.format == kFmtSval) f.cluster_dims = read_dim3(r, "CTA_PER_CLUSTER"); break;
+      case kAttrExplicitCluster: f.explicit_cluster = true; break;
+      case kAttrMaxregCount:
+        if (r.format == kFmtHval && r.value != 0xff) f.max_registers = r.value;
+        break;
+      case kAttrCbankParamSize:
+        if (r.format == kFmtHval) { f.param_bytes = r.value; have_size = true; }
+        break;
+      case kAttrKparamInfo:
+        if (r.format == kFmtSval && r.data.size() >= 12) {
+          ++f.param_count;
+          uint32_t offset = r.data.u16(6, "KPARAM_INFO offset");
+          uint32_t tmp = r.data.u32(8, "KPARAM_INFO flags");
+          uint32_t end = offset + (tmp >> 18);
+          if (end > param_end) param_end = end;
+        }
+        break;
+      default: break;  // unknown attributes are skipped by design
+    }
+  });
+  if (!have_size) f.param_bytes = param_end;
+  return f;
+}
+
+// Each .nv.info section's figures, read once: crafted cubins point many
+// kernels at one large section.
+class InfoFiguresMemo {
+ public:
+  explicit InfoFiguresMemo(const ElfFile& elf) : elf_(elf), figures_of_section_(elf.sections().size(), -1) {}
+  InfoFigures figures_of(const ElfSection& info) {  // a copy: `figures_` may grow
+    int32_t& slot = figures_of_section_[info.index];
+    if (slot >= 0) return figures_[slot];
+    InfoFigures f = read_info_figures(elf_, info);
+    slot = static_cast<int32_t>(figures_.size());
+    figures_.push_back(f);
     return f;
-  };
+  }
 
-  std::vector<int32_t> kernel_of_symbol(symtab->size / 24 + 1, -1);  // 4 bytes per 24-byte symbol
-  elf.for_each_symbol(*symtab, [&](const ElfSymbol& sym) {
-    bool defined = sym.shndx != 0 && sym.shndx < sections.size();
+ private:
+  const ElfFile& elf_;
+  std::vector<int32_t> figures_of_section_;  // index into `figures_`
+  std::vector<InfoFigures> figures_;
+};
+
+Kernel kernel_from_symbol(const ElfSymbol& sym, const ElfFile& elf, const CubinSections& found,
+                          InfoFiguresMemo& infos) {
+  Kernel k;
+  k.name = std::string(sym.name);
+  k.demangled = k.name;  // demangled after parsing, once per distinct name
+  k.code_bytes = sym.size;
+  KernelSections named;
+  if (auto it = found.by_kernel.find(sym.name); it != found.by_kernel.end()) named = it->second;
+  k.shared_bytes = named.shared ? named.shared->size : 0;
+  k.local_bytes = named.local ? named.local->size : 0;
+  if (named.const0) k.const0_bytes = named.const0->size;
+  k.stack_bytes = 0;
+  // sm_75 builds without REGCOUNT keep the register count in the top byte
+  // of the .text section's sh_info (docs/formats.md); REGCOUNT overrides it later.
+  const ElfSection& text = elf.sections()[sym.shndx];
+  if (text.info >> 24) k.registers = text.info >> 24;
+  if (const ElfSection* info = found.info_of(named, sym.shndx)) {
+    InfoFigures f = infos.figures_of(*info);
+    k.max_ntid = f.max_ntid;
+    k.req_ntid = f.req_ntid;
+    k.cluster_dims = f.cluster_dims;
+    k.explicit_cluster = f.explicit_cluster;
+    k.max_registers = f.max_registers;
+    k.param_bytes = f.param_bytes;
+    k.param_count = f.param_count;
+  }
+  if (k.max_ntid) k.max_threads = k.max_ntid->product();
+  else if (k.req_ntid) k.max_threads = k.req_ntid->product();
+  return k;
+}
+
+// The space of a module-scope variable's symbol, or null when it is none the
+// report lists.
+const char* global_space(const ElfSymbol& sym, const ElfFile& elf) {
+  if (sym.name.empty() || sym.name[0] == '$' || sym.name[0] == '.') return nullptr;
+  std::string_view sec = elf.sections()[sym.shndx].name;
+  if (sec == ".nv.global" || sec == ".nv.global.init") return (sym.other & kStoCudaManaged) ? "managed" : "global";
+  if (bank_of(sec).value_or(0) > 0) return "constant";
+  return nullptr;
+}
+
+// The kernels and module globals of the symbol table; returns the index in
+// entry.kernels of each symbol that is a kernel (-1 for the others).
+std::vector<int32_t> read_symbols(const ElfFile& elf, const CubinSections& found, Entry& entry,
+                                  ListingBudget& listing) {
+  InfoFiguresMemo infos(elf);
+  std::vector<int32_t> kernel_of_symbol(found.symtab->size / 24 + 1, -1);  // 4 bytes per 24-byte symbol
+  elf.for_each_symbol(*found.symtab, [&](const ElfSymbol& sym) {
+    bool defined = sym.shndx != 0 && sym.shndx < elf.sections().size();
     if (sym.type() == kSttFunc && (sym.other & kStoCudaEntry) && defined) {
       listing.take(ListingBudget::kernel_cost(sym.name));
-      Kernel k;
-      k.name = std::string(sym.name);
-      k.demangled = k.name;  // demangled after parsing, once per distinct name
-      k.code_bytes = sym.size;
-      KernelSections named;
-      if (auto it = by_kernel.find(sym.name); it != by_kernel.end()) named = it->second;
-      const ElfSection* shared = named.shared;
-      const ElfSection* local = named.local;
-      const ElfSection* const0 = named.const0;
-      k.shared_bytes = shared ? shared->size : 0;
-      k.local_bytes = local ? local->size : 0;
-      if (const0) k.const0_bytes = const0->size;
-      k.stack_bytes = 0;
-      // sm_75 builds without REGCOUNT keep the register count in the top byte
-      // of the .text section's sh_info (docs/formats.md); REGCOUNT overrides it below.
-      const ElfSection& text = sections[sym.shndx];
-      if (text.info >> 24) k.registers = text.info >> 24;
-      const ElfSection* info = named.info;
-      if (!info) {
-        auto it = info_by_text.find(sym.shndx);
-        if (it != info_by_text.end()) info = it->second;
-      }
-      if (info) {
-        InfoFigures f = figures_of(info);
-        k.max_ntid = f.max_ntid;
-        k.req_ntid = f.req_ntid;
-        k.cluster_dims = f.cluster_dims;
-        k.explicit_cluster = f.explicit_cluster;
-        k.max_registers = f.max_registers;
-        k.param_bytes = f.param_bytes;
-        k.param_count = f.param_count;
-      }
-      if (k.max_ntid) k.max_threads = k.max_ntid->product();
-      else if (k.req_ntid) k.max_threads = k.req_ntid->product();
+      Kernel k = kernel_from_symbol(sym, elf, found, infos);
       kernel_of_symbol[sym.index] = static_cast<int32_t>(entry.kernels.size());
       entry.kernels.push_back(std::move(k));
-    } else if ((sym.type() == kSttObject || sym.type() == kSttCudaObject) && defined && !sym.name.empty() && sym.name[0] != '$' &&
-               sym.name[0] != '.') {
-      std::string_view sec = sections[sym.shndx].name;
-      const char* space = nullptr;
-      if (sec == ".nv.global" || sec == ".nv.global.init")
-        space = (sym.other & kStoCudaManaged) ? "managed" : "global";
-      else if (bank_of(sec).value_or(0) > 0)
-        space = "constant";
-      if (space) {
+    } else if ((sym.type() == kSttObject || sym.type() == kSttCudaObject) && defined) {
+      if (const char* space = global_space(sym, elf)) {
         listing.take(ListingBudget::global_cost(sym.name));
         entry.globals.push_back(Global{std::string(sym.name), space, sym.size});
       }
     }
   });
-  if (module_info) {
-    for_each_record(elf.contents(*module_info), ".nv.info", [&](const InfoRecord& r) {
-      if (r.format != kFmtSval || r.data.size() < 8) return;
-      if (r.attr != kAttrRegcount && r.attr != kAttrFrameSize && r.attr != kAttrMinStackSize) return;
-      uint32_t sym = r.data.u32(0, ".nv.info symbol"), value = r.data.u32(4, ".nv.info value");
-      if (sym >= kernel_of_symbol.size() || kernel_of_symbol[sym] < 0) return;  // device functions
-      Kernel& k = entry.kernels[kernel_of_symbol[sym]];
-      if (r.attr == kAttrRegcount) k.registers = value;
-      else if (r.attr == kAttrFrameSize) k.stack_bytes = value;
-      else k.min_stack_bytes = value;
-    });
-  }
+  return kernel_of_symbol;
+}
+
+// The module-level .nv.info: registers and stack sizes of the kernels.
+void read_module_info(const ElfFile& elf, const ElfSection& module_info, const std::vector<int32_t>& kernel_of_symbol,
+                      Entry& entry) {
+  for_each_record(elf.contents(module_info), ".nv.info", [&](const InfoRecord& r) {
+    if (r.format != kFmtSval || r.data.size() < 8) return;
+    if (r.attr != kAttrRegcount && r.attr != kAttrFrameSize && r.attr != kAttrMinStackSize) return;
+    uint32_t sym = r.data.u32(0, ".nv.info symbol"), value = r.data.u32(4, ".nv.info value");
+    if (sym >= kernel_of_symbol.size() || kernel_of_symbol[sym] < 0) return;  // device functions
+    Kernel& k = entry.kernels[kernel_of_symbol[sym]];
+    if (r.attr == kAttrRegcount) k.registers = value;
+    else if (r.attr == kAttrFrameSize) k.stack_bytes = value;
+    else k.min_stack_bytes = value;
+  });
+}
+
+}  // namespace
+
+void parse_cubin(Bytes bytes, const InspectOptions& options, Entry& entry, ListingBudget& listing) {
+  ElfFile elf(bytes);
+  if (elf.machine() != kEmCuda) fail("ELF machine {} is not EM_CUDA (190)", elf.machine());
+  read_elf_header(elf, entry);
+  const CubinSections found = walk_sections(elf, entry);
+  if (entry.arch.empty()) entry.arch = cubin_arch(elf, found.accelerator_target, entry.ptxas_options);
+  if (!found.symtab) return;  // a cubin without symbols has no kernels to list
+  const std::vector<int32_t> kernel_of_symbol = read_symbols(elf, found, entry, listing);
+  if (found.module_info) read_module_info(elf, *found.module_info, kernel_of_symbol, entry);
 }
 
 std::string demangle(std::string_view name) {

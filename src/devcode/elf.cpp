@@ -1,6 +1,8 @@
 #include "devcode/elf.h"
 
 #include <cstring>
+#include <optional>
+#include <vector>
 
 namespace tvmffi_jit::devcode {
 
@@ -25,51 +27,67 @@ uint16_t elf_machine(const uint8_t* data, size_t size) {
   return m;
 }
 
-ElfFile::ElfFile(Bytes b) : bytes_(b) {
+namespace {
+
+// e_ident: long enough, the magic, 64-bit little-endian (all this reads).
+void check_ident(Bytes b) {
   if (b.size() < kEhdrSize) fail("ELF header truncated: file has 0x{:x} bytes, need 0x40", b.size());
   if (!is_elf(b.data(), b.size())) fail("not an ELF file (bad magic)");
   uint8_t cls = b.u8(4, "EI_CLASS"), order = b.u8(5, "EI_DATA");
   if (cls != 2) fail("unsupported ELF class {} (only 64-bit ELF is supported)", cls);
   if (order != 1) fail("unsupported ELF byte order {} (only little endian is supported)", order);
-  osabi_ = b.u8(7, "EI_OSABI");
-  abi_version_ = b.u8(8, "EI_ABIVERSION");
-  type_ = b.u16(16, "e_type");
-  machine_ = b.u16(18, "e_machine");
-  flags_ = b.u32(48, "e_flags");
-  // Program headers (cubins and linked host files have them): the table and
-  // every segment's file bytes must be inside the file.
+}
+
+// Program headers (cubins and linked host files have them): the table and
+// every segment's file bytes must be inside the file.
+void check_segments(Bytes b) {
   uint64_t phoff = b.u64(32, "e_phoff");
   uint16_t phentsize = b.u16(54, "e_phentsize");
   uint64_t phnum = b.u16(56, "e_phnum");
-  if (phnum != 0) {
-    if (phentsize != kPhdrSize) fail("ELF header: e_phentsize {} (expected 56)", phentsize);
-    Bytes ph = b.sub(phoff, phnum * kPhdrSize, "program header table");
-    for (uint64_t i = 0; i < phnum; ++i) {
-      uint64_t off = ph.u64(i * kPhdrSize + 8, "p_offset"), filesz = ph.u64(i * kPhdrSize + 32, "p_filesz");
-      if (!b.contains(off, filesz))
-        fail("segment {} at 0x{:x} size 0x{:x} exceeds file size 0x{:x}", i, off, filesz, b.size());
-    }
+  if (phnum == 0) return;
+  if (phentsize != kPhdrSize) fail("ELF header: e_phentsize {} (expected 56)", phentsize);
+  Bytes ph = b.sub(phoff, phnum * kPhdrSize, "program header table");
+  for (uint64_t i = 0; i < phnum; ++i) {
+    uint64_t off = ph.u64(i * kPhdrSize + 8, "p_offset"), filesz = ph.u64(i * kPhdrSize + 32, "p_filesz");
+    if (!b.contains(off, filesz))
+      fail("segment {} at 0x{:x} size 0x{:x} exceeds file size 0x{:x}", i, off, filesz, b.size());
   }
+}
+
+// The section header table, its count and name table's index resolved
+// through section 0 under extended numbering.
+struct SectionTable {
+  Bytes headers;
+  uint64_t count = 0;
+  uint32_t names_index = 0;  // e_shstrndx
+};
+
+// The section header table, which must fit in the file (that also caps the
+// allocation of the sections); nullopt when there is none.
+std::optional<SectionTable> locate_section_table(Bytes b) {
   uint64_t shoff = b.u64(40, "e_shoff");
   uint16_t shentsize = b.u16(58, "e_shentsize");
   uint64_t shnum = b.u16(60, "e_shnum");
   uint32_t shstrndx = b.u16(62, "e_shstrndx");
   if (shoff == 0) {
     if (shnum != 0) fail("ELF header: e_shnum {} with no section header table", shnum);
-    return;
+    return std::nullopt;
   }
   if (shentsize != kShdrSize) fail("ELF header: e_shentsize {} (expected 64)", shentsize);
   Bytes first = b.sub(shoff, kShdrSize, "section header 0");
   if (shnum == 0) shnum = first.u64(32, "section 0 sh_size");  // extended numbering
   if (shstrndx == kShnXindex) shstrndx = first.u32(40, "section 0 sh_link");
-  // The table must fit in the file, which also caps the allocation below.
   if (shnum > (b.size() - shoff) / kShdrSize)
     fail("section header table at 0x{:x} with {} entries exceeds file size 0x{:x}", shoff, shnum, b.size());
-  Bytes table = b.sub(shoff, shnum * kShdrSize, "section header table");
-  sections_.resize(shnum);
-  for (uint64_t i = 0; i < shnum; ++i) {
-    Bytes h = table.sub(i * kShdrSize, kShdrSize, "section header");
-    ElfSection& s = sections_[i];
+  return SectionTable{b.sub(shoff, shnum * kShdrSize, "section header table"), shnum, shstrndx};
+}
+
+// Every section header; each section's bytes must be inside the file.
+std::vector<ElfSection> read_section_headers(Bytes b, const SectionTable& table) {
+  std::vector<ElfSection> sections(table.count);
+  for (uint64_t i = 0; i < table.count; ++i) {
+    Bytes h = table.headers.sub(i * kShdrSize, kShdrSize, "section header");
+    ElfSection& s = sections[i];
     s.index = static_cast<uint32_t>(i);
     s.type = h.u32(4, "sh_type");
     s.flags = h.u64(8, "sh_flags");
@@ -82,27 +100,46 @@ ElfFile::ElfFile(Bytes b) : bytes_(b) {
     if (i != 0 && has_file_data(s.type) && !b.contains(s.offset, s.size))
       fail("section {} at 0x{:x} size 0x{:x} exceeds file size 0x{:x}", i, s.offset, s.size, b.size());
   }
-  // The sections' bytes may add up to at most twice the file. Sections may
-  // share bytes (CUDA 13's .nv.merc.* sections of sm_100+ cubins alias
-  // others), but the readers that look at each section in turn (fatbin walk,
-  // data scan, notes, .nv.info) would do quadratic work on a crafted table of
-  // thousands of headers over the same bytes. Real files stay below their
-  // size (sm_100 cubins with .nv.merc sections: 0.88 of it).
-  {
-    uint64_t total = 0;
-    for (const ElfSection& s : sections_)
-      if (s.index != 0 && has_file_data(s.type)) total += s.size;  // each <= file size: no overflow below 2^48 sections
-    if (total > 2 * b.size())
-      fail("the sections hold 0x{:x} bytes in all, more than twice the file's 0x{:x} (they overlap)", total,
-           b.size());
-  }
-  if (shnum == 0) return;
-  if (shstrndx >= shnum) fail("e_shstrndx {} is not a section (there are {})", shstrndx, shnum);
-  const ElfSection& strsec = sections_[shstrndx];
-  if (strsec.type != kShtStrtab) fail("section-name table (section {}) is not a string table", shstrndx);
+  return sections;
+}
+
+// The sections' bytes may add up to at most twice the file. Sections may
+// share bytes (CUDA 13's .nv.merc.* sections of sm_100+ cubins alias
+// others), but the readers that look at each section in turn (fatbin walk,
+// data scan, notes, .nv.info) would do quadratic work on a crafted table of
+// thousands of headers over the same bytes. Real files stay below their
+// size (sm_100 cubins with .nv.merc sections: 0.88 of it).
+void check_section_overlap(const std::vector<ElfSection>& sections, Bytes b) {
+  uint64_t total = 0;
+  for (const ElfSection& s : sections)
+    if (s.index != 0 && has_file_data(s.type)) total += s.size;  // each <= file size: no overflow below 2^48 sections
+  if (total > 2 * b.size())
+    fail("the sections hold 0x{:x} bytes in all, more than twice the file's 0x{:x} (they overlap)", total, b.size());
+}
+
+}  // namespace
+
+ElfFile::ElfFile(Bytes b) : bytes_(b) {
+  check_ident(b);
+  osabi_ = b.u8(7, "EI_OSABI");
+  abi_version_ = b.u8(8, "EI_ABIVERSION");
+  type_ = b.u16(16, "e_type");
+  machine_ = b.u16(18, "e_machine");
+  flags_ = b.u32(48, "e_flags");
+  check_segments(b);
+  std::optional<SectionTable> table = locate_section_table(b);
+  if (!table) return;
+  sections_ = read_section_headers(b, *table);
+  check_section_overlap(sections_, b);
+  if (table->count == 0) return;
+  // The names, from the section-name table.
+  if (table->names_index >= table->count)
+    fail("e_shstrndx {} is not a section (there are {})", table->names_index, table->count);
+  const ElfSection& strsec = sections_[table->names_index];
+  if (strsec.type != kShtStrtab) fail("section-name table (section {}) is not a string table", table->names_index);
   NameReader names(contents(strsec));
-  for (uint64_t i = 1; i < shnum; ++i) {
-    Bytes h = table.sub(i * kShdrSize, kShdrSize, "section header");
+  for (uint64_t i = 1; i < table->count; ++i) {
+    Bytes h = table->headers.sub(i * kShdrSize, kShdrSize, "section header");
     uint32_t name = h.u32(0, "sh_name");
     if (name != 0) sections_[i].name = names.read(name, "section name");
   }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -143,17 +144,17 @@ std::string log_text(const std::vector<char>& buf, void* written) {
   return s;
 }
 
-ProbeResult probe_image(Session& s, int id, const std::string& path, const std::vector<std::string>& offline_names) {
-  const CudaApi& a = s.api;
-  ProbeResult r;
-  r.item = id;
-  auto fail = [&](const std::string& step, CUresult rc) {
-    if (r.failed_step.empty()) {
-      r.failed_step = step;
-      r.result = error_name(a, rc);
-    }
-  };
+// The first failed step of an image's probe is the one reported.
+void note_failure(const CudaApi& a, ProbeResult& r, const std::string& step, CUresult rc) {
+  if (r.failed_step.empty()) {
+    r.failed_step = step;
+    r.result = error_name(a, rc);
+  }
+}
 
+// Loads the image with error and info logs (kept in r either way); nullopt
+// when the driver refused it.
+std::optional<CUlibrary> load_library(const CudaApi& a, int id, const std::string& path, ProbeResult& r) {
   std::vector<char> error_log(kLogBytes, 0), info_log(kLogBytes, 0);
   CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
                          CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
@@ -166,41 +167,85 @@ ProbeResult probe_image(Session& s, int id, const std::string& path, const std::
   r.error_log = log_text(error_log, values[1]);
   r.info_log = log_text(info_log, values[3]);
   if (rc != CUDA_SUCCESS) {
-    fail("cuLibraryLoadFromFile", rc);
-    return r;
+    note_failure(a, r, "cuLibraryLoadFromFile", rc);
+    return std::nullopt;
   }
+  return lib;
+}
 
+// The names of the kernels the driver lists (12.4 and later), in its order;
+// sets r.kernel_count. A failure ends the list where it happened.
+std::vector<std::string> enumerate_kernels(const CudaApi& a, int id, CUlibrary lib, ProbeResult& r) {
   std::vector<std::string> names;
-  std::set<std::string> enumerated;
-  if (a.cuLibraryGetKernelCount && a.cuLibraryEnumerateKernels) {
-    unsigned count = 0;
-    mark(id, "cuLibraryGetKernelCount");
-    rc = a.cuLibraryGetKernelCount(&count, lib);
-    if (rc != CUDA_SUCCESS) {
-      fail("cuLibraryGetKernelCount", rc);
-    } else {
-      r.kernel_count = count;
-      std::vector<CUkernel> kernels(count);
-      mark(id, "cuLibraryEnumerateKernels");
-      rc = count ? a.cuLibraryEnumerateKernels(kernels.data(), count, lib) : CUDA_SUCCESS;
-      if (rc != CUDA_SUCCESS) {
-        fail("cuLibraryEnumerateKernels", rc);
-      } else {
-        for (unsigned i = 0; i < count; ++i) {
-          const char* name = nullptr;
-          if (!a.cuKernelGetName) break;
-          mark(id, "cuKernelGetName");
-          rc = a.cuKernelGetName(&name, kernels[i]);
-          if (rc != CUDA_SUCCESS || !name) {
-            fail("cuKernelGetName", rc);
-            break;
-          }
-          names.push_back(name);
-          enumerated.insert(name);
-        }
-      }
+  if (!a.cuLibraryGetKernelCount || !a.cuLibraryEnumerateKernels) return names;
+  unsigned count = 0;
+  mark(id, "cuLibraryGetKernelCount");
+  CUresult rc = a.cuLibraryGetKernelCount(&count, lib);
+  if (rc != CUDA_SUCCESS) {
+    note_failure(a, r, "cuLibraryGetKernelCount", rc);
+    return names;
+  }
+  r.kernel_count = count;
+  std::vector<CUkernel> kernels(count);
+  mark(id, "cuLibraryEnumerateKernels");
+  rc = count ? a.cuLibraryEnumerateKernels(kernels.data(), count, lib) : CUDA_SUCCESS;
+  if (rc != CUDA_SUCCESS) {
+    note_failure(a, r, "cuLibraryEnumerateKernels", rc);
+    return names;
+  }
+  for (unsigned i = 0; i < count; ++i) {
+    const char* name = nullptr;
+    if (!a.cuKernelGetName) break;
+    mark(id, "cuKernelGetName");
+    rc = a.cuKernelGetName(&name, kernels[i]);
+    if (rc != CUDA_SUCCESS || !name) {
+      note_failure(a, r, "cuKernelGetName", rc);
+      break;
+    }
+    names.push_back(name);
+  }
+  return names;
+}
+
+// One kernel resolved by name and, when it resolves, its attributes read.
+DriverKernel probe_kernel(Session& s, int id, CUlibrary lib, const std::string& name, bool enumerated,
+                          ProbeResult& r) {
+  const CudaApi& a = s.api;
+  DriverKernel k;
+  k.name = name;
+  k.enumerated = enumerated;
+  CUkernel kernel = nullptr;
+  mark(id, "cuLibraryGetKernel(" + name + ")");
+  CUresult rc = a.cuLibraryGetKernel(&kernel, lib, name.c_str());
+  k.resolved = rc == CUDA_SUCCESS;
+  if (rc != CUDA_SUCCESS) {
+    k.resolve_error = error_name(a, rc);
+    note_failure(a, r, "cuLibraryGetKernel(" + name + ")", rc);
+    return k;
+  }
+  k.attributes_read = true;
+  mark(id, "cuKernelGetAttribute(" + name + ")");
+  for (const auto& spec : kAttributes) {
+    int v = 0;
+    rc = a.cuKernelGetAttribute(&v, spec.attr, kernel, s.dev);
+    if (rc == CUDA_SUCCESS) {
+      k.attributes.*spec.field = v;
+    } else if (spec.required) {
+      note_failure(a, r, std::string("cuKernelGetAttribute(") + name + ", " + spec.name + ")", rc);
     }
   }
+  return k;
+}
+
+ProbeResult probe_image(Session& s, int id, const std::string& path, const std::vector<std::string>& offline_names) {
+  const CudaApi& a = s.api;
+  ProbeResult r;
+  r.item = id;
+  std::optional<CUlibrary> lib = load_library(a, id, path, r);
+  if (!lib) return r;
+
+  std::vector<std::string> names = enumerate_kernels(a, id, *lib, r);
+  const std::set<std::string> enumerated(names.begin(), names.end());
   // Resolve the offline names too: a kernel the driver does not list, or a
   // driver that cannot list (12.0-12.3), still gets cuLibraryGetKernel.
   for (const auto& n : offline_names)
@@ -208,39 +253,13 @@ ProbeResult probe_image(Session& s, int id, const std::string& path, const std::
 
   CUmodule mod = nullptr;
   mark(id, "cuLibraryGetModule");
-  rc = a.cuLibraryGetModule(&mod, lib);
-  if (rc != CUDA_SUCCESS) fail("cuLibraryGetModule", rc);
+  CUresult rc = a.cuLibraryGetModule(&mod, *lib);
+  if (rc != CUDA_SUCCESS) note_failure(a, r, "cuLibraryGetModule", rc);
 
-  for (const auto& name : names) {
-    DriverKernel k;
-    k.name = name;
-    k.enumerated = enumerated.count(name) > 0;
-    CUkernel kernel = nullptr;
-    mark(id, "cuLibraryGetKernel(" + name + ")");
-    rc = a.cuLibraryGetKernel(&kernel, lib, name.c_str());
-    k.resolved = rc == CUDA_SUCCESS;
-    if (rc != CUDA_SUCCESS) {
-      k.resolve_error = error_name(a, rc);
-      fail("cuLibraryGetKernel(" + name + ")", rc);
-      r.kernels.push_back(std::move(k));
-      continue;
-    }
-    k.attributes_read = true;
-    mark(id, "cuKernelGetAttribute(" + name + ")");
-    for (const auto& spec : kAttributes) {
-      int v = 0;
-      rc = a.cuKernelGetAttribute(&v, spec.attr, kernel, s.dev);
-      if (rc == CUDA_SUCCESS) {
-        k.attributes.*spec.field = v;
-      } else if (spec.required) {
-        fail(std::string("cuKernelGetAttribute(") + name + ", " + spec.name + ")", rc);
-      }
-    }
-    r.kernels.push_back(std::move(k));
-  }
+  for (const auto& name : names) r.kernels.push_back(probe_kernel(s, id, *lib, name, enumerated.count(name) > 0, r));
   mark(id, "cuLibraryUnload");
-  rc = a.cuLibraryUnload(lib);
-  if (rc != CUDA_SUCCESS) fail("cuLibraryUnload", rc);
+  rc = a.cuLibraryUnload(*lib);
+  if (rc != CUDA_SUCCESS) note_failure(a, r, "cuLibraryUnload", rc);
   return r;
 }
 

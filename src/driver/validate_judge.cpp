@@ -143,105 +143,118 @@ void judge_image(ImageVerdict& img, const std::vector<const devcode::Entry*>& en
   img.valid = true;
 }
 
+// The module item: dlopen's death, its result, or no answer at all.
+void judge_module_item(FileVerdict& v, const Item& item, const ProbeOutcome& outcome) {
+  if (auto d = outcome.deaths.find(item.request.id); d != outcome.deaths.end()) {
+    v.module.error = d->second + " while loading the module (dlopen)";
+  } else if (auto r = outcome.results.find(item.request.id); r != outcome.results.end()) {
+    apply_module_result(v.module, r->second);
+  } else {
+    v.module.error = "the driver probe returned no result for the module";
+  }
+}
+
+// "driver crashed with SIGSEGV while loading entry 2 (...) in cuLibraryLoadFromFile"
+void note_image_crash(ImageVerdict& img, const std::string& death) {
+  img.crashed = true;
+  img.problem = death;
+  std::string where = " while loading entry " + std::to_string(img.entry) +
+                      (img.source == "file" ? "" : " (" + img.source + ")");
+  size_t in = img.problem.find(" in ");
+  size_t during = img.problem.find(" during ");
+  size_t cut = std::min(in, during);
+  img.problem.insert(cut == std::string::npos ? img.problem.size() : cut, where);
+}
+
+// An image item: the child's death while loading it, no answer, skipped,
+// or the driver's answer judged against the offline parse.
+void judge_image_item(ImageVerdict& img, const Item& item, const ProbeOutcome& outcome, const DriverInfo& info) {
+  if (auto d = outcome.deaths.find(item.request.id); d != outcome.deaths.end()) {
+    note_image_crash(img, d->second);
+    return;
+  }
+  auto r = outcome.results.find(item.request.id);
+  if (r == outcome.results.end()) {
+    img.problem = "entry " + std::to_string(img.entry) + ": the driver probe returned no result";
+    return;
+  }
+  if (r->second.skipped) {
+    img.failed_step = "skipped";
+    img.problem = *r->second.skipped;
+    return;
+  }
+  apply_image_result(img, r->second);
+  judge_image(img, item.entries, info);
+}
+
+// The first problem of a file the driver loaded: an image's, else the module's.
+std::string first_file_problem(const FileVerdict& v) {
+  for (const auto& img : v.images)
+    if (img.failed_step != "skipped" && !img.valid && !img.problem.empty()) return img.problem;
+  if (!v.module.checked) return "";
+  if (!v.module.error.empty()) return "dlopen of the module failed: " + v.module.error;
+  std::vector<std::string> missing;
+  for (const auto& [sym, ok] : v.module.symbols)
+    if (!ok) missing.push_back(sym);
+  if (!missing.empty()) return "module loaded but symbol(s) not found: " + util::join(missing, ", ");
+  return "";
+}
+
+// "valid: 3 kernel(s) in 2 entries on NVIDIA H100 (sm_90), module loads, ..."
+std::string valid_file_message(const FileVerdict& v) {
+  size_t kernels = 0, mismatches = 0;
+  for (const auto& img : v.images) {
+    if (img.failed_step == "skipped") continue;
+    kernels += img.driver_kernel_count.value_or(img.kernels.size());
+  }
+  for (const auto& img : v.images) mismatches += img.mismatches.size();
+  std::string message = "valid: " + std::to_string(kernels) + " kernel(s) in " + std::to_string(v.images.size()) +
+                        " entr" + (v.images.size() == 1 ? "y" : "ies");
+  if (!v.driver.device_name.empty())
+    message += " on " + v.driver.device_name + " (sm_" + std::to_string(v.driver.cc_major) +
+               std::to_string(v.driver.cc_minor) + ")";
+  if (v.module.checked)
+    message += ", module loads, " + std::to_string(v.module.symbols.size()) + " function(s) resolved";
+  if (mismatches) message += "; " + std::to_string(mismatches) + " attribute mismatch(es) with the offline parse";
+  return message;
+}
+
+// A file's verdict from its images' and module's.
+void judge_file(FileVerdict& v, bool driver_reported, bool any_items) {
+  if (!v.offline_valid) {
+    // Only reached the driver under the test hook; report what it did.
+    for (const auto& img : v.images)
+      v.message += "; the driver (loaded anyway): " + (img.valid ? std::string("accepted it") : img.problem);
+    return;
+  }
+  if (!driver_reported && any_items) v.driver.reason = "the driver probe reported nothing";
+  const bool no_driver =
+      std::any_of(v.images.begin(), v.images.end(), [](const ImageVerdict& img) { return img.failed_step == "skipped"; });
+  if (std::string problem = first_file_problem(v); !problem.empty()) {
+    v.verdict = Verdict::kInvalid;
+    v.message = problem;
+  } else if (no_driver) {
+    v.verdict = Verdict::kNoDriver;
+    // A driver that answered but has no usable device is "no device".
+    v.message = std::string(v.driver.available ? "no device: " : "no driver: ") +
+                (v.driver.reason.empty() ? std::string("unavailable") : v.driver.reason);
+  } else {
+    v.verdict = Verdict::kValid;
+    v.message = valid_file_message(v);
+  }
+}
+
 }  // namespace
 
 void judge(Plan& plan, const ProbeOutcome& outcome) {
-  const std::optional<DriverInfo>& driver = outcome.driver;
-  const std::map<int, ProbeResult>& results = outcome.results;
-  const std::map<int, std::string>& deaths = outcome.deaths;
-  DriverInfo info = driver.value_or(DriverInfo{});
+  const DriverInfo info = outcome.driver.value_or(DriverInfo{});
   for (const Item& item : plan.items) {
     FileVerdict& v = plan.verdicts[item.file];
     v.driver = info;
-    if (item.request.kind == ProbeItem::Kind::kModule) {
-      if (auto d = deaths.find(item.request.id); d != deaths.end()) {
-        v.module.error = d->second + " while loading the module (dlopen)";
-      } else if (auto r = results.find(item.request.id); r != results.end()) {
-        apply_module_result(v.module, r->second);
-      } else {
-        v.module.error = "the driver probe returned no result for the module";
-      }
-      continue;
-    }
-    ImageVerdict& img = v.images[item.image];
-    if (auto d = deaths.find(item.request.id); d != deaths.end()) {
-      img.crashed = true;
-      img.problem = d->second;
-      // "driver crashed with SIGSEGV while loading entry 2 (...) in cuLibraryLoadFromFile"
-      std::string where = " while loading entry " + std::to_string(img.entry) +
-                          (img.source == "file" ? "" : " (" + img.source + ")");
-      size_t in = img.problem.find(" in ");
-      size_t during = img.problem.find(" during ");
-      size_t cut = std::min(in, during);
-      img.problem.insert(cut == std::string::npos ? img.problem.size() : cut, where);
-      continue;
-    }
-    auto r = results.find(item.request.id);
-    if (r == results.end()) {
-      img.problem = "entry " + std::to_string(img.entry) + ": the driver probe returned no result";
-      continue;
-    }
-    if (r->second.skipped) {
-      img.failed_step = "skipped";
-      img.problem = *r->second.skipped;
-      continue;
-    }
-    apply_image_result(img, r->second);
-    judge_image(img, item.entries, info);
+    if (item.request.kind == ProbeItem::Kind::kModule) judge_module_item(v, item, outcome);
+    else judge_image_item(v.images[item.image], item, outcome, info);
   }
-
-  for (size_t fi = 0; fi < plan.verdicts.size(); ++fi) {
-    FileVerdict& v = plan.verdicts[fi];
-    if (!v.offline_valid) {
-      // Only reached the driver under the test hook; report what it did.
-      for (const auto& img : v.images)
-        v.message += "; the driver (loaded anyway): " + (img.valid ? std::string("accepted it") : img.problem);
-      continue;
-    }
-    if (!driver && !plan.items.empty()) v.driver.reason = "the driver probe reported nothing";
-    std::string first_problem;
-    bool no_driver = false;
-    size_t kernels = 0;
-    for (const auto& img : v.images) {
-      if (img.failed_step == "skipped") {
-        no_driver = true;
-        continue;
-      }
-      if (!img.valid && first_problem.empty()) first_problem = img.problem;
-      kernels += img.driver_kernel_count.value_or(img.kernels.size());
-    }
-    if (first_problem.empty() && v.module.checked) {
-      if (!v.module.error.empty()) {
-        first_problem = "dlopen of the module failed: " + v.module.error;
-      } else {
-        std::vector<std::string> missing;
-        for (const auto& [sym, ok] : v.module.symbols)
-          if (!ok) missing.push_back(sym);
-        if (!missing.empty()) first_problem = "module loaded but symbol(s) not found: " + util::join(missing, ", ");
-      }
-    }
-    if (!first_problem.empty()) {
-      v.verdict = Verdict::kInvalid;
-      v.message = first_problem;
-    } else if (no_driver) {
-      v.verdict = Verdict::kNoDriver;
-      // A driver that answered but has no usable device is "no device".
-      v.message = std::string(v.driver.available ? "no device: " : "no driver: ") +
-                  (v.driver.reason.empty() ? std::string("unavailable") : v.driver.reason);
-    } else {
-      v.verdict = Verdict::kValid;
-      size_t mismatches = 0;
-      for (const auto& img : v.images) mismatches += img.mismatches.size();
-      v.message = "valid: " + std::to_string(kernels) + " kernel(s) in " + std::to_string(v.images.size()) +
-                  " entr" + (v.images.size() == 1 ? "y" : "ies");
-      if (!v.driver.device_name.empty())
-        v.message += " on " + v.driver.device_name + " (sm_" + std::to_string(v.driver.cc_major) +
-                     std::to_string(v.driver.cc_minor) + ")";
-      if (v.module.checked)
-        v.message += ", module loads, " + std::to_string(v.module.symbols.size()) + " function(s) resolved";
-      if (mismatches) v.message += "; " + std::to_string(mismatches) + " attribute mismatch(es) with the offline parse";
-    }
-  }
+  for (FileVerdict& v : plan.verdicts) judge_file(v, outcome.driver.has_value(), !plan.items.empty());
 }
 
 }  // namespace tvmffi_jit::driver

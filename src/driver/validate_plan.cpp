@@ -83,104 +83,128 @@ Expected<std::string> find_tvm_ffi_library(const ValidateOptions& o) {
   return util::join_path(loc->lib_dir, "libtvm_ffi.so");
 }
 
+// A file whose offline check failed is never handed to the driver (truncated
+// cubins crash it), unless the ungated test hook asks for a stand-alone image
+// to be loaded anyway. Marks the verdict invalid; true: load it all the same.
+bool load_despite_offline_failure(FileVerdict& v, const devcode::FileReport& r, const ValidateOptions& o) {
+  v.offline_valid = false;
+  v.verdict = Verdict::kInvalid;
+  v.message = "offline structure check failed: " + r.error;
+  bool stand_alone = r.format == devcode::FileFormat::kCubin || r.format == devcode::FileFormat::kFatbin ||
+                     r.format == devcode::FileFormat::kPtx;
+  if (!o.ungated || !stand_alone) return false;
+  // Test hook (docs/driver.md): load it anyway, to exercise crash isolation
+  // on a real driver. The verdict stays invalid whatever the driver says.
+  v.notes.push_back(std::string(kUngatedEnv) + " is set: loaded although the offline check failed");
+  return true;
+}
+
+// One image for the child to load: its verdict and its work item.
+void add_image(Plan& plan, size_t fi, FileVerdict& v, const std::string& source, const std::string& path,
+               std::vector<const devcode::Entry*> entries) {
+  ImageVerdict img;
+  img.entry = static_cast<int>(v.images.size()) + 1;
+  // Refined to the entry the driver picks once the device is known.
+  std::set<std::string> names;
+  for (const auto* e : entries)
+    for (const auto& k : e->kernels) names.insert(k.name);
+  img.offline_kernel_count = names.size();
+  img.source = source;
+  img.loaded_path = path;
+  Item item;
+  item.request.id = static_cast<int>(plan.items.size()) + 1;
+  item.request.kind = ProbeItem::Kind::kImage;
+  item.request.path = path;
+  item.request.candidates = candidates_of(entries);
+  item.file = fi;
+  item.image = v.images.size();
+  item.entries = std::move(entries);
+  v.images.push_back(std::move(img));
+  plan.items.push_back(std::move(item));
+}
+
+// A cubin, fatbin or PTX file: one image, the file itself.
+void plan_stand_alone(Plan& plan, size_t fi, FileVerdict& v, const devcode::FileReport& r) {
+  std::vector<const devcode::Entry*> entries;
+  for (const auto& e : r.entries) entries.push_back(&e);
+  add_image(plan, fi, v, "file", util::absolute_path(r.path), std::move(entries));
+}
+
+// Each image embedded in a host ELF file, extracted to a temporary file (the
+// ones the driver would never load are noted and skipped).
+void plan_embedded_images(Plan& plan, size_t fi, FileVerdict& v, const devcode::FileReport& r,
+                          const ValidateOptions& o) {
+  using devcode::FileFormat;
+  util::MappedFile file(r.path);
+  EntriesByOffset by_offset(r);
+  for (const auto& image : r.images) {
+    std::string source = image.source + " " + devcode::to_string(image.format) + " at " + hex(image.offset);
+    if (image.source == "__nv_relfatbin") {
+      // Relocatable device code is input to nvlink, never loaded as is.
+      v.notes.push_back(source + ": relocatable device code (-rdc) is linked, not loaded; skipped");
+      continue;
+    }
+    if (image.offset > file.size() || image.size > file.size() - image.offset) {
+      v.notes.push_back(source + ": outside the file; skipped");
+      continue;
+    }
+    std::vector<const devcode::Entry*> entries = by_offset.in_range(image.offset, image.size);
+    const char* ext = image.format == FileFormat::kCubin ? ".cubin"
+                      : image.format == FileFormat::kPtx  ? ".ptx"
+                                                          : ".fatbin";
+    std::string path = util::join_path(temp_dir(plan, o), "entry-" + std::to_string(v.images.size() + 1) + ext);
+    std::string_view bytes = file.view().substr(image.offset, image.size);
+    if (image.format == FileFormat::kPtx) {
+      // PTX must be NUL-terminated text for the driver.
+      util::write_file(path, std::string(bytes.data(), strnlen(bytes.data(), bytes.size())));
+    } else {
+      util::write_file(path, bytes);
+    }
+    add_image(plan, fi, v, source, path, std::move(entries));
+  }
+}
+
+// A TVM FFI module: one item that dlopens it and looks up its exports.
+void plan_module_load(Plan& plan, size_t fi, FileVerdict& v, const devcode::FileReport& r, const ValidateOptions& o) {
+  auto found = find_tvm_ffi_library(o);
+  const std::string lib = found.value_or("");
+  v.module.checked = true;
+  v.module.tvm_ffi_library = lib;
+  if (!found) v.notes.push_back("libtvm_ffi not found (" + found.error() + "); dlopen without it");
+  Item item;
+  item.request.id = static_cast<int>(plan.items.size()) + 1;
+  item.request.kind = ProbeItem::Kind::kModule;
+  item.request.path = util::absolute_path(r.path);
+  item.request.tvm_ffi_library = lib;
+  for (const auto& f : r.functions) {
+    item.request.symbols.push_back(f.symbol);
+    v.module.symbols.emplace_back(f.symbol, false);
+  }
+  item.file = fi;
+  plan.items.push_back(std::move(item));
+}
+
+void plan_host_elf(Plan& plan, size_t fi, FileVerdict& v, const devcode::FileReport& r, const ValidateOptions& o) {
+  plan_embedded_images(plan, fi, v, r, o);
+  if (r.tvm_ffi_module) plan_module_load(plan, fi, v, r, o);
+  if (v.images.empty() && !r.tvm_ffi_module)
+    v.notes.push_back("no device code and no TVM FFI exports: nothing for the driver to load");
+}
+
 void plan_file(Plan& plan, size_t fi, const devcode::FileReport& r, const ValidateOptions& o) {
   FileVerdict& v = plan.verdicts[fi];
   v.path = r.path;
-  if (!r.ok()) {
-    // Never hand a malformed file to the driver: truncated cubins crash it.
-    v.offline_valid = false;
-    v.verdict = Verdict::kInvalid;
-    v.message = "offline structure check failed: " + r.error;
-    bool stand_alone = r.format == devcode::FileFormat::kCubin || r.format == devcode::FileFormat::kFatbin ||
-                       r.format == devcode::FileFormat::kPtx;
-    if (!o.ungated || !stand_alone) return;
-    // Test hook (docs/driver.md): load it anyway, to exercise crash isolation
-    // on a real driver. The verdict stays invalid whatever the driver says.
-    v.notes.push_back(std::string(kUngatedEnv) + " is set: loaded although the offline check failed");
-  }
-  auto add_image = [&](const std::string& source, const std::string& path,
-                       std::vector<const devcode::Entry*> entries) {
-    ImageVerdict img;
-    img.entry = static_cast<int>(v.images.size()) + 1;
-    // Refined to the entry the driver picks once the device is known.
-    std::set<std::string> names;
-    for (const auto* e : entries)
-      for (const auto& k : e->kernels) names.insert(k.name);
-    img.offline_kernel_count = names.size();
-    img.source = source;
-    img.loaded_path = path;
-    Item item;
-    item.request.id = static_cast<int>(plan.items.size()) + 1;
-    item.request.kind = ProbeItem::Kind::kImage;
-    item.request.path = path;
-    item.request.candidates = candidates_of(entries);
-    item.file = fi;
-    item.image = v.images.size();
-    item.entries = std::move(entries);
-    v.images.push_back(std::move(img));
-    plan.items.push_back(std::move(item));
-  };
+  if (!r.ok() && !load_despite_offline_failure(v, r, o)) return;
   using devcode::FileFormat;
   switch (r.format) {
     case FileFormat::kCubin:
     case FileFormat::kFatbin:
-    case FileFormat::kPtx: {
-      std::vector<const devcode::Entry*> entries;
-      for (const auto& e : r.entries) entries.push_back(&e);
-      add_image("file", util::absolute_path(r.path), std::move(entries));
+    case FileFormat::kPtx:
+      plan_stand_alone(plan, fi, v, r);
       break;
-    }
-    case FileFormat::kHostElf: {
-      util::MappedFile file(r.path);
-      EntriesByOffset by_offset(r);
-      for (const auto& image : r.images) {
-        std::string source = image.source + " " + devcode::to_string(image.format) + " at " + hex(image.offset);
-        if (image.source == "__nv_relfatbin") {
-          // Relocatable device code is input to nvlink, never loaded as is.
-          v.notes.push_back(source + ": relocatable device code (-rdc) is linked, not loaded; skipped");
-          continue;
-        }
-        if (image.offset > file.size() || image.size > file.size() - image.offset) {
-          v.notes.push_back(source + ": outside the file; skipped");
-          continue;
-        }
-        std::vector<const devcode::Entry*> entries = by_offset.in_range(image.offset, image.size);
-        const char* ext = image.format == FileFormat::kCubin ? ".cubin"
-                          : image.format == FileFormat::kPtx  ? ".ptx"
-                                                              : ".fatbin";
-        std::string path = util::join_path(temp_dir(plan, o),
-                                           "entry-" + std::to_string(v.images.size() + 1) + ext);
-        std::string_view bytes = file.view().substr(image.offset, image.size);
-        if (image.format == FileFormat::kPtx) {
-          // PTX must be NUL-terminated text for the driver.
-          util::write_file(path, std::string(bytes.data(), strnlen(bytes.data(), bytes.size())));
-        } else {
-          util::write_file(path, bytes);
-        }
-        add_image(source, path, std::move(entries));
-      }
-      if (r.tvm_ffi_module) {
-        auto found = find_tvm_ffi_library(o);
-        const std::string lib = found.value_or("");
-        v.module.checked = true;
-        v.module.tvm_ffi_library = lib;
-        if (!found) v.notes.push_back("libtvm_ffi not found (" + found.error() + "); dlopen without it");
-        Item item;
-        item.request.id = static_cast<int>(plan.items.size()) + 1;
-        item.request.kind = ProbeItem::Kind::kModule;
-        item.request.path = util::absolute_path(r.path);
-        item.request.tvm_ffi_library = lib;
-        for (const auto& f : r.functions) {
-          item.request.symbols.push_back(f.symbol);
-          v.module.symbols.emplace_back(f.symbol, false);
-        }
-        item.file = fi;
-        plan.items.push_back(std::move(item));
-      }
-      if (v.images.empty() && !r.tvm_ffi_module)
-        v.notes.push_back("no device code and no TVM FFI exports: nothing for the driver to load");
+    case FileFormat::kHostElf:
+      plan_host_elf(plan, fi, v, r, o);
       break;
-    }
     case FileFormat::kArchive:
       // Members are objects for a linker; nothing in an archive is loaded as is.
       v.notes.push_back("static archive: its members are linked, not loaded; nothing for the driver to load");

@@ -3,8 +3,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <zstd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -12,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/transfer/zstd_stream.h"
 #include "tvmffi_jit/cache/entry.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/util/error.h"
@@ -95,102 +94,6 @@ bool parse_octal(const char* f, size_t width, uint64_t* out) {
   *out = v;
   return true;
 }
-
-// ---- zstd streaming --------------------------------------------------------
-
-class Compressor {
- public:
-  Compressor(const BlobSink& sink, int level) : sink_(sink), cs_(ZSTD_createCCtx()), out_(kChunk) {
-    if (!cs_) throw io_error("zstd: out of memory");
-    ZSTD_CCtx_setParameter(cs_, ZSTD_c_compressionLevel, level);
-    ZSTD_CCtx_setParameter(cs_, ZSTD_c_checksumFlag, 1);
-  }
-  ~Compressor() { ZSTD_freeCCtx(cs_); }
-  void write(const char* data, size_t size) { pump(data, size, ZSTD_e_continue); }
-  void finish() { pump(nullptr, 0, ZSTD_e_end); }
-
- private:
-  void pump(const char* data, size_t size, ZSTD_EndDirective mode) {
-    ZSTD_inBuffer in{data, size, 0};
-    for (;;) {
-      ZSTD_outBuffer out{out_.data(), out_.size(), 0};
-      size_t left = ZSTD_compressStream2(cs_, &out, &in, mode);
-      if (ZSTD_isError(left)) throw io_error(std::string("zstd: ") + ZSTD_getErrorName(left));
-      if (out.pos) sink_(out_.data(), out.pos);
-      if (mode == ZSTD_e_end ? left == 0 : in.pos == in.size) break;
-    }
-  }
-  const BlobSink& sink_;
-  ZSTD_CCtx* cs_;
-  std::vector<char> out_;
-};
-
-// Decompressed bytes of exactly one zstd frame, pulled on demand.
-class Decompressor {
- public:
-  explicit Decompressor(const BlobSource& source) : source_(source), ds_(ZSTD_createDCtx()), in_(kChunk), out_(kChunk) {
-    if (!ds_) throw io_error("zstd: out of memory");
-    // The default window limit (128 MiB) bounds the decoder's memory.
-  }
-  ~Decompressor() { ZSTD_freeDCtx(ds_); }
-
-  // Fills `size` bytes; false if the frame ended first.
-  bool read_exact(char* dst, size_t size) {
-    while (size > 0) {
-      if (out_pos_ == out_end_ && !refill()) return false;
-      size_t n = std::min(size, out_end_ - out_pos_);
-      std::memcpy(dst, out_.data() + out_pos_, n);
-      out_pos_ += n;
-      dst += n;
-      size -= n;
-    }
-    return true;
-  }
-
-  // The rest of the frame must be zero bytes (at most `max_bytes` of them),
-  // and nothing may follow the frame.
-  void expect_zero_tail(size_t max_bytes) {
-    size_t seen = 0;
-    for (;;) {
-      if (out_pos_ == out_end_ && !refill()) break;
-      for (; out_pos_ < out_end_; ++out_pos_, ++seen)
-        if (out_[out_pos_] != 0 || seen >= max_bytes) bad("data after the end of the archive");
-    }
-    if (in_pos_ < in_size_) bad("bytes after the compressed frame");
-    char extra;
-    if (source_(&extra, 1) != 0) bad("bytes after the compressed frame");
-  }
-
- private:
-  bool refill() {
-    out_pos_ = out_end_ = 0;
-    while (!frame_done_) {
-      if (in_pos_ == in_size_) {
-        in_size_ = source_(in_.data(), in_.size());
-        in_pos_ = 0;
-        if (in_size_ == 0) bad("truncated (the compressed stream ends early)");
-      }
-      ZSTD_inBuffer in{in_.data(), in_size_, in_pos_};
-      ZSTD_outBuffer out{out_.data(), out_.size(), 0};
-      size_t r = ZSTD_decompressStream(ds_, &out, &in);
-      if (ZSTD_isError(r)) bad(std::string("zstd: ") + ZSTD_getErrorName(r));
-      in_pos_ = in.pos;
-      if (r == 0) frame_done_ = true;
-      if (out.pos > 0) {
-        out_end_ = out.pos;
-        return true;
-      }
-    }
-    return false;
-  }
-  const BlobSource& source_;
-  ZSTD_DCtx* ds_;
-  std::vector<char> in_;
-  size_t in_pos_ = 0, in_size_ = 0;
-  std::vector<char> out_;
-  size_t out_pos_ = 0, out_end_ = 0;
-  bool frame_done_ = false;
-};
 
 nlohmann::json manifest_json(const std::vector<BlobEntry>& entries) {
   nlohmann::json arr = nlohmann::json::array();
@@ -355,7 +258,7 @@ void write_blob(const std::vector<BlobPackEntry>& entries, const BlobSink& sink,
     if (signer) e.signatures.push_back(signer(e));
     described.push_back(std::move(e));
   }
-  Compressor z(sink, zstd_level);
+  ZstdCompressor z(sink, zstd_level);
   uint64_t written = 0;
   char header[kBlock];
   static const char zeros[kRecord] = {};
@@ -417,7 +320,7 @@ BlobSource blob_source(std::string_view bytes) {
 }
 
 BlobManifest read_blob(const BlobSource& source, BlobReceiver& receiver, const BlobLimits& limits) {
-  Decompressor z(source);
+  ZstdDecompressor z(source);
   char header[kBlock];
   // Reads one member header and checks it names `dir`/`name`; returns its size.
   auto read_header = [&](const std::string& dir, const std::string& name) -> uint64_t {
