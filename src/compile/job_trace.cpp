@@ -102,12 +102,13 @@ std::string JobTrace::job_trace_lines(const std::vector<TracedJob>& jobs) {
   return out;
 }
 
-std::string JobTrace::chrome_trace_json(const std::vector<TracedJob>& jobs) {
-  nlohmann::json events = nlohmann::json::array();
-  events.push_back(metadata("process_name", -1, {{"name", "tvmffi-jit build"}}));
+namespace {
 
-  // Lanes: each job, in order of start, takes the lowest lane whose last job
-  // has ended by then; a lane is a job slot as it was used, not a thread.
+// One event per job on a lane, with its split threads nested under it, and
+// the lanes' names; the number of lanes. Lanes: each job, in order of start,
+// takes the lowest lane whose last job has ended by then; a lane is a job
+// slot as it was used, not a thread.
+size_t add_job_events(nlohmann::json& events, const std::vector<TracedJob>& jobs) {
   std::vector<size_t> order(jobs.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return jobs[a].start < jobs[b].start; });
@@ -157,9 +158,12 @@ std::string JobTrace::chrome_trace_json(const std::vector<TracedJob>& jobs) {
     events.push_back(metadata("thread_name", lane, {{"name", "job lane " + std::to_string(lane)}}));
     events.push_back(metadata("thread_sort_index", lane, {{"sort_index", lane}}));
   }
+  return lane_end.size();
+}
 
-  // What ran at once: jobs, and the threads of their split device passes (a
-  // job unsplit counts one), at every start and end.
+// What ran at once, a counter event at every start and end: jobs, and the
+// threads of their split device passes (a job unsplit counts one).
+void add_running_counters(nlohmann::json& events, const std::vector<TracedJob>& jobs) {
   std::vector<std::pair<int64_t, int>> changes;  // (µs, +threads at a start / -threads at an end)
   for (const auto& job : jobs) {
     if (job.module.empty()) continue;
@@ -181,15 +185,27 @@ std::string JobTrace::chrome_trace_json(const std::vector<TracedJob>& jobs) {
                       {"ts", at},
                       {"args", {{"jobs", running}, {"split threads", threads}}}});
   }
+}
 
-  // The document written by hand around one event per line, so a diff or a
-  // grep of the file still reads.
-  const nlohmann::json other{{"tool", "tvmffi-jit build --job-trace"}, {"jobs", jobs.size()}, {"lanes", lane_end.size()}};
+// The document, written by hand around one event per line, so a diff or a
+// grep of the file still reads.
+std::string trace_document(const nlohmann::json& events, size_t jobs, size_t lanes) {
+  const nlohmann::json other{{"tool", "tvmffi-jit build --job-trace"}, {"jobs", jobs}, {"lanes", lanes}};
   std::string out = "{\"displayTimeUnit\":\"ms\",\"otherData\":" + util::dump_json(other, -1) + ",\n\"traceEvents\":[\n";
   for (size_t i = 0; i < events.size(); ++i)
     out += util::dump_json(events[i], -1) + (i + 1 < events.size() ? ",\n" : "\n");
   out += "]}\n";
   return out;
+}
+
+}  // namespace
+
+std::string JobTrace::chrome_trace_json(const std::vector<TracedJob>& jobs) {
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back(metadata("process_name", -1, {{"name", "tvmffi-jit build"}}));
+  const size_t lanes = add_job_events(events, jobs);
+  add_running_counters(events, jobs);
+  return trace_document(events, jobs.size(), lanes);
 }
 
 bool is_chrome_trace_path(const std::string& path) { return util::extension(path) == ".json"; }
