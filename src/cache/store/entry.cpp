@@ -262,7 +262,7 @@ void write_entry_bin(const std::string& dir, const EntryRecord& record, const ut
   auto now = util::full_stamp(util::join_path(dir, kEntryFileName), false);
   if (!now || !(*now == of)) return;
   try {
-    util::write_file_atomic(util::join_path(dir, kEntryBinFileName), entry_bin_bytes(record, of), 0644);
+    util::write_file_atomic(util::join_path(dir, kEntryBinFileName), entry_bin_bytes(record, of), 0600);
   } catch (const Error& e) {
     spdlog::debug("cache: no {} in {}: {}", kEntryBinFileName, dir, e.what());
   }
