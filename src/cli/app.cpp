@@ -37,9 +37,13 @@ const std::vector<CommandRow> kCommands = {
 // The one command a command line names, when exactly one command's name
 // appears among its arguments: then only that command is set up (setting up
 // every command's options was a fifth of a command-line hit's instructions).
-// Anything else (no name: --help, --version, a typo; two names: a value that
-// happens to be one) sets up them all, as before.
+// Anything else (help asked anywhere; no name: --version, a typo; two names:
+// a value that happens to be one) sets up them all, as before.
 const CommandRow* only_command_named(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)  // help may list every command
+    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0 ||
+        std::strcmp(argv[i], "--help-all") == 0)
+      return nullptr;
   const CommandRow* named = nullptr;
   for (const CommandRow& row : kCommands)
     for (int i = 1; i < argc; ++i)
