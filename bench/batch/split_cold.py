@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import spearman  # bench/batch/bench.py: one rank correlation for the batch benchmarks
+
 KERNEL = """#include <cstdint>
 template <int K, typename T>
 __global__ void work(T* x, int n) {{
@@ -57,33 +59,6 @@ def module(work, name, instances):
     (work / "manifests").mkdir(exist_ok=True)
     (work / "manifests" / f"{name}.json").write_text(json.dumps({
         "name": name, "emit": "cubin", "sources": [str(d / f"{name}.cu")]}))
-
-
-def rank(xs):
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    r = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2
-        i = j + 1
-    return r
-
-
-def spearman(a, b):
-    """Spearman's rank correlation (ties: mean ranks); None when either side is constant."""
-    if len(a) < 2:
-        return None
-    ra, rb = rank(a), rank(b)
-    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
-    va = sum((x - ma) ** 2 for x in ra)
-    vb = sum((y - mb) ** 2 for y in rb)
-    if va == 0 or vb == 0:
-        return None
-    return sum((x - ma) * (y - mb) for x, y in zip(ra, rb)) / (va * vb) ** 0.5
 
 
 def peak_threads_while_full(jobs):

@@ -60,32 +60,6 @@ def ninja_longest_edge(workdir):
     return longest
 
 
-def ranks(xs):
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    r = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2
-        i = j + 1
-    return r
-
-
-def spearman(a, b):
-    """Spearman's rank correlation (mean ranks for ties); None for fewer than 3 or a constant side."""
-    if len(a) < 3:
-        return None
-    ra, rb = ranks(a), ranks(b)
-    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
-    va, vb = sum((x - ma) ** 2 for x in ra), sum((y - mb) ** 2 for y in rb)
-    if va == 0 or vb == 0:
-        return None
-    return sum((x - ma) * (y - mb) for x, y in zip(ra, rb)) / (va * vb) ** 0.5
-
-
 def trace_summary(trace):
     """Longest job, jobs given several slots, and how the estimates compared
     with the CPU seconds measured, from a --job-trace file."""
@@ -112,12 +86,12 @@ def trace_summary(trace):
     sources = {}
     for u in units:
         sources.setdefault(u.get("estimate_source", ""), []).append(u)
-    rho = spearman([u["estimate"] for u in units], [u["cpu"] for u in units])
+    rho = batch_bench.spearman([u["estimate"] for u in units], [u["cpu"] for u in units])
     heaviest = sorted(units, key=lambda u: -u["cpu"])[:5]
     return {"longest_job": longest, "split_jobs": split,
             "estimate_over_actual_median": ratios[len(ratios) // 2] if ratios else None,
             "estimate_rank_corr": rho,
-            "estimate_rank_corr_by_source": {k: spearman([u["estimate"] for u in v], [u["cpu"] for u in v])
+            "estimate_rank_corr_by_source": {k: batch_bench.spearman([u["estimate"] for u in v], [u["cpu"] for u in v])
                                              for k, v in sources.items()},
             "estimate_sources": {k: len(v) for k, v in sources.items()},
             # The five units that cost most: when they started, on how many threads.
