@@ -19,9 +19,11 @@ std::optional<std::string> missing_compile_output(const CompileStep& step, const
 namespace detail {
 
 Expected<CommandRecord, CommandFailure> run_command(const std::vector<std::string>& argv, const std::string& dir,
-                                                    const std::string& what, const ExecuteOptions& options) {
+                                                    const std::string& what, const ExecuteOptions& options,
+                                                    const std::vector<std::pair<std::string, std::string>>& env) {
   util::ProcessOptions po;
   po.cwd = dir;
+  po.env = env;
   po.merge_stderr = true;
   util::ProcessResult r = options.command_runner().run(argv, po);
   CommandRecord rec;

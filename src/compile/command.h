@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tvmffi_jit/compile/executor.h"
@@ -23,9 +24,11 @@ namespace detail {
 
 // Runs argv in `dir` through options.command_runner(), stderr merged into
 // stdout. A failed command (non-zero exit, signal, timeout) is returned with
-// a message naming `what`, the command and its whole output.
+// a message naming `what`, the command and its whole output. `env`: set in
+// the child's environment only (a jobserver's MAKEFLAGS).
 Expected<CommandRecord, CommandFailure> run_command(const std::vector<std::string>& argv, const std::string& dir,
-                                                    const std::string& what, const ExecuteOptions& options);
+                                                    const std::string& what, const ExecuteOptions& options,
+                                                    const std::vector<std::pair<std::string, std::string>>& env = {});
 
 }  // namespace detail
 

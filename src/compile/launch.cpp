@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
+#include <utility>
 
 #include "compile/command.h"
 #include "tvmffi_jit/compile/cost_log.h"
@@ -22,6 +24,23 @@ namespace {
 // and ptxas passes split; a FlashInfer MoE unit fits 70 s + 193 s / N
 // (docs/benchmarks.md), so past 8 a thread more saves little.
 constexpr int kMaxSplit = 8;
+
+// --split-compile auto with the gate's jobserver: the N of --split-compile=N,
+// the most threads one nvcc may take from lent slots. nvcc cuts its device
+// passes into N pieces up front and runs each on a lent slot or, when none
+// is there, on its own thread: more pieces balance the tail better and cost
+// no more CPU (a 24-kernel MoE unit: 31.2 CPU-s at N=16 with no token, 31.4
+// at N=8, 30.2 unsplit; docs/benchmarks.md).
+constexpr int kJobserverSplit = 16;
+
+// This nvcc refused --jobserver (older than CUDA 12.?): split jobs go back to
+// the slots the gate gives them, in this process.
+std::atomic<bool> nvcc_jobserver_refused{false};
+
+bool refuses_jobserver_option(const CommandFailure& failure) {
+  const std::string& out = failure.record.output;
+  return out.find("nvcc fatal") != std::string::npos && out.find("jobserver") != std::string::npos;
+}
 
 // `nvcc --time` (the phases the cost log splits a unit's seconds into) was
 // refused by this nvcc (an old one): not asked again in this process.
@@ -75,7 +94,12 @@ class StepJob {
     // --split-compile auto: up to 8 cores for one nvcc (its cicc and ptxas
     // passes split; the host passes stay one thread), as many as the gate
     // finds idle (util/job_gate.h: the tail, or a job longer than its share).
-    const int max_slots = step_.split_compile == kSplitCompileAuto ? std::min(kMaxSplit, options_.gate->slots()) : 1;
+    const bool split = step_.split_compile == kSplitCompileAuto;
+    // With the gate's jobserver a job holds one slot and its compiler takes
+    // the idle ones as they come (util/job_gate.h, lending).
+    if (split && step_.language == Language::kCuda && !nvcc_jobserver_refused.load())
+      makeflags_ = options_.gate->jobserver_makeflags();
+    const int max_slots = split && !makeflags_ ? std::min(kMaxSplit, options_.gate->slots()) : 1;
     ticket_ = options_.gate->acquire(max_slots, reserved_bytes(), util::JobGate::Priority::kNormal, shape(),
                                      options_.party);
     slots_ = ticket_.slots();
@@ -91,7 +115,7 @@ class StepJob {
   }
 
   std::vector<std::string> command(bool with_launcher) const {
-    std::vector<std::string> a = step_.command(with_launcher, nvcc_threads_, split_);
+    std::vector<std::string> a = step_.command(with_launcher, nvcc_threads_, split_, makeflags_.has_value());
     if (timed(with_launcher)) a.insert(a.end() - 4, {"--time", time_file_});
     return a;
   }
@@ -100,6 +124,19 @@ class StepJob {
   void drop_time() {
     nvcc_time_refused = true;
     time_file_.clear();
+  }
+  // The compiler's environment: the jobserver's MAKEFLAGS (ours replaces a
+  // make's above us: the gate's slots are what this build may use).
+  std::vector<std::pair<std::string, std::string>> env() const {
+    if (!makeflags_) return {};
+    return {{"MAKEFLAGS", *makeflags_}};
+  }
+  bool uses_jobserver() const { return makeflags_.has_value(); }
+  // This nvcc does not know --jobserver: the job runs again on its own slot.
+  void drop_jobserver() {
+    nvcc_jobserver_refused = true;
+    makeflags_.reset();
+    split_ = split_threads();
   }
 
   // The record's scheduling fields, and what the job cost to whoever learns from it.
@@ -119,7 +156,10 @@ class StepJob {
       if (auto text = util::read_small_file(path, 1u << 20)) phases = parse_nvcc_phases(*text);
       util::remove_all(path);
     }
-    if (device()) rec.serial_seconds = measured_serial_seconds(phases, rec.cpu_seconds, rec.seconds, split_);
+    // Lent slots: how many threads it ran on is not known, so only `nvcc
+    // --time` tells its serial seconds.
+    if (device())
+      rec.serial_seconds = measured_serial_seconds(phases, rec.cpu_seconds, rec.seconds, makeflags_ ? 0 : split_);
     if (expected_) {
       rec.estimated_cpu_seconds = expected_->cost.cpu_seconds;
       rec.estimate_source = estimate_source_name(expected_->source);
@@ -173,7 +213,10 @@ class StepJob {
   // exceed the slots (the cores), so a cold unit no longer oversubscribes
   // them. A unit of unknown cost is ranked by its estimate (its source's
   // size) like any other.
-  int split_threads() const { return step_.split_compile == kSplitCompileAuto ? slots_ : 0; }
+  int split_threads() const {
+    if (step_.split_compile != kSplitCompileAuto) return 0;
+    return makeflags_ ? kJobserverSplit : slots_;
+  }
 
   const CompileStep& step_;
   const ExecuteOptions& options_;
@@ -187,13 +230,15 @@ class StepJob {
   int slots_ = 1;
   int split_ = 0;
   std::string time_file_;  // relative to the build dir; empty: no --time
+  std::optional<std::string> makeflags_;  // the gate's jobserver (split jobs with lent slots)
   std::string build_dir_;
 };
 
 Expected<CommandRecord, CommandFailure> run_compiler(const std::vector<std::string>& argv, const std::string& build_dir,
-                                                     const std::string& what, const ExecuteOptions& options) {
+                                                     const std::string& what, const ExecuteOptions& options,
+                                                     const StepJob& job) {
   if (options.verbose) spdlog::info("{}", util::format_command(argv));
-  return detail::run_command(argv, build_dir, what, options);
+  return detail::run_command(argv, build_dir, what, options, job.env());
 }
 
 // The launcher said it worked but did not deliver (`missing`): the compiler
@@ -209,7 +254,7 @@ Expected<CommandRecord, CommandFailure> run_without_launcher(const CompileStep& 
   util::remove_all(util::join_path(build_dir, step.object_name));
   util::remove_all(util::join_path(build_dir, step.depfile_name));
   const std::vector<std::string> argv = job.command(false);
-  auto second = run_compiler(argv, build_dir, what, options);
+  auto second = run_compiler(argv, build_dir, what, options, job);
   if (!second) return second;
   CommandRecord& again = *second;
   if (auto still = missing_compile_output(step, build_dir))
@@ -236,10 +281,14 @@ Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step
   job.reserve();
   job.start(build_dir);
   const std::string what = "compiling " + step.display;
-  auto first = run_compiler(job.command(true), build_dir, what, options);
+  auto first = run_compiler(job.command(true), build_dir, what, options, job);
+  if (!first && job.uses_jobserver() && refuses_jobserver_option(first.error())) {
+    job.drop_jobserver();  // an nvcc older than --jobserver: split on its own slot
+    first = run_compiler(job.command(true), build_dir, what, options, job);
+  }
   if (!first && job.timed(true) && refuses_time_option(first.error())) {
     job.drop_time();  // an nvcc older than --time: the job as it would have run without the cost log
-    first = run_compiler(job.command(true), build_dir, what, options);
+    first = run_compiler(job.command(true), build_dir, what, options, job);
   }
   if (!first) return first;
   auto missing = step.launcher.empty() ? std::nullopt : missing_compile_output(step, build_dir);

@@ -55,7 +55,7 @@ std::vector<std::string> CompileStep::argv() const {
   return a;
 }
 
-std::vector<std::string> CompileStep::command(bool with_launcher, int nvcc_threads, int split) const {
+std::vector<std::string> CompileStep::command(bool with_launcher, int nvcc_threads, int split, bool jobserver) const {
   std::vector<std::string> a = argv();
   const bool launched = with_launcher && !launcher.empty();
   if (language == Language::kCuda) {
@@ -64,7 +64,10 @@ std::vector<std::string> CompileStep::command(bool with_launcher, int nvcc_threa
       a[2] = "-MF";
     }
     if (nvcc_threads > 1) a.insert(a.end() - 4, {"--threads", std::to_string(nvcc_threads)});
-    if (split_compile == kSplitCompileAuto && split > 1) a.insert(a.end() - 4, "--split-compile=" + std::to_string(split));
+    if (split_compile == kSplitCompileAuto && split > 1) {
+      a.insert(a.end() - 4, "--split-compile=" + std::to_string(split));
+      if (jobserver) a.insert(a.end() - 4, "--jobserver");
+    }
   }
   if (launched) a.insert(a.begin(), launcher.begin(), launcher.end());
   return a;

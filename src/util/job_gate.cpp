@@ -5,6 +5,8 @@
 #include <thread>
 
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/jobserver.h"
+#include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/strings.h"
 
 namespace tvmffi_jit::util {
@@ -42,6 +44,40 @@ JobGate::JobGate(int slots, uint64_t memory_bytes)
     : slots_(slots > 0 ? slots : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
       memory_(memory_bytes),
       free_slots_(slots_) {}
+
+JobGate::~JobGate() = default;
+
+std::optional<std::string> JobGate::jobserver_makeflags() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!jobserver_) {
+    try {
+      jobserver_ = std::make_unique<Jobserver>(slots_);
+    } catch (const std::exception& e) {
+      spdlog::debug("no jobserver for split compilation: {}", e.what());
+      return std::nullopt;
+    }
+  }
+  return jobserver_->makeflags();
+}
+
+int JobGate::lent_slots() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lent_;
+}
+
+void JobGate::lend_idle_locked() {
+  if (!jobserver_ || waiting_ > 0 || held_for_ > 0 || free_slots_ <= 0) return;
+  const int lent = jobserver_->put(free_slots_);
+  free_slots_ -= lent;
+  lent_ += lent;
+}
+
+void JobGate::reclaim_locked(int slots) {
+  while (free_slots_ < slots && lent_ > 0 && jobserver_->take()) {
+    ++free_slots_;
+    --lent_;
+  }
+}
 
 void JobGate::Party::check_in() {
   if (gate_ && !checked_in_.exchange(true)) gate_->checked_in();
@@ -138,11 +174,18 @@ JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priorit
   };
   // Only the first in serving order may start: a job that does not fit yet
   // (memory) is not overtaken by smaller ones behind it, so it cannot starve.
+  // A slot lent to a compiler's thread comes back through the fifo, not
+  // through give_back(): the first in line looks for one every few ms.
+  constexpr auto kReclaimPoll = std::chrono::milliseconds(5);
   for (;;) {
     if (held_for_ > 0 && std::chrono::steady_clock::now() >= hold_until_) held_for_ = 0;
-    if (held_for_ == 0 && *queue_.begin() == me && fits(1)) break;
+    const bool first = held_for_ == 0 && *queue_.begin() == me;
+    if (first && !fits(1)) reclaim_locked(1);
+    if (first && fits(1)) break;
     if (held_for_ > 0)
       changed_.wait_until(lock, hold_until_);
+    else if (first && lent_ > 0)
+      changed_.wait_for(lock, kReclaimPoll);
     else
       changed_.wait(lock);
   }
@@ -181,6 +224,7 @@ JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priorit
   t.bytes_ = bytes_per_slot * static_cast<uint64_t>(n);
   t.weight_ = counted;
   t.admission_ = admissions_++;
+  lend_idle_locked();  // the last waiter started: what is left idles unless lent
   lock.unlock();
   changed_.notify_all();  // the next in line may fit too
   return t;
@@ -192,6 +236,7 @@ void JobGate::give_back(int slots, uint64_t bytes, double weight) {
     free_slots_ += slots;
     reserved_ -= bytes;
     running_weight_ = std::max(0.0, running_weight_ - weight);
+    lend_idle_locked();
   }
   changed_.notify_all();
 }

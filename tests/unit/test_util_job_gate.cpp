@@ -1,10 +1,14 @@
 // util::JobGate: slots and memory admission shared by every job of a build or batch.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -320,4 +324,97 @@ TEST_CASE("the floor counts the slots the long jobs hold through their serial pa
   // No long job: the plain floor.
   std::vector<std::pair<Shape, int>> even(32, {Shape{20, 7, {}}, 8});
   CHECK(util::JobGate::floor_with_long_jobs(even, 0, 16) == Approx(40));
+}
+
+namespace {
+// A compiler thread's side of the jobserver, as nvcc --jobserver does it:
+// the fifo named in MAKEFLAGS, opened on its own, one byte per extra thread.
+class JobserverClient {
+ public:
+  explicit JobserverClient(const std::string& makeflags) {
+    const std::string key = "--jobserver-auth=fifo:";
+    const auto at = makeflags.find(key);
+    REQUIRE(at != std::string::npos);
+    fd_ = ::open(makeflags.substr(at + key.size()).c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    REQUIRE(fd_ >= 0);
+  }
+  ~JobserverClient() { ::close(fd_); }
+  bool take() {
+    char c;
+    return ::read(fd_, &c, 1) == 1;
+  }
+  void give() { REQUIRE(::write(fd_, "+", 1) == 1); }
+  int take_all() {
+    int n = 0;
+    while (take()) ++n;
+    return n;
+  }
+
+ private:
+  int fd_ = -1;
+};
+}  // namespace
+
+TEST_CASE("idle slots are lent to the compilers' threads only while nobody waits", "[util][job_gate][jobserver]") {
+  util::JobGate gate(4, 0);
+  auto makeflags = gate.jobserver_makeflags();
+  REQUIRE(makeflags);
+  CHECK(makeflags->rfind("-j4 --jobserver-auth=fifo:", 0) == 0);
+  JobserverClient compiler(*makeflags);
+  {
+    util::JobGate::Ticket running = gate.acquire(1, 1);
+    // One job runs, nobody waits: its compiler may take the other three cores.
+    CHECK(gate.lent_slots() == 3);
+    CHECK(compiler.take_all() == 3);
+    for (int i = 0; i < 3; ++i) compiler.give();  // the split passes end
+  }
+  // The job ended: all four are lent, and a new job takes one back at once.
+  CHECK(gate.lent_slots() == 4);
+  util::JobGate::Ticket next = gate.acquire(1, 1);
+  CHECK(next.slots() == 1);
+  CHECK(gate.lent_slots() == 3);
+}
+
+TEST_CASE("a job waits for a lent slot until a compiler thread gives it back, never beside it",
+          "[util][job_gate][jobserver]") {
+  util::JobGate gate(2, 0);
+  JobserverClient compiler(*gate.jobserver_makeflags());
+  util::JobGate::Ticket running = gate.acquire(1, 1);
+  REQUIRE(compiler.take());  // the running job's nvcc took the idle core for a pass
+  CHECK_FALSE(compiler.take());
+  std::atomic<bool> admitted{false};
+  std::thread waiter([&] {
+    util::JobGate::Ticket t = gate.acquire(1, 1);
+    admitted = true;
+  });
+  while (gate.waiting() < 1) std::this_thread::yield();
+  // Both cores are busy (the job and its compiler's thread): the new job waits...
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CHECK_FALSE(admitted.load());
+  compiler.give();  // ...until the pass ends and its token comes back
+  waiter.join();
+  CHECK(admitted.load());
+}
+
+TEST_CASE("nothing is lent while jobs wait: their slots go to them first", "[util][job_gate][jobserver]") {
+  util::JobGate gate(2, 0);
+  JobserverClient compiler(*gate.jobserver_makeflags());
+  gate.hold(1, std::chrono::minutes(10));
+  util::JobGate::Party module(&gate);
+  std::vector<std::thread> jobs;
+  std::atomic<int> started{0};
+  std::atomic<bool> done{false};
+  for (int i = 0; i < 3; ++i)
+    jobs.emplace_back([&] {
+      util::JobGate::Ticket t = gate.acquire(1, 1, util::JobGate::Priority::kNormal, 1.0, &module);
+      ++started;
+      while (!done.load()) std::this_thread::yield();
+    });
+  while (started.load() < 2) std::this_thread::yield();
+  // Two run, one waits: no token for a compiler thread.
+  CHECK(gate.lent_slots() == 0);
+  CHECK_FALSE(compiler.take());
+  done = true;
+  for (auto& j : jobs) j.join();
+  CHECK(gate.lent_slots() == 2);  // the build is over: every slot idles, lent
 }

@@ -81,9 +81,12 @@ struct CompileStep {
   // compiled in parallel). Neither changes the compiler's output, so neither
   // is in argv(), which cache keys hash.
   // With split_compile == kSplitCompileAuto and `split` > 1, also
-  // `--split-compile=<split>`: the cores the scheduler gave this job (the key
-  // holds "auto", not the number; docs/build.md#split-compilation).
-  std::vector<std::string> command(bool with_launcher, int nvcc_threads = 0, int split = 0) const;
+  // `--split-compile=<split>`: the cores the scheduler gave this job, or with
+  // `jobserver` the most threads it may take from the slots the gate lends
+  // (`--jobserver`, util/jobserver.h). The key holds "auto", not the number
+  // nor the jobserver (docs/build.md#split-compilation).
+  std::vector<std::string> command(bool with_launcher, int nvcc_threads = 0, int split = 0,
+                                   bool jobserver = false) const;
   // The number of -gencode targets (CUDA steps), the most nvcc --threads can use.
   int gencode_targets() const;
 };

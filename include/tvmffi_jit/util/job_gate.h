@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <tuple>
@@ -25,6 +26,8 @@
 #include <vector>
 
 namespace tvmffi_jit::util {
+
+class Jobserver;  // util/jobserver.h
 
 class JobGate {
  public:
@@ -54,6 +57,7 @@ class JobGate {
 
   // slots <= 0: one per core. memory_bytes 0: unlimited.
   JobGate(int slots, uint64_t memory_bytes);
+  ~JobGate();
   JobGate(const JobGate&) = delete;
   JobGate& operator=(const JobGate&) = delete;
 
@@ -137,6 +141,18 @@ class JobGate {
   static double floor_with_long_jobs(const std::vector<std::pair<Shape, int>>& jobs, double running_weight,
                                      int slots);
 
+  // Lending (util/jobserver.h): from the first call on, the slots nobody
+  // waits for (the tail of a build, a build smaller than -j) are lent to the
+  // running jobs' compilers as jobserver tokens, and taken back one by one
+  // when a job asks for a slot and none is free (a token comes back when the
+  // compiler thread holding it ends its pass; the waiter looks every few
+  // milliseconds). Returns the MAKEFLAGS value for such a job's compiler;
+  // nullopt when the fifo cannot be made (the job then runs as it would
+  // without lending).
+  std::optional<std::string> jobserver_makeflags();
+  // Slots lent now (tests, the trace).
+  int lent_slots() const;
+
   int slots() const { return slots_; }
   uint64_t memory_bytes() const { return memory_; }  // 0: unlimited
   // The most memory ever reserved at once (for tests and benchmarks).
@@ -148,6 +164,8 @@ class JobGate {
   void give_back(int slots, uint64_t bytes, double weight);
   void checked_in();  // mutex_ not held
   void count_check_in();  // mutex_ held
+  void lend_idle_locked();      // mutex_ held: nobody waits, so the free slots go to the jobserver
+  void reclaim_locked(int slots);  // mutex_ held: lent tokens back until `slots` are free (or none is there)
 
   const int slots_;
   const uint64_t memory_;
@@ -167,6 +185,8 @@ class JobGate {
   double waiting_weight_ = 0;  // the weights of the jobs in queue_ (kNormal)
   double running_weight_ = 0;  // the weights of the admitted jobs not yet given back
   size_t held_for_ = 0;  // parties hold() still waits for
+  std::unique_ptr<Jobserver> jobserver_;  // lending on (jobserver_makeflags())
+  int lent_ = 0;                                // tokens written and not taken back
   std::chrono::steady_clock::time_point hold_until_;
 };
 
