@@ -259,7 +259,9 @@ struct BuiltModules {
 //    the scheduler (compile/scheduler.h).
 BuiltModules build_all(const BuildRequest& r, CommandContext& ctx, const std::vector<Planned>& planned,
                        std::shared_future<void> signature_setup, compile::JobTrace* trace, FailureReport& report) {
-  util::JobGate gate(r.limits.slots, r.limits.memory_bytes);
+  // --split-compile auto: the slots nobody waits for are lent to the nvcc
+  // jobs' split passes (util/jobserver.h), so no core idles at the tail.
+  util::JobGate gate(r.limits.slots, r.limits.memory_bytes, r.plan.split_compile == compile::kSplitCompileAuto);
   compile::JobMemory memory(r.limits.cuda_job_bytes, r.limits.learn_job_bytes);
   compile::CostModel costs(r.use_cache && !r.only_if_cached ? util::join_path(r.cache_dir, "costs.log") : "",
                            r.limits.memory_bytes);

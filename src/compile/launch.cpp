@@ -33,10 +33,6 @@ constexpr int kMaxSplit = 8;
 // at N=8, 30.2 unsplit; docs/benchmarks.md).
 constexpr int kJobserverSplit = 16;
 
-// This nvcc refused --jobserver (older than CUDA 12.?): split jobs go back to
-// the slots the gate gives them, in this process.
-std::atomic<bool> nvcc_jobserver_refused{false};
-
 bool refuses_jobserver_option(const CommandFailure& failure) {
   const std::string& out = failure.record.output;
   return out.find("nvcc fatal") != std::string::npos && out.find("jobserver") != std::string::npos;
@@ -97,8 +93,7 @@ class StepJob {
     const bool split = step_.split_compile == kSplitCompileAuto;
     // With the gate's jobserver a job holds one slot and its compiler takes
     // the idle ones as they come (util/job_gate.h, lending).
-    if (split && step_.language == Language::kCuda && !nvcc_jobserver_refused.load())
-      makeflags_ = options_.gate->jobserver_makeflags();
+    if (split && step_.language == Language::kCuda) makeflags_ = options_.gate->jobserver_makeflags();
     const int max_slots = split && !makeflags_ ? std::min(kMaxSplit, options_.gate->slots()) : 1;
     ticket_ = options_.gate->acquire(max_slots, reserved_bytes(), util::JobGate::Priority::kNormal, shape(),
                                      options_.party);
@@ -132,9 +127,10 @@ class StepJob {
     return {{"MAKEFLAGS", *makeflags_}};
   }
   bool uses_jobserver() const { return makeflags_.has_value(); }
-  // This nvcc does not know --jobserver: the job runs again on its own slot.
+  // This nvcc does not know --jobserver: the job runs again on its own slot,
+  // and the gate lends no more (the jobs after it split on the slots they hold).
   void drop_jobserver() {
-    nvcc_jobserver_refused = true;
+    options_.gate->stop_lending();
     makeflags_.reset();
     split_ = split_threads();
   }

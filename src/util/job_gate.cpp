@@ -40,15 +40,17 @@ void JobGate::Ticket::release() {
   gate_ = nullptr;
 }
 
-JobGate::JobGate(int slots, uint64_t memory_bytes)
+JobGate::JobGate(int slots, uint64_t memory_bytes, bool lend_idle_slots)
     : slots_(slots > 0 ? slots : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
       memory_(memory_bytes),
-      free_slots_(slots_) {}
+      free_slots_(slots_),
+      lend_(lend_idle_slots) {}
 
 JobGate::~JobGate() = default;
 
 std::optional<std::string> JobGate::jobserver_makeflags() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!lend_) return std::nullopt;
   if (!jobserver_) {
     try {
       jobserver_ = std::make_unique<Jobserver>(slots_);
@@ -60,20 +62,25 @@ std::optional<std::string> JobGate::jobserver_makeflags() {
   return jobserver_->makeflags();
 }
 
+void JobGate::stop_lending() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  lend_ = false;
+}
+
 int JobGate::lent_slots() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return lent_;
 }
 
 void JobGate::lend_idle_locked() {
-  if (!jobserver_ || waiting_ > 0 || held_for_ > 0 || free_slots_ <= 0) return;
+  if (!lend_ || !jobserver_ || waiting_ > 0 || held_for_ > 0 || free_slots_ <= 0) return;
   const int lent = jobserver_->put(free_slots_);
   free_slots_ -= lent;
   lent_ += lent;
 }
 
 void JobGate::reclaim_locked(int slots) {
-  while (free_slots_ < slots && lent_ > 0 && jobserver_->take()) {
+  while (free_slots_ < slots && lent_ > 0 && jobserver_ && jobserver_->take()) {
     ++free_slots_;
     --lent_;
   }

@@ -1061,3 +1061,87 @@ TEST_CASE("nvcc --time teaches the cost log a unit's serial and splittable secon
   const auto launched_calls = launched.calls();
   for (const auto& a : launched_calls.at(0)) CHECK(a != "--time");
 }
+
+namespace {
+// Records each command's MAKEFLAGS, and what the gate lent while it ran.
+class JobserverRunner : public CostingRunner {
+ public:
+  util::JobGate* gate = nullptr;
+  bool refuse_jobserver = false;  // an nvcc older than --jobserver
+  std::vector<std::string> makeflags;
+  std::vector<int> lent_while_running;
+  util::ProcessResult run(const std::vector<std::string>& argv, const util::ProcessOptions& options) override {
+    std::string flags;
+    for (const auto& [k, v] : options.env)
+      if (k == "MAKEFLAGS") flags = v;
+    makeflags.push_back(flags);
+    lent_while_running.push_back(gate ? gate->lent_slots() : -1);
+    if (refuse_jobserver && std::count(argv.begin(), argv.end(), "--jobserver")) {
+      util::ProcessResult r;
+      r.exit_code = 1;
+      r.out = "nvcc fatal   : Unknown option '--jobserver'\n";
+      calls_for_refusal.push_back(argv);
+      return r;
+    }
+    return CostingRunner::run(argv, options);
+  }
+  std::vector<std::vector<std::string>> calls_for_refusal;
+};
+}  // namespace
+
+TEST_CASE("split-compile auto with a lending gate: one slot, nvcc --split-compile=16 --jobserver, the idle slots lent",
+          "[build][executor][costs][jobserver]") {
+  FakeTools tools;
+  util::TempDir src, build;
+  BuildPlan plan = fake_plan(tools.cxx, src.path(), 1);
+  CompileStep& s = plan.compile_steps[0];
+  s.language = Language::kCuda;
+  s.flags = {"-gencode=arch=compute_90a,code=sm_90a"};
+  s.split_compile = kSplitCompileAuto;
+  CostModel costs;
+  util::JobGate gate(4, 0, /*lend_idle_slots=*/true);
+  JobserverRunner runner;
+  runner.gate = &gate;
+  RecordingSink status;
+  ExecuteOptions o = fake_options(runner, status, 1);
+  o.gate = &gate;
+  o.costs = &costs;
+  BuildResult r = execute_plan(plan, build.path(), o);
+  const auto calls = runner.calls();
+  REQUIRE(calls.size() == 2);
+  CHECK(std::count(calls[0].begin(), calls[0].end(), "--split-compile=16") == 1);
+  CHECK(std::count(calls[0].begin(), calls[0].end(), "--jobserver") == 1);
+  CHECK(runner.makeflags[0] == *gate.jobserver_makeflags());
+  CHECK(runner.makeflags[1].empty());  // the link has no jobserver
+  CHECK(r.commands[0].slots == 1);     // its other threads are lent, not held
+  CHECK(runner.lent_while_running[0] == 3);
+  // The key's argv holds neither (compile/module_key.cpp keys "auto").
+  for (const auto& a : s.argv()) CHECK(a.find("jobserver") == std::string::npos);
+}
+
+TEST_CASE("an nvcc that refuses --jobserver runs again on the slots its job holds, and the gate stops lending",
+          "[build][executor][costs][jobserver]") {
+  FakeTools tools;
+  util::TempDir src, build;
+  BuildPlan plan = fake_plan(tools.cxx, src.path(), 1);
+  CompileStep& s = plan.compile_steps[0];
+  s.language = Language::kCuda;
+  s.flags = {"-gencode=arch=compute_90a,code=sm_90a"};
+  s.split_compile = kSplitCompileAuto;
+  CostModel costs;
+  util::JobGate gate(4, 0, true);
+  JobserverRunner runner;
+  runner.refuse_jobserver = true;
+  RecordingSink status;
+  ExecuteOptions o = fake_options(runner, status, 1);
+  o.gate = &gate;
+  o.costs = &costs;
+  BuildResult r = execute_plan(plan, build.path(), o);
+  REQUIRE(runner.calls_for_refusal.size() == 1);
+  const auto calls = runner.calls();
+  REQUIRE(calls.size() == 2);  // the compile again (without it), then the link
+  for (const auto& a : calls[0]) CHECK(a.find("jobserver") == std::string::npos);
+  CHECK(runner.makeflags[1].empty());
+  CHECK(r.commands[0].slots == 1);
+  CHECK_FALSE(gate.jobserver_makeflags());
+}

@@ -356,7 +356,7 @@ class JobserverClient {
 }  // namespace
 
 TEST_CASE("idle slots are lent to the compilers' threads only while nobody waits", "[util][job_gate][jobserver]") {
-  util::JobGate gate(4, 0);
+  util::JobGate gate(4, 0, /*lend_idle_slots=*/true);
   auto makeflags = gate.jobserver_makeflags();
   REQUIRE(makeflags);
   CHECK(makeflags->rfind("-j4 --jobserver-auth=fifo:", 0) == 0);
@@ -377,7 +377,7 @@ TEST_CASE("idle slots are lent to the compilers' threads only while nobody waits
 
 TEST_CASE("a job waits for a lent slot until a compiler thread gives it back, never beside it",
           "[util][job_gate][jobserver]") {
-  util::JobGate gate(2, 0);
+  util::JobGate gate(2, 0, /*lend_idle_slots=*/true);
   JobserverClient compiler(*gate.jobserver_makeflags());
   util::JobGate::Ticket running = gate.acquire(1, 1);
   REQUIRE(compiler.take());  // the running job's nvcc took the idle core for a pass
@@ -397,7 +397,7 @@ TEST_CASE("a job waits for a lent slot until a compiler thread gives it back, ne
 }
 
 TEST_CASE("nothing is lent while jobs wait: their slots go to them first", "[util][job_gate][jobserver]") {
-  util::JobGate gate(2, 0);
+  util::JobGate gate(2, 0, /*lend_idle_slots=*/true);
   JobserverClient compiler(*gate.jobserver_makeflags());
   gate.hold(1, std::chrono::minutes(10));
   util::JobGate::Party module(&gate);
@@ -417,4 +417,15 @@ TEST_CASE("nothing is lent while jobs wait: their slots go to them first", "[uti
   done = true;
   for (auto& j : jobs) j.join();
   CHECK(gate.lent_slots() == 2);  // the build is over: every slot idles, lent
+}
+
+TEST_CASE("a gate made without lending, or told to stop, lends nothing", "[util][job_gate][jobserver]") {
+  util::JobGate plain(4, 0);
+  CHECK_FALSE(plain.jobserver_makeflags());
+  util::JobGate gate(4, 0, true);
+  REQUIRE(gate.jobserver_makeflags());
+  gate.stop_lending();  // a compiler refused --jobserver
+  CHECK_FALSE(gate.jobserver_makeflags());
+  util::JobGate::Ticket t = gate.acquire(1, 1);
+  CHECK(gate.lent_slots() == 0);
 }

@@ -55,8 +55,10 @@ class JobGate {
     uint64_t admission_ = 0;
   };
 
-  // slots <= 0: one per core. memory_bytes 0: unlimited.
-  JobGate(int slots, uint64_t memory_bytes);
+  // slots <= 0: one per core. memory_bytes 0: unlimited. lend_idle_slots:
+  // jobserver_makeflags() may lend (below); off, a job's threads are only
+  // the slots it holds.
+  JobGate(int slots, uint64_t memory_bytes, bool lend_idle_slots = false);
   ~JobGate();
   JobGate(const JobGate&) = delete;
   JobGate& operator=(const JobGate&) = delete;
@@ -141,15 +143,19 @@ class JobGate {
   static double floor_with_long_jobs(const std::vector<std::pair<Shape, int>>& jobs, double running_weight,
                                      int slots);
 
-  // Lending (util/jobserver.h): from the first call on, the slots nobody
+  // Lending (util/jobserver.h; a gate made with lend_idle_slots): from the
+  // first call on, the slots nobody
   // waits for (the tail of a build, a build smaller than -j) are lent to the
   // running jobs' compilers as jobserver tokens, and taken back one by one
   // when a job asks for a slot and none is free (a token comes back when the
   // compiler thread holding it ends its pass; the waiter looks every few
   // milliseconds). Returns the MAKEFLAGS value for such a job's compiler;
-  // nullopt when the fifo cannot be made (the job then runs as it would
-  // without lending).
+  // nullopt when the gate does not lend, or the fifo cannot be made (the job
+  // then runs as it would without lending).
   std::optional<std::string> jobserver_makeflags();
+  // A compiler refused the jobserver (an nvcc older than --jobserver): no
+  // more lending from now on; what was lent comes back as jobs ask for it.
+  void stop_lending();
   // Slots lent now (tests, the trace).
   int lent_slots() const;
 
@@ -185,6 +191,7 @@ class JobGate {
   double waiting_weight_ = 0;  // the weights of the jobs in queue_ (kNormal)
   double running_weight_ = 0;  // the weights of the admitted jobs not yet given back
   size_t held_for_ = 0;  // parties hold() still waits for
+  bool lend_;                                   // jobserver_makeflags() may lend
   std::unique_ptr<Jobserver> jobserver_;  // lending on (jobserver_makeflags())
   int lent_ = 0;                                // tokens written and not taken back
   std::chrono::steady_clock::time_point hold_until_;
