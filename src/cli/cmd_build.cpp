@@ -304,6 +304,7 @@ BuiltModules build_all(const BuildRequest& r, CommandContext& ctx, const std::ve
   for (const auto& p : planned)
     if (p.plan) total_steps += compile::progress_steps(*p.plan);
   const auto start = std::chrono::steady_clock::now();
+  compile::LentSampler lent_sampler(trace, gate);  // the split threads on lent slots, for the trace
   if (!r.batch) {
     out.items.push_back(build_one(0, nullptr));  // a failure is this command's error (exit code and message)
     out.items[0].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,5 +1,7 @@
 #include "tvmffi_jit/compile/job_trace.h"
 
+#include "tvmffi_jit/util/job_gate.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -8,6 +10,7 @@
 
 #include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/job_gate.h"
 #include "tvmffi_jit/util/json.h"
 #include "tvmffi_jit/util/strings.h"
 
@@ -31,6 +34,7 @@ nlohmann::json job_object(const TracedJob& job) {
   j["threads"] = job.threads;
   if (job.slots > 0) j["slots"] = job.slots;
   if (job.split > 0) j["split"] = job.split;
+  if (job.split_lent) j["split_lent"] = true;
   if (job.serial >= 0) j["serial"] = std::round(job.serial * 1000) / 1000;  // what nvcc --time said
   if (job.admission >= 0) j["admission"] = job.admission;  // the gate's order (ties of `start` apart)
   if (!job.estimate_source.empty()) {
@@ -83,12 +87,24 @@ void JobTrace::add(const std::string& module, const CommandRecord& record) {
   job.threads = record.threads;
   job.slots = record.slots;
   job.split = record.split;
+  job.split_lent = record.split_lent;
   job.estimate = record.estimated_cpu_seconds;
   job.estimate_source = record.estimate_source;
   job.serial = record.serial_seconds;
   job.admission = record.admission;
   std::lock_guard<std::mutex> lock(mutex_);
   jobs_.push_back(std::move(job));
+}
+
+void JobTrace::add_lent_sample(int in_use) {
+  const double at = now();
+  std::lock_guard<std::mutex> lock(mutex_);
+  lent_.push_back({at, in_use});
+}
+
+std::vector<LentSample> JobTrace::lent_samples() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lent_;
 }
 
 std::vector<TracedJob> JobTrace::jobs() const {
@@ -140,7 +156,7 @@ size_t add_job_events(nlohmann::json& events, const std::vector<TracedJob>& jobs
     // nvcc --split-compile=N: its N device-pass threads, nested under the job
     // (each a microsecond shorter than the one above it, so every viewer
     // nests them the same way).
-    for (int t = 1; t <= job.split; ++t)
+    for (int t = 1; !job.split_lent && t <= job.split; ++t)
       events.push_back({{"ph", "X"},
                         {"pid", kPid},
                         {"tid", lane},
@@ -167,7 +183,7 @@ void add_running_counters(nlohmann::json& events, const std::vector<TracedJob>& 
   std::vector<std::pair<int64_t, int>> changes;  // (µs, +threads at a start / -threads at an end)
   for (const auto& job : jobs) {
     if (job.module.empty()) continue;
-    const int threads = std::max(1, job.split);
+    const int threads = job.split_lent ? 1 : std::max(1, job.split);
     changes.emplace_back(micros(job.start), threads);
     changes.emplace_back(std::max(micros(job.start), micros(job.end)), -threads);
   }
@@ -200,12 +216,38 @@ std::string trace_document(const nlohmann::json& events, size_t jobs, size_t lan
 
 }  // namespace
 
-std::string JobTrace::chrome_trace_json(const std::vector<TracedJob>& jobs) {
+std::string JobTrace::chrome_trace_json(const std::vector<TracedJob>& jobs, const std::vector<LentSample>& lent) {
   nlohmann::json events = nlohmann::json::array();
   events.push_back(metadata("process_name", -1, {{"name", "tvmffi-jit build"}}));
   const size_t lanes = add_job_events(events, jobs);
   add_running_counters(events, jobs);
+  for (const auto& s : lent)
+    events.push_back({{"ph", "C"}, {"pid", kPid}, {"name", "lent slots in use"}, {"ts", micros(s.at)},
+                      {"args", {{"split threads", s.in_use}}}});
   return trace_document(events, jobs.size(), lanes);
+}
+
+LentSampler::LentSampler(JobTrace* trace, const util::JobGate& gate) {
+  if (!trace) return;
+  thread_ = std::thread([this, trace, &gate] {
+    int last = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_.wait_for(lock, std::chrono::milliseconds(50), [this] { return stopping_; })) {
+      const int now = gate.lent_in_use();
+      if (now != last) trace->add_lent_sample(now);
+      last = now;
+    }
+  });
+}
+
+LentSampler::~LentSampler() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  stop_.notify_all();
+  thread_.join();
 }
 
 bool is_chrome_trace_path(const std::string& path) { return util::extension(path) == ".json"; }

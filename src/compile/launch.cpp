@@ -92,8 +92,12 @@ class StepJob {
     // finds idle (util/job_gate.h: the tail, or a job longer than its share).
     const bool split = step_.split_compile == kSplitCompileAuto;
     // With the gate's jobserver a job holds one slot and its compiler takes
-    // the idle ones as they come (util/job_gate.h, lending).
-    if (split && step_.language == Language::kCuda) makeflags_ = options_.gate->jobserver_makeflags();
+    // the idle ones as they come (util/job_gate.h, lending). Not through a
+    // launcher: sccache runs nvcc's steps itself and loses its outputs with
+    // --jobserver ("fatbinary fatal: Could not open input file"), so a
+    // launched job splits on the slots it holds.
+    if (split && step_.language == Language::kCuda && step_.launcher.empty())
+      makeflags_ = options_.gate->jobserver_makeflags();
     const int max_slots = split && !makeflags_ ? std::min(kMaxSplit, options_.gate->slots()) : 1;
     ticket_ = options_.gate->acquire(max_slots, reserved_bytes(), util::JobGate::Priority::kNormal, shape(),
                                      options_.party);
@@ -143,6 +147,7 @@ class StepJob {
     rec.slots = options_.gate ? slots_ : 0;
     rec.admission = options_.gate ? static_cast<int64_t>(ticket_.admission()) : -1;
     rec.split = split_ > 1 ? split_ : 0;
+    rec.split_lent = makeflags_.has_value() && rec.split > 0;
     // ru_maxrss is one process's peak; with --threads N, N device passes may
     // peak together.
     if (estimate_) estimate_->observe(rec.max_rss_bytes * static_cast<uint64_t>(std::max(1, nvcc_threads_)));

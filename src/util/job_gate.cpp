@@ -62,6 +62,11 @@ std::optional<std::string> JobGate::jobserver_makeflags() {
   return jobserver_->makeflags();
 }
 
+int JobGate::lent_in_use() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return jobserver_ ? std::max(0, lent_ - jobserver_->available()) : 0;
+}
+
 void JobGate::stop_lending() {
   std::lock_guard<std::mutex> lock(mutex_);
   lend_ = false;

@@ -1,6 +1,7 @@
 #include "tvmffi_jit/util/jobserver.h"
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,6 +40,11 @@ int Jobserver::put(int tokens) {
     break;
   }
   return static_cast<int>(done);
+}
+
+int Jobserver::available() const {
+  int bytes = 0;
+  return ::ioctl(fd_, FIONREAD, &bytes) == 0 ? bytes : 0;
 }
 
 bool Jobserver::take() {

@@ -125,6 +125,25 @@ TEST_CASE("the chrome trace shows a split compile's threads nested under its job
   CHECK(most == 5);
 }
 
+TEST_CASE("the chrome trace draws a job on lent slots as one thread and the lent slots in use as a counter",
+          "[build][job_trace][jobserver]") {
+  TracedJob lent = job("moe", "compiling /src/moe.cu", 0.0, 10.0, 16);
+  lent.split_lent = true;  // --split-compile=16 --jobserver: 16 is the most it could take
+  const std::vector<TracedJob> jobs = {lent, job("norm", "compiling /src/norm.cu", 0.0, 2.0)};
+  const json doc = json::parse(JobTrace::chrome_trace_json(jobs, {{2.5, 3}, {6.0, 1}}));
+  CHECK(complete_events(doc, "split").empty());  // which threads ran when is not known: none drawn
+  CHECK(event_named(doc, "moe: moe.cu").at("args").at("split_lent") == true);
+  int most_running = 0;
+  std::vector<int> lent_counter;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.at("ph") != "C") continue;
+    if (e.at("name") == "running") most_running = std::max(most_running, e.at("args").at("split threads").get<int>());
+    if (e.at("name") == "lent slots in use") lent_counter.push_back(e.at("args").at("split threads").get<int>());
+  }
+  CHECK(most_running == 2);  // one thread each; what they took beyond it is the other counter
+  CHECK(lent_counter == std::vector<int>{3, 1});
+}
+
 TEST_CASE("the job trace format follows the file's extension: .json is the chrome trace, others JSON lines",
           "[build][job_trace]") {
   CHECK(is_chrome_trace_path("/t/trace.json"));

@@ -110,6 +110,9 @@ struct CommandRecord {
   int slots = 0;    // job slots the gate gave it
   int64_t admission = -1;  // its place in the gate's order (util::JobGate::Ticket::admission); -1: no gate
   int split = 0;    // nvcc --split-compile=N it ran with (--split-compile auto), 0 without
+  // Its split threads ran on slots the gate lent (util/jobserver.h): `split`
+  // is the most it could take; the trace's samples say how many were taken.
+  bool split_lent = false;
   // nvcc: the seconds of its passes that more threads do not shorten (from
   // `nvcc --time`, or a split run's wall against its CPU); negative: unknown.
   double serial_seconds = -1;

@@ -8,10 +8,16 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
+
+namespace tvmffi_jit::util {
+class JobGate;
+}
 
 namespace tvmffi_jit::compile {
 
@@ -27,10 +33,18 @@ struct TracedJob {
   int threads = 0;                        // nvcc --threads, 0 when none
   int slots = 0;                          // what the gate gave it, 0 without a gate
   int split = 0;                          // nvcc --split-compile=N it ran with, 0 unsplit
+  bool split_lent = false;                // its split threads took lent slots (split: the most it could)
   double estimate = 0;                    // the cost model's CPU seconds
   std::string estimate_source;            // "log", "same-source", "source-size", "kind-mean", "default"; empty: not estimated
   double serial = -1;                     // nvcc: its serial seconds (compile/cost_log.h); negative: unknown
   int64_t admission = -1;                 // its place in the job gate's order; -1: no gate
+};
+
+// The slots the job gate had lent that compiler threads were using, at one
+// moment (sampled while the build runs: util::JobGate::lent_in_use).
+struct LentSample {
+  double at = 0;  // seconds since the trace began
+  int in_use = 0;
 };
 
 class JobTrace {
@@ -38,9 +52,11 @@ class JobTrace {
   JobTrace();
   double now() const;  // seconds since the trace began
   void add(const std::string& module, const CommandRecord& record);
+  void add_lent_sample(int in_use);  // at now()
   std::vector<TracedJob> jobs() const;  // in the order they were added
+  std::vector<LentSample> lent_samples() const;
   std::string json_lines() const { return job_trace_lines(jobs()); }
-  std::string chrome_trace() const { return chrome_trace_json(jobs()); }
+  std::string chrome_trace() const { return chrome_trace_json(jobs(), lent_samples()); }
 
   // The JSON lines: one object per job, in the order they ended.
   static std::string job_trace_lines(const std::vector<TracedJob>& jobs);
@@ -49,12 +65,31 @@ class JobTrace {
   // started (so there are as many lanes as jobs ever ran at once), its split
   // threads as N slices nested under it, the planning span on a lane of its
   // own, and a "running" counter (jobs, split threads) at every start and end.
-  static std::string chrome_trace_json(const std::vector<TracedJob>& jobs);
+  // A job whose split threads took lent slots counts one thread there, and
+  // `lent` adds a "lent slots in use" counter (split threads beyond the jobs').
+  static std::string chrome_trace_json(const std::vector<TracedJob>& jobs, const std::vector<LentSample>& lent = {});
 
  private:
   const std::chrono::steady_clock::time_point start_;
   mutable std::mutex mutex_;
   std::vector<TracedJob> jobs_;
+  std::vector<LentSample> lent_;
+};
+
+// While it lives, samples how many lent slots the gate's compilers hold
+// (every 50 ms, kept when it changes) into the trace; nothing without a trace.
+class LentSampler {
+ public:
+  LentSampler(JobTrace* trace, const util::JobGate& gate);
+  ~LentSampler();
+  LentSampler(const LentSampler&) = delete;
+  LentSampler& operator=(const LentSampler&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable stop_;
+  bool stopping_ = false;
+  std::thread thread_;
 };
 
 // What `--job-trace FILE` writes: Chrome's trace-event JSON when FILE's name

@@ -156,8 +156,10 @@ class JobGate {
   // A compiler refused the jobserver (an nvcc older than --jobserver): no
   // more lending from now on; what was lent comes back as jobs ask for it.
   void stop_lending();
-  // Slots lent now (tests, the trace).
+  // Slots lent now (tests), and those of them a compiler thread holds now
+  // (the job trace's samples).
   int lent_slots() const;
+  int lent_in_use() const;
 
   int slots() const { return slots_; }
   uint64_t memory_bytes() const { return memory_; }  // 0: unlimited

@@ -28,6 +28,8 @@ class Jobserver {
   int put(int tokens);
   // One lent slot back, if a token is in the fifo now (never blocks).
   bool take();
+  // Tokens in the fifo now (lent and not taken by a compiler thread).
+  int available() const;
   // The MAKEFLAGS value of a child that may take tokens.
   const std::string& makeflags() const { return makeflags_; }
   const std::string& path() const { return path_; }
