@@ -1,8 +1,10 @@
 // The remote tier of cache::Storage (cache/storage.h): servers opened and
 // given up, a key's result list and results fetched within the lookup's
-// download budget, verified and adopted; a published entry uploaded.
+// download budget, verified and adopted; a published entry uploaded; the
+// small shared objects read and rewritten.
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <mutex>
 
@@ -75,6 +77,32 @@ RemoteFailure from_adopt(const AdoptFailure& f) {
 // about the one value asked for (a value above the read's limit: kCorrupt).
 bool gives_up_server(const RemoteFailure& f) {
   return f.kind == RemoteFailureKind::kError || f.kind == RemoteFailureKind::kTimeout;
+}
+
+// One object read, changed and written back (a key's result list, a shared
+// object): what the server holds (absent, or larger than `max_bytes` or
+// malformed for the caller: nullopt) through `change`, whose answer is put.
+// No lock: of two writers at once the last put wins. Returns the bytes put
+// (0: `change` put nothing), or the server's failure, of the read (nothing
+// is then put: a server that did not answer may still hold what `change`
+// would have kept) or of the put.
+Expected<uint64_t, RemoteFailure> rewrite_object(RemoteBackend& backend, const std::string& object,
+                                                 uint64_t max_bytes, const EntryStorage::ObjectChange& change) {
+  RemoteGet old = backend.get(object, max_bytes);
+  if (!old && gives_up_server(old.error())) return Unexpected<RemoteFailure>{old.error()};
+  std::optional<std::string> text = change(old ? std::move(*old) : std::nullopt);
+  if (!text) return uint64_t{0};
+  RemotePut put = backend.put(object, *text);
+  if (!put) return Unexpected<RemoteFailure>{put.error()};
+  return static_cast<uint64_t>(text->size());
+}
+
+// A shared object's transfer that failed: a hint lost, said under -v.
+void shared_object_failed(const std::string& server, const std::string& object, const char* what,
+                          const RemoteFailure& f, double elapsed_ms) {
+  if (util::log_verbosity() >= 1)
+    spdlog::info("remote cache {}: {} {} ({}, after {:.0f} ms); the server stays in use", server, object, what,
+                 f.message, elapsed_ms);
 }
 
 }  // namespace
@@ -311,22 +339,56 @@ void Storage::upload(const EntryRequest& request, const std::string& entry_dir) 
     tally(&StatsCounters::remote_stores);
     tally(&StatsCounters::remote_bytes_sent, blob.size());
     // Then the list, merged with what the server has: two writers at once
-    // lose at most one id of the hint, never a result object.
-    const std::string list_name = result_list_object(s.scheme, options_, request.key.portable_hex);
-    RemoteGet old = backend->get(list_name, kMaxResultListBytes);
-    std::optional<ResultList> old_list;
-    if (old && *old)
-      if (auto parsed = parse_result_list(**old, request.key.portable_hex)) old_list = std::move(*parsed);
-    // A list that failed to read (too big, corrupt) is replaced; a server
-    // that failed is given up below by the put.
-    const std::string text = result_list_text(merge_result_list(old_list, request.key.portable_hex, id));
-    RemotePut put_list = backend->put(list_name, text);
-    if (!put_list) {
-      give_up(s, put_list.error(), ms_since(t0));
+    // lose at most one id of the hint, never a result object. A list that
+    // failed to read (too big, corrupt) is replaced.
+    auto merge = [&](const std::optional<std::string>& held) -> std::optional<std::string> {
+      std::optional<ResultList> old_list;
+      if (held)
+        if (auto parsed = parse_result_list(*held, request.key.portable_hex)) old_list = std::move(*parsed);
+      return result_list_text(merge_result_list(old_list, request.key.portable_hex, id));
+    };
+    auto sent = rewrite_object(*backend, result_list_object(s.scheme, options_, request.key.portable_hex),
+                               kMaxResultListBytes, merge);
+    if (!sent) {
+      give_up(s, sent.error(), ms_since(t0));
       continue;
     }
-    tally(&StatsCounters::remote_bytes_sent, text.size());
+    tally(&StatsCounters::remote_bytes_sent, *sent);
   }
+}
+
+void Storage::for_each_open_server(const std::function<void(Server&, RemoteBackend&)>& transfer) {
+  for (auto& sp : servers_) {
+    Server& s = *sp;
+    std::lock_guard<std::mutex> server_lock(s.mutex);
+    if (s.down) continue;
+    if (RemoteBackend* backend = open(s)) transfer(s, *backend);
+  }
+}
+
+std::vector<std::string> Storage::get_shared_objects(const std::string& name, uint64_t max_bytes) {
+  std::vector<std::string> held;
+  for_each_open_server([&](Server& s, RemoteBackend& backend) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string object = remote_object_name(s.scheme, options_.key_namespace, name);
+    RemoteGet got = backend.get(object, std::min(max_bytes, options_.max_blob_bytes));
+    if (!got) return shared_object_failed(s.shown, object, "not read", got.error(), ms_since(t0));
+    if (!*got) return;
+    tally(&StatsCounters::remote_bytes_received, (*got)->size());
+    held.push_back(std::move(**got));
+  });
+  return held;
+}
+
+void Storage::update_shared_object(const std::string& name, uint64_t max_bytes, const ObjectChange& change) {
+  if (options_.read_only) return;  // every remote is behind the read-only wrapper
+  for_each_open_server([&](Server& s, RemoteBackend& backend) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string object = remote_object_name(s.scheme, options_.key_namespace, name);
+    auto sent = rewrite_object(backend, object, std::min(max_bytes, options_.max_blob_bytes), change);
+    if (!sent) return shared_object_failed(s.shown, object, "not updated", sent.error(), ms_since(t0));
+    tally(&StatsCounters::remote_bytes_sent, *sent);
+  });
 }
 
 }  // namespace tvmffi_jit::cache

@@ -253,8 +253,9 @@ struct BuiltModules {
 };
 
 // 3. Build all: one job gate for every compile and link of the request, and
-//    one cost model (what each job cost before, <root>/costs.log; read at
-//    the first job that runs, so an all-hit command never reads it). A single
+//    one cost model (what each job cost before, <root>/costs.log and the
+//    remotes' costs object; read at the first job that runs, so an all-hit
+//    command never asks a remote for it). A single
 //    module's failure is the command's error; a batch's modules go through
 //    the scheduler (compile/scheduler.h).
 BuiltModules build_all(const BuildRequest& r, CommandContext& ctx, const std::vector<Planned>& planned,
@@ -263,8 +264,6 @@ BuiltModules build_all(const BuildRequest& r, CommandContext& ctx, const std::ve
   // jobs' split passes (util/jobserver.h), so no core idles at the tail.
   util::JobGate gate(r.limits.slots, r.limits.memory_bytes, r.plan.split_compile == compile::kSplitCompileAuto);
   compile::JobMemory memory(r.limits.cuda_job_bytes, r.limits.learn_job_bytes);
-  compile::CostModel costs(r.use_cache && !r.only_if_cached ? util::join_path(r.cache_dir, "costs.log") : "",
-                           r.limits.memory_bytes);
   if (trace) {
     compile::CommandRecord planning;
     planning.description = "planning " + std::to_string(planned.size()) + " modules";
@@ -275,6 +274,10 @@ BuiltModules build_all(const BuildRequest& r, CommandContext& ctx, const std::ve
   CommandStorage own_storage;
   Shared shared{r, ctx, {}, {}};
   if (r.use_cache) shared.storage = &command_storage(r, ctx.embedded, own_storage, std::move(signature_setup));
+  // The root's log, and the remotes' costs object (the team's), both read at the first job.
+  const bool learns = r.use_cache && !r.only_if_cached;
+  compile::CostModel costs(learns ? util::join_path(r.cache_dir, "costs.log") : "", r.limits.memory_bytes,
+                           learns ? shared.storage : nullptr);
   shared.exec.jobs = r.limits.slots;
   shared.exec.verbose = ctx.global.verbosity > 0;  // -q hides progress and logs, never compiler warnings
   // A hit-only caller showed the compiler's warnings when the module was built.

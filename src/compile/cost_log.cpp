@@ -5,6 +5,7 @@
 
 #include "compile/portable_args.h"
 #include "compile/source_size.h"
+#include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
@@ -182,6 +183,7 @@ CostLog parse_cost_log(std::string_view text) {
     if (f.size() < 5 || !is_id(f[0]) || !is_kind(f[1])) continue;
     auto cpu = parse_number(f[2]), wall = parse_number(f[3]), kib = parse_number(f[4]);
     if (!cpu || !wall || !kib) continue;
+    if (static_cast<double>(std::max(*cpu, *wall)) > kMaxJobSeconds * 1000) continue;  // no compile takes a day
     JobCost cost{std::string(f[1]), *cpu / 1000.0, *wall / 1000.0, *kib * 1024};
     // Version 3: serial and splittable ms ("-" unknown). Read as a fraction
     // of the CPU seconds: a version 2 binary that measured the job again
@@ -232,23 +234,72 @@ std::string format_cost_log(const CostLog& log) {
   return out;
 }
 
-CostModel::CostModel(std::string log_path, uint64_t memory_budget)
-    : path_(std::move(log_path)), memory_budget_(memory_budget), sizer_(std::make_unique<SourceSizer>()) {}
+JobCost merge_job_cost(JobCost preferred, const JobCost& other) {
+  // Measured without its split (no `nvcc --time`: a launcher ran it), or
+  // logged before version 3: the other's fraction still holds for its CPU seconds.
+  if (preferred.serial_seconds < 0 && other.serial_seconds >= 0 && other.cpu_seconds > 0)
+    preferred.serial_seconds =
+        std::max(0.0, preferred.cpu_seconds) * std::min(1.0, other.serial_seconds / other.cpu_seconds);
+  if (preferred.later_fields.empty()) preferred.later_fields = other.later_fields;  // a later version's stay
+  return preferred;
+}
+
+void merge_learned(CostLog& log, const std::unordered_map<std::string, JobCost>& learned) {
+  for (const auto& [id, cost] : learned) {
+    auto [it, added] = log.jobs.try_emplace(id, cost);
+    if (!added) it->second = merge_job_cost(cost, it->second);
+  }
+}
+
+std::optional<std::string> shared_costs_text(const std::optional<std::string>& held,
+                                             const std::unordered_map<std::string, JobCost>& learned) {
+  CostLog log;
+  if (held) log = parse_cost_log(*held);
+  merge_learned(log, learned);
+  std::string text = format_cost_log(log);
+  if (text.size() > kMaxSharedCostsBytes && held) return shared_costs_text(std::nullopt, learned);
+  if (text.size() > kMaxSharedCostsBytes) return std::nullopt;
+  return text;
+}
+
+CostModel::CostModel(std::string log_path, uint64_t memory_budget, cache::EntryStorage* shared)
+    : path_(std::move(log_path)),
+      memory_budget_(memory_budget),
+      shared_(shared),
+      sizer_(std::make_unique<SourceSizer>()) {}
 
 CostModel::~CostModel() = default;
 
-void CostModel::load_locked() {
-  if (loaded_) return;
-  loaded_ = true;
+void CostModel::load_local_locked() {
+  if (local_loaded_) return;
+  local_loaded_ = true;
   if (path_.empty()) return;
   auto text = util::read_small_file(path_, kMaxLogBytes);
   if (!text) {
     spdlog::debug("no cost log read from {}: {}", path_, text.why());
     return;
   }
+  absorb_locked(parse_cost_log(*text), "cost log " + path_);
+}
+
+void CostModel::load_locked() {
+  load_local_locked();
+  if (shared_loaded_) return;
+  shared_loaded_ = true;
+  if (!shared_) return;
+  // Under the model's lock: the first estimates wait for the remotes'
+  // answer (their deadlines bound it) instead of being made without it.
+  for (const std::string& text : shared_->get_shared_objects(kSharedCostsObject, kMaxSharedCostsBytes)) {
+    CostLog log = parse_cost_log(text);
+    spdlog::debug("the remote costs object holds {} job(s) in {} bytes", log.jobs.size(), text.size());
+    absorb_locked(std::move(log), "the remote costs object");
+  }
+}
+
+void CostModel::absorb_locked(CostLog log, const std::string& where) {
   size_t unbelievable = 0;
   uint64_t largest = 0;
-  for (auto& [id, cost] : parse_cost_log(*text).jobs) {
+  for (auto& [id, cost] : log.jobs) {
     if (memory_budget_ > 0 && cost.peak_rss_bytes > memory_budget_) {
       // Not a peak this machine could have measured: the job reserves as
       // its kind does. A job that does need more still runs alone (the gate
@@ -257,17 +308,21 @@ void CostModel::load_locked() {
       ++unbelievable;
       cost.peak_rss_bytes = 0;
     }
+    auto [it, added] = known_.try_emplace(id, cost);
+    if (!added) {
+      it->second = merge_job_cost(std::move(it->second), cost);
+      continue;
+    }
     if (id[0] == 'u') {
       auto& t = kind_totals_[cost.kind];
       t.first += cost.cpu_seconds;
       t.second += 1;
     }
-    known_.emplace(id, std::move(cost));
   }
   if (unbelievable > 0)
-    spdlog::warn("cost log {}: {} job(s) learned a peak memory larger than the {} this build may use (up to {}); "
+    spdlog::warn("{}: {} job(s) learned a peak memory larger than the {} this build may use (up to {}); "
                  "not used for their reservations (the log is a hint: delete it to forget every cost)",
-                 path_, unbelievable, util::format_bytes(memory_budget_), util::format_bytes(largest));
+                 where, unbelievable, util::format_bytes(memory_budget_), util::format_bytes(largest));
 }
 
 std::string CostModel::kind_of(const CompileStep& step) const {
@@ -281,10 +336,17 @@ std::string CostModel::kind_of(const CompileStep& step) const {
 }
 
 CostEstimate CostModel::estimate_unit(const CostScope& scope, const CompileStep& step, bool scan_sources) {
+  return estimate_unit_with(scope, step, scan_sources, true);
+}
+
+CostEstimate CostModel::estimate_link(const std::string& module) { return estimate_link_with(module, true); }
+
+CostEstimate CostModel::estimate_unit_with(const CostScope& scope, const CompileStep& step, bool scan_sources,
+                                           bool with_shared) {
   const std::string kind = kind_of(step);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    load_locked();
+    with_shared ? load_locked() : load_local_locked();
     if (auto it = known_.find(unit_cost_id(scope, step)); it != known_.end())
       return {it->second, EstimateSource::kLog};
     if (auto it = known_.find(unit_source_cost_id(scope, step)); it != known_.end())
@@ -307,9 +369,9 @@ CostEstimate CostModel::estimate_unit(const CostScope& scope, const CompileStep&
   return {JobCost{kind, d, d, 0}, EstimateSource::kDefault};
 }
 
-CostEstimate CostModel::estimate_link(const std::string& module) {
+CostEstimate CostModel::estimate_link_with(const std::string& module, bool with_shared) {
   std::lock_guard<std::mutex> lock(mutex_);
-  load_locked();
+  with_shared ? load_locked() : load_local_locked();
   if (auto it = known_.find(link_cost_id(module)); it != known_.end()) return {it->second, EstimateSource::kLog};
   return {JobCost{"link", default_cpu_seconds("link"), default_cpu_seconds("link"), 0}, EstimateSource::kDefault};
 }
@@ -317,8 +379,9 @@ CostEstimate CostModel::estimate_link(const std::string& module) {
 double CostModel::module_chain_seconds(const CostScope& scope, const BuildPlan& plan, bool scan_sources) {
   double longest = 0;
   for (const auto* steps : {&plan.device_steps, &plan.compile_steps})
-    for (const auto& s : *steps) longest = std::max(longest, estimate_unit(scope, s, scan_sources).cost.cpu_seconds);
-  return longest + (plan.link ? estimate_link(scope.module).cost.cpu_seconds : 0);
+    for (const auto& s : *steps)
+      longest = std::max(longest, estimate_unit_with(scope, s, scan_sources, false).cost.cpu_seconds);
+  return longest + (plan.link ? estimate_link_with(scope.module, false).cost.cpu_seconds : 0);
 }
 
 void CostModel::record_unit(const CostScope& scope, const CompileStep& step, const JobCost& measured) {
@@ -329,13 +392,12 @@ void CostModel::record_unit(const CostScope& scope, const CompileStep& step, con
   const std::string unit_id = unit_cost_id(scope, step);
   // Measured without its split (no `nvcc --time`: a launcher ran it): the
   // fraction learned before still holds for the new CPU seconds.
-  if (cost.serial_seconds < 0)
-    if (auto it = known_.find(unit_id); it != known_.end() && it->second.serial_seconds >= 0 &&
-                                        it->second.cpu_seconds > 0)
-      cost.serial_seconds = cost.cpu_seconds * std::min(1.0, it->second.serial_seconds / it->second.cpu_seconds);
+  if (auto it = known_.find(unit_id); it != known_.end()) cost = merge_job_cost(std::move(cost), it->second);
+  cost.later_fields.clear();  // what a later version wrote stays where it was written (merge_learned)
   for (const std::string& id : {unit_id, unit_source_cost_id(scope, step)}) {
     known_[id] = cost;
     recorded_[id] = cost;
+    unshared_[id] = cost;
   }
   auto& t = kind_totals_[cost.kind];
   t.first += cost.cpu_seconds;
@@ -349,10 +411,21 @@ void CostModel::record_link(const std::string& module, const JobCost& measured) 
   load_locked();
   known_[link_cost_id(module)] = cost;
   recorded_[link_cost_id(module)] = cost;
+  unshared_[link_cost_id(module)] = cost;
 }
 
 void CostModel::save() {
   std::lock_guard<std::mutex> lock(mutex_);
+  save_local_locked();
+  if (!shared_ || unshared_.empty()) return;
+  // Read, merged, written back, on every remote that takes uploads: one
+  // round trip each way, bounded by the remotes' deadlines.
+  shared_->update_shared_object(kSharedCostsObject, kMaxSharedCostsBytes,
+                                [&](const std::optional<std::string>& held) { return shared_costs_text(held, unshared_); });
+  unshared_.clear();
+}
+
+void CostModel::save_local_locked() {
   if (path_.empty() || recorded_.empty()) return;
   try {
     util::LockOptions lo;
@@ -372,12 +445,7 @@ void CostModel::save() {
     }
     CostLog merged;
     if (auto text = util::read_small_file(path_, kMaxLogBytes)) merged = parse_cost_log(*text);
-    for (const auto& [id, cost] : recorded_) {
-      JobCost& line = merged.jobs[id];
-      std::string later = std::move(line.later_fields);  // a later version's fields of this job stay
-      line = cost;
-      line.later_fields = std::move(later);
-    }
+    merge_learned(merged, recorded_);
     util::write_file_atomic(path_, format_cost_log(merged));
     recorded_.clear();
   } catch (const Error& e) {

@@ -19,6 +19,9 @@
 //               local tier only (objects are machine-local: their keys hold
 //               absolute paths).
 //
+//   get_shared_objects() / update_shared_object(): a small opaque object per
+//               remote (compile's costs), read, and read-modified-written.
+//
 // One facade per command (the CLI opens it; the engine library keeps one per
 // process and cache root), shared by every module of a batch and their units
 // from several threads: a remote that fails (kError, kTimeout) is given up for
@@ -151,6 +154,28 @@ class EntryStorage {
                                        const KeepOccupant& keep = {}) = 0;
   // What the caller counted itself (units compiled, launcher fallbacks...).
   virtual void count(const StatsCounters& delta) = 0;
+
+  // A small object each remote keeps beside the entries, named by `name`
+  // joined to the namespace as a key is ("<ns>/costs", "<ns>:costs"): what
+  // compile's cost log shares (compile/cost_log.h). Opaque here: not an
+  // entry, never verified, signed or adopted; its owner parses it as the
+  // hint it is. A transfer of one that fails is said under -v only and does
+  // not give its server up (the failure may concern that name alone), so it
+  // never changes what happens to the entries.
+  // What each remote holds under `name`, in the remotes' order; absent ones,
+  // failures and values larger than `max_bytes` (or the blob limit) are
+  // left out. No remote: nothing.
+  virtual std::vector<std::string> get_shared_objects(const std::string& /*name*/, uint64_t /*max_bytes*/) {
+    return {};
+  }
+  // What a remote holds (nullopt: absent, unreadable, larger than the
+  // limit) -> what to put back (nullopt: nothing).
+  using ObjectChange = std::function<std::optional<std::string>(const std::optional<std::string>& held)>;
+  // A read-modify-write on every remote that takes uploads (none when they
+  // are read-only). No lock: of two writers at once the last put wins and
+  // the other's change is lost. A server whose read fails is not written.
+  virtual void update_shared_object(const std::string& /*name*/, uint64_t /*max_bytes*/,
+                                    const ObjectChange& /*change*/) {}
   // Appends what was counted since the last flush to the root's journal.
   virtual void flush_counts() = 0;
 };
@@ -208,6 +233,8 @@ class Storage : public EntryStorage {
                                const KeepOccupant& keep = {}) override;
   void count(const StatsCounters& delta) override;
   void flush_counts() override;
+  std::vector<std::string> get_shared_objects(const std::string& name, uint64_t max_bytes) override;
+  void update_shared_object(const std::string& name, uint64_t max_bytes, const ObjectChange& change) override;
 
   // The policy every door of this facade applies (cache/trust.h).
   const TrustPolicy& policy() const { return policy_; }
@@ -227,6 +254,8 @@ class Storage : public EntryStorage {
   RemoteBackend* open(Server& s);
   void count_failure(Server& s, const RemoteFailure& f, const std::string& module);
   void give_up(Server& s, const RemoteFailure& f, double elapsed_ms);
+  // `transfer` on each remote not given up, opened, its mutex held.
+  void for_each_open_server(const std::function<void(Server&, RemoteBackend&)>& transfer);
   void count_untrusted(const std::string& source, const std::string& name, const std::string& why);
   // Adds `n` to one counter (of the caller's stats and of what is not flushed yet).
   void tally(uint64_t StatsCounters::*counter, uint64_t n = 1);

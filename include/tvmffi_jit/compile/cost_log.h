@@ -43,6 +43,20 @@
 // lock longer than a moment, what this command learned is not saved. It is a
 // hint: a missing, unreadable or damaged log only makes estimates worse, and
 // a learned peak larger than the memory the build may use is not believed.
+//
+// With a remote cache the log also travels (docs/remote.md, "The team's
+// costs"): each remote keeps one costs object per namespace, "costs", in
+// this same format (cache::EntryStorage::get_shared_objects stores it as an
+// opaque blob). A command reads it once, beside the local log, at its first
+// job's estimate (never for a batch's module order: an all-hit command never
+// asks), parsed and clamped as the local log is, the local log's lines
+// winning for the same job; a fresh runner with an empty root starts
+// learned. At its end, when it learned something and a remote takes
+// uploads, it reads the object again, merges what it learned and puts it
+// back (no lock: of two writers at once one's costs are lost, a hint
+// only). It is not signed: it only orders jobs, sizes memory reservations
+// (within -j) and split compiles (--split-compile auto), never what a
+// compile outputs otherwise.
 #pragma once
 
 #include <cstdint>
@@ -56,6 +70,10 @@
 
 #include "tvmffi_jit/cache/portable.h"
 #include "tvmffi_jit/compile/plan.h"
+
+namespace tvmffi_jit::cache {
+class EntryStorage;
+}
 
 namespace tvmffi_jit::compile {
 
@@ -135,9 +153,30 @@ struct CostLog {
   // Lines of a later version ("v<N>\t...", N > kCostLogVersion): not read, kept verbatim.
   std::vector<std::string> later_lines;
 };
-// Malformed lines are skipped (the file is a hint, never a reason to fail).
+// Malformed lines are skipped (the file is a hint, never a reason to fail),
+// and so is a line claiming a CPU or wall time above kMaxJobSeconds.
+inline constexpr double kMaxJobSeconds = 24 * 3600;
 CostLog parse_cost_log(std::string_view text);
 std::string format_cost_log(const CostLog& log);
+
+// One job's cost from two lines of it: `preferred` (measured now, or the
+// local log's), with `other`'s serial fraction when `preferred` does not know
+// its own, and `other`'s later-version fields when it has none.
+JobCost merge_job_cost(JobCost preferred, const JobCost& other);
+// What a command learned, into a log: each job's line replaced by what was
+// learned (merge_job_cost), every other line and later-version line kept.
+void merge_learned(CostLog& log, const std::unordered_map<std::string, JobCost>& learned);
+
+// The name of the team's costs object on a remote (joined to its namespace),
+// and the most of it that is read or written: 4 MiB, ~60,000 jobs.
+inline constexpr const char* kSharedCostsObject = "costs";
+inline constexpr uint64_t kMaxSharedCostsBytes = 4ull << 20;
+// What a command puts back: the object's lines (nullopt: absent, unreadable
+// or too large) with what it learned merged in; only what it learned when
+// that is over kMaxSharedCostsBytes (the object starts over, as an
+// oversized local log does); nullopt when even that is over.
+std::optional<std::string> shared_costs_text(const std::optional<std::string>& held,
+                                             const std::unordered_map<std::string, JobCost>& learned);
 
 // How long save() waits for costs.lock: another command's merge takes
 // milliseconds; a holder that takes longer costs this command its update,
@@ -152,19 +191,23 @@ class CostModel {
   // `memory_budget`: what this build's jobs may reserve together (the job
   // gate's; 0: unlimited). A logged peak above it cannot be this machine's:
   // it is not used (the job reserves as its kind does), with one warning.
-  explicit CostModel(std::string log_path = "", uint64_t memory_budget = 0);
+  // `shared`: the storage whose remotes keep the team's costs object (null:
+  // none; the caller passes none for --only-if-cached).
+  explicit CostModel(std::string log_path = "", uint64_t memory_budget = 0, cache::EntryStorage* shared = nullptr);
   ~CostModel();
   CostModel(const CostModel&) = delete;
   CostModel& operator=(const CostModel&) = delete;
 
+  // A job's estimate (the local log, and the remotes' costs at the first).
   // `scan_sources`: a device unit the log does not know is estimated from
-  // its source's size (reads its headers once per command); false: never
-  // (a batch's module order, computed before any cache lookup, so a batch of
-  // hits reads no header).
+  // its source's size (reads its headers once per command); false: never.
   CostEstimate estimate_unit(const CostScope& scope, const CompileStep& step, bool scan_sources = true);
   CostEstimate estimate_link(const std::string& module);
   // The longest path through a module: its longest unit, then its link
-  // (`scan_sources` as for estimate_unit).
+  // (`scan_sources` as for estimate_unit). A batch's module order, computed
+  // before any cache lookup: from the local log alone (asking a remote here
+  // would cost a batch of hits a transfer), unless a job's estimate has
+  // read the remotes' already.
   double module_chain_seconds(const CostScope& scope, const BuildPlan& plan, bool scan_sources = false);
 
   void record_unit(const CostScope& scope, const CompileStep& step, const JobCost& cost);
@@ -173,22 +216,38 @@ class CostModel {
   // Merges what this command learned into the log file (no-op when nothing
   // was recorded or there is no file). Waits at most kCostLockWaitSeconds
   // for costs.lock; gives up then (said under -v), keeping what it learned
-  // for a later save(). Errors are logged at debug level only.
+  // for a later save(). Errors are logged at debug level only. Then, once,
+  // into the remotes' costs object (update_shared_object: bounded by the
+  // remotes' deadlines; a failure is said under -v).
   void save();
 
   // Tests: the entries known now (loaded and recorded).
   std::unordered_map<std::string, JobCost> entries();
 
  private:
+  // The local log (once), then the remotes' costs objects (once).
+  void load_local_locked();
   void load_locked();
+  // A log's jobs into what is known, a peak above the memory budget not
+  // used (one warning naming `where`); a job known already keeps its line
+  // (merge_job_cost), so the log read first wins.
+  void absorb_locked(CostLog log, const std::string& where);
+  // `with_shared`: the remotes' costs too (a job's estimate), else the local log alone (a module order).
+  CostEstimate estimate_unit_with(const CostScope& scope, const CompileStep& step, bool scan_sources,
+                                  bool with_shared);
+  CostEstimate estimate_link_with(const std::string& module, bool with_shared);
+  void save_local_locked();
   std::string kind_of(const CompileStep& step) const;
 
   const std::string path_;
   const uint64_t memory_budget_;
+  cache::EntryStorage* const shared_;
   std::mutex mutex_;
-  bool loaded_ = false;
+  bool local_loaded_ = false;
+  bool shared_loaded_ = false;
   std::unordered_map<std::string, JobCost> known_;
   std::unordered_map<std::string, JobCost> recorded_;  // this command's, to merge on save
+  std::unordered_map<std::string, JobCost> unshared_;  // this command's, not yet in the remotes' object
   // Per kind ("nvcc/2", "c++"): sum of CPU seconds and count of the jobs known.
   std::unordered_map<std::string, std::pair<double, int>> kind_totals_;
   std::unique_ptr<SourceSizer> sizer_;  // the source-size estimates' memo of headers
