@@ -641,3 +641,37 @@ TEST_CASE("cache import keeps at most 8 results of a key, the last imported amon
   CHECK(util::is_directory(util::join_path(imported_root, imported.back())));
   CHECK_FALSE(util::is_directory(util::join_path(imported_root, imported.front())));
 }
+
+TEST_CASE("a shared object is read from every remote in order and rewritten on those that take uploads",
+          "[cache][storage][shared]") {
+  World w;
+  auto one = empty_server();
+  auto two = empty_server();
+  auto down = failing_server(RemoteFailureKind::kError);
+  one->objects["ns/notes"] = "from one";
+  two->objects["ns/notes"] = std::string(2000, 'x');  // over the caller's cap: left out
+  Storage storage(w.store_b, w.options(), &w.stats, backends({one, down, two}));
+  CHECK(storage.get_shared_objects("notes", 1000) == std::vector<std::string>{"from one"});
+  CHECK(w.stats.remote_bytes_received == 8);
+  // What each holds (nullopt: absent, too large) through the change, put back.
+  std::vector<std::optional<std::string>> held;
+  storage.update_shared_object("notes", 1000, [&](const std::optional<std::string>& h) {
+    held.push_back(h);
+    return std::optional<std::string>((h ? *h : "new") + "+");
+  });
+  CHECK(held == std::vector<std::optional<std::string>>{std::string("from one"), std::nullopt});
+  CHECK(one->objects["ns/notes"] == "from one+");
+  CHECK(two->objects["ns/notes"] == "new+");
+  CHECK(down->puts == 0);  // its read failed: nothing is written over what it may hold
+  // Not an entry's failure: no server given up, nothing counted but the bytes.
+  CHECK(w.stats.remote_errors == 0);
+  CHECK(w.stats.remote_corrupt == 0);
+  CHECK(storage.get_shared_objects("notes", 1000).size() == 2);
+  CHECK(down->gets == 3);
+  // A change that puts nothing, and a read-only storage, write nothing.
+  storage.update_shared_object("notes", 1000, [](const std::optional<std::string>&) { return std::nullopt; });
+  Storage reader(w.store_b, w.options(true), &w.stats, backends({one}));
+  reader.update_shared_object("notes", 1000, [](const std::optional<std::string>&) { return std::string("x"); });
+  CHECK(one->objects["ns/notes"] == "from one+");
+  CHECK(reader.get_shared_objects("notes", 1000) == std::vector<std::string>{"from one+"});
+}
