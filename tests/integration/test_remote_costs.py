@@ -119,12 +119,18 @@ def test_a_fresh_runner_at_another_path_starts_learned_from_the_remote_and_all_h
 @pytest.mark.parametrize("damage", ["huge", "garbage"])
 def test_a_damaged_or_huge_costs_object_is_ignored_and_replaced(world, damage):
     w = world
-    w.costs.parent.mkdir(parents=True)
-    # 6 MiB is over the 4 MiB a costs object may hold; garbage: bytes and absurd lines within it.
-    w.costs.write_bytes(b"\xee" * (6 << 20) if damage == "huge" else
-                        b"\x00\xff\x13not a log\n" + b"u0123456789abcdef0123\tc++\t999999999999999\t1\t1\n" * 50)
-    p, lines = build(w, w.dir, w.tmp / "root-a")
+    build(w, w.dir, w.tmp / "root-a")  # the object now holds every job's cost
+    lines = w.costs.read_text().splitlines()
+    if damage == "huge":  # well-formed, but past the 4 MiB a costs object may hold: not read at all
+        filler = "".join(f"u{i:020x}\tc++\t1000\t1000\t10\t1000\t0\n" for i in range(100000))
+        w.costs.write_text("\n".join(lines) + "\n" + filler)
+        assert w.costs.stat().st_size > 4 << 20
+    else:  # bytes that are no log, and every job's line claiming 30,000 years of CPU: dropped
+        absurd = [x.split("\t")[0] + "\tc++\t999999999999999\t1\t1\t-\t-" for x in lines[1:]]
+        w.costs.write_bytes(b"\x00\xff\x13not a log\n" + "\n".join(absurd).encode() + b"\n")
+    moved = edited_copy(w, w.tmp / "runner" / "work")
+    p, learned = build(w, moved, w.tmp / "runner-root")
     assert "warning" not in p.stderr, p.stderr
-    assert len(sources(lines, "compiling")) == 3 and "log" not in sources(lines, "compiling"), lines
+    assert len(sources(learned, "compiling")) == 3 and "log" not in sources(learned, "compiling"), learned
     text = w.costs.read_text()  # replaced by what this command learned
     assert text.startswith("# tvmffi-jit cost log v") and len(text.splitlines()) == 1 + 9, text[:300]
