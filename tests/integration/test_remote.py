@@ -86,6 +86,11 @@ def result_id(entry):
     return h.hexdigest()
 
 
+def not_costs(requests):
+    """nginx's access log lines of requests for entries, not for the team's costs object."""
+    return [r for r in requests if "/tvmffi-jit/costs " not in r]
+
+
 def remote_names(portable_key, rid, sep):
     """A key's result list and one of its results as a server names them (docs/remote.md)."""
     return f"tvmffi-jit{sep}{portable_key}", f"tvmffi-jit{sep}{portable_key}.{rid}"
@@ -159,12 +164,15 @@ def test_second_checkout_at_another_path_hits_remotely_and_spawns_no_compiler(wo
         assert again["cache"] == "hit" and world.b.stats()["remote_hits"] == 1
         assert run("cache", "verify", "--cache-dir", world.b.cache).returncode == 0
         portable = json.loads((Path(a["entry_dir"]) / "entry.json").read_text())["portable_key"]
-        # The result under its own name, then the key's list naming it.
+        # The result under its own name, then the key's list naming it; beside them the
+        # team's costs (docs/remote.md, "The team's costs").
         if kind == "redis":
-            assert len(srv.keys()) == 2 and f"tvmffi-jit:{portable}" in srv.keys()
-            assert json.loads(srv.get(f"tvmffi-jit:{portable}"))["results"][0] in srv.keys()[1]
+            keys = [k for k in srv.keys() if k != "tvmffi-jit:costs"]
+            assert len(keys) == 2 and f"tvmffi-jit:{portable}" in keys and len(srv.keys()) == 3
+            assert json.loads(srv.get(f"tvmffi-jit:{portable}"))["results"][0] in keys[1]
         else:
-            assert len(srv.requests("PUT")) == 2 and len(srv.blobs()) == 2
+            assert len(not_costs(srv.requests("PUT"))) == 2 and len(srv.requests("PUT")) == 3
+            assert len(srv.blobs()) == 3
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
@@ -191,7 +199,7 @@ def test_read_only_fetches_but_never_uploads(world, kind):
             assert srv.dbsize() == 0
         else:
             assert srv.requests("PUT") == [] and srv.blobs() == []
-            assert len(srv.requests("GET")) == 2  # both asked
+            assert len(not_costs(srv.requests("GET"))) == 2  # both asked (and both read the team's costs)
         assert world.a.stats()["remote_stores"] == 0
         # Filled by a read-write build, a read-only one hits.
         shutil.rmtree(world.a.cache)
@@ -273,11 +281,11 @@ def test_concurrent_uploads_of_one_key_leave_one_valid_blob(world, kind):
             results = list(pool.map(one, roots))
         assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
         digests = {sha256(json.loads(r.stdout)["path"]) for r in results}
-        # One result (the same content: the same id) and the key's list.
+        # One result (the same content: the same id) and the key's list; the team's costs beside them.
         if kind == "redis":
-            assert srv.dbsize() == 2
+            assert srv.dbsize() == 2 + 1
         else:
-            assert len(srv.blobs()) == 2
+            assert len(srv.blobs()) == 2 + 1
         b = world.b.build(remote=srv.url)
         assert b["cache"] == "remote-hit" and sha256(b["path"]) in digests
 

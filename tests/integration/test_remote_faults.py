@@ -571,7 +571,7 @@ def test_read_only_accepts_the_usual_boolean_spellings_in_any_case(proj, tmp_pat
     with remote_servers.server("redis", tmp_path / "redis") as srv:
         p = build(proj, srv.url, env={"TVMFFI_JIT_REMOTE_READ_ONLY": value})
         assert p.returncode == 0, p.stderr
-        assert (srv.dbsize() == 2) == uploads  # a result and the key's result list
+        assert (srv.dbsize() == 3) == uploads  # a result, the key's result list and the team's costs
 
 
 @pytest.mark.parametrize("value", ["2", "maybe", "enabled"])

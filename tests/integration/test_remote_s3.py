@@ -84,14 +84,15 @@ def test_upload_then_a_second_checkout_hits_with_no_compiler_and_the_same_digest
     puts = s3.requests("PUT")
     a = world.a.build(remote=world.url)
     assert a["cache"] == "miss" and compiles(world.log) == 2
-    # The result, then the key's list naming it.
-    assert world.a.stats()["remote_stores"] == 1 and s3.requests("PUT") == puts + 2
+    # The result, then the key's list naming it; then the team's costs (docs/remote.md).
+    assert world.a.stats()["remote_stores"] == 1 and s3.requests("PUT") == puts + 3
     # On the server under PREFIX/<namespace>/<portable key>.<result id>, readable with the
     # writer's signature only: the server enforces SigV4.
     obj = world.result_path(a)
     status, blob = s3.request("GET", obj)
     listing = s3.request("GET", world.object_path(a))[1]
-    assert status == 200 and len(blob) + len(listing) == world.a.stats()["remote_bytes_sent"]
+    costs = s3.request("GET", f"/{s3.BUCKET}/{world.prefix}/tvmffi-jit/costs")[1]
+    assert status == 200 and len(blob) + len(listing) + len(costs) == world.a.stats()["remote_bytes_sent"]
     status, body = s3.request("GET", obj, who="anonymous")
     assert status == 403 and b"AccessDenied" in body
 
@@ -104,7 +105,7 @@ def test_upload_then_a_second_checkout_hits_with_no_compiler_and_the_same_digest
     assert k_value(b["path"], 5) == 16
     s = world.b.stats()
     assert (s["remote_hits"], s["remote_misses"], s["misses"], s["remote_errors"]) == (1, 0, 0, 0)
-    assert s3.requests("PUT") == puts + 2  # a hit uploads nothing
+    assert s3.requests("PUT") == puts + 3  # a hit uploads nothing
     # The headers were re-hashed here; the stats they were hashed with are
     # recorded (those old enough), so the entry's local hits do not re-hash them.
     headers = json.loads((Path(b["entry_dir"]) / "entry.json").read_text())["headers"]
@@ -150,7 +151,7 @@ def test_remote_read_only_sends_no_put(world):
     assert a["cache"] == "miss"
     world.b.build(env=dict(world.writer, TVMFFI_JIT_REMOTE=world.url, TVMFFI_JIT_REMOTE_READ_ONLY="1"))
     assert s3.requests("PUT") == puts  # the writer's credentials would have been allowed to
-    assert s3.requests("GET") == gets + 2  # both asked
+    assert s3.requests("GET") == gets + 2 * 2  # both asked, for the key and for the team's costs
     assert world.a.stats()["remote_stores"] == 0
     assert s3.request("GET", world.object_path(a))[0] == 404
 
@@ -233,8 +234,11 @@ def test_requests_are_signed_and_a_put_carries_its_bodys_sha256(world):
         server.shutdown()
         server.server_close()
     assert a["cache"] == "miss" and not warnings(a["stderr"]), a["stderr"]
-    # The list asked (absent), the build, the result put, the list asked again and put.
-    (get, put, get_list, put_list) = _CapturingS3.seen
+    # The list asked (absent), the build, the result put, the list asked again and put; the
+    # team's costs read at the first job and read-modified-written at the end (docs/remote.md).
+    costs = [r[:2] for r in _CapturingS3.seen if r[1] == "/bkt/pre/fix/tvmffi-jit/costs"]
+    assert costs == [("GET", "/bkt/pre/fix/tvmffi-jit/costs")] * 2 + [("PUT", "/bkt/pre/fix/tvmffi-jit/costs")]
+    (get, put, get_list, put_list) = [r for r in _CapturingS3.seen if r[1] != "/bkt/pre/fix/tvmffi-jit/costs"]
     portable = json.loads((Path(a["entry_dir"]) / "entry.json").read_text())["portable_key"]
     assert get[0] == "GET" and get[1] == f"/bkt/pre/fix/tvmffi-jit/{portable}"  # path-style against the endpoint
     assert put[0] == "PUT" and put[1].startswith(get[1] + ".") and len(put[1]) == len(get[1]) + 65
