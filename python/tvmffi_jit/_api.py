@@ -925,9 +925,9 @@ def build_many(  # noqa: PLR0913, PLR0912
     ``build_directory``: module ``name`` is built in ``DIR/name``,
     incrementally, without the cache (``--build-dir``). ``keep_going``: a
     module that fails does not stop the others. ``jobs``: parallel jobs
-    (default ``$MAX_JOBS``, else one per core). ``split_compile``: ``"auto"``
-    (the default: nvcc's split passes take the idle job slots), ``"off"`` or
-    a number of nvcc threads. ``job_trace``: a file for the
+    (default ``$MAX_JOBS``, else one per core). ``split_compile``: ``"off"``
+    (the default), ``"auto"`` (nvcc's split passes take the idle job slots)
+    or a number of nvcc threads. ``job_trace``: a file for the
     job trace (``.json``: Chrome's trace-event format).
 
     Returns one entry per module, in order: the artifact's absolute path, or

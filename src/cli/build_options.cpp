@@ -100,9 +100,9 @@ void add_job_options(CLI::App& sub, BuildArgs& args) {
                   "finished, then 5/4 of the largest seen; host compiles and links: a quarter. Jobs run only while\n"
                   "their reservations fit in the memory available (MemAvailable, within the cgroup's limit)");
   sub.add_option("--split-compile", args.split_compile,
-                  "nvcc split compilation: auto (default: each nvcc job runs --split-compile=16 --jobserver and its\n"
-                  "passes take only the job slots nobody waits for, such as the tail; docs/build.md#split-compilation),\n"
-                  "off, or N threads on every nvcc job");
+                  "nvcc split compilation: off (default), auto (each nvcc job runs --split-compile=16 --jobserver and\n"
+                  "its passes take only the job slots nobody waits for, such as the tail; docs/build.md#split-compilation),\n"
+                  "or N threads on every nvcc job");
   sub.add_option("--job-trace", args.job_trace,
                   "Write what each compile/link process did to FILE: module, step, queued/start/end seconds, CPU\n"
                   "seconds, peak RSS. FILE.json: Chrome's trace-event JSON (Perfetto, chrome://tracing), one lane\n"

@@ -150,14 +150,14 @@ MachineResources read_machine_resources(const std::string& cgroup_root) {
 // --split-compile: "off" 0, "auto" the scheduler's choice, N > 1
 // a fixed --split-compile=N on every nvcc unit (nvcc's 0, every core, is
 // not offered: the job gate hands out the cores).
-// What an unset --split-compile means: "auto". nvcc's split passes emit the
-// same machine code as unsplit ones (every kernel's code, attributes and
-// constants byte-identical in the units compared, bench/split_sass/compare.py,
-// docs/build.md#split-compilation), so splitting costs no kernel speed; with
-// the gate lending only idle slots it costs no oversubscription either.
-// "auto" is in every nvcc unit's key: the first build after the change
-// compiles each nvcc unit once more.
-static constexpr const char* kDefaultSplitCompile = "auto";
+// What an unset --split-compile means: "off" until the kernels whose machine
+// code split compilation changes are timed on a GPU. nvcc's split passes emit
+// byte-identical code for FlashInfer's MoE, sampling and decode units, but not
+// for its top-k and batch prefill units (bench/split_sass/compare.py;
+// bench/split_sass/time_kernels.py times those two; docs/build.md#split-compilation).
+// "auto" is in every nvcc unit's key: flipping this line makes the first build
+// after it compile each nvcc unit once more.
+static constexpr const char* kDefaultSplitCompile = "off";
 
 static int parse_split_compile(const std::string& text) {
   if (text.empty()) return parse_split_compile(kDefaultSplitCompile);

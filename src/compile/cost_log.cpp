@@ -292,6 +292,10 @@ void CostModel::load_locked() {
   for (const std::string& text : shared_->get_shared_objects(kSharedCostsObject, kMaxSharedCostsBytes)) {
     CostLog log = parse_cost_log(text);
     spdlog::debug("the remote costs object holds {} job(s) in {} bytes", log.jobs.size(), text.size());
+    // Its peaks only order and size nothing: a writer of the remote who set
+    // every peak tiny would make the gate admit -j jobs whatever the memory.
+    // A job's reservation comes from this machine's log or its kind.
+    for (auto& [id, cost] : log.jobs) cost.peak_rss_bytes = 0;
     absorb_locked(std::move(log), "the remote costs object");
   }
 }

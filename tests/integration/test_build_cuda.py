@@ -183,3 +183,24 @@ def test_cuda_compile_error_is_exit_1_with_file_and_line(tmp_path):
     p = run("build", "bad.cu", "--emit", "ptx", "--arch", "9.0", cwd=tmp_path, check=1)
     assert "bad.cu(2)" in p.stderr or "bad.cu:2" in p.stderr
     assert "undefined_name" in p.stderr
+
+
+def test_split_compile_auto_gives_nvcc_the_gates_jobserver_and_the_trace_says_so(tmp_path):
+    """--split-compile auto with the real nvcc: its job holds one slot and runs
+    --split-compile=16 --jobserver with the gate's MAKEFLAGS (docs/build.md,
+    "Split compilation"); nvcc takes the three idle slots of -j 4 and builds."""
+    trace = tmp_path / "trace.jsonl"
+    info = build_json("-m", EXAMPLES / "cuda_add_one" / "manifest.json", "--arch", "9.0", "--build-dir",
+                      tmp_path / "b", "--split-compile", "auto", "-j", "4", "--job-trace", trace)
+    compiles = [c["argv"] for c in info["commands"] if c["argv"] and c["argv"][0].endswith("nvcc") and "-c" in c["argv"]]
+    assert len(compiles) == 1
+    assert "--split-compile=16" in compiles[0] and "--jobserver" in compiles[0]
+    jobs = [json.loads(line) for line in trace.read_text().splitlines()]
+    unit = [j for j in jobs if j["step"].startswith("compiling")]
+    assert len(unit) == 1 and unit[0]["split"] == 16 and unit[0]["split_lent"] is True and unit[0]["slots"] == 1
+    assert "__tvm_ffi_add_one_cuda" in dynamic_exports(info["path"])
+    # Without auto: no jobserver, no split.
+    plain = build_json("-m", EXAMPLES / "cuda_add_one" / "manifest.json", "--arch", "9.0", "--build-dir",
+                       tmp_path / "p", "-j", "4")
+    argv = [a for c in plain["commands"] for a in c["argv"]]
+    assert "--jobserver" not in argv and not any(a.startswith("--split-compile") for a in argv)
