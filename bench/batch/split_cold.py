@@ -62,13 +62,16 @@ def module(work, name, instances):
 
 
 def peak_threads_while_full(jobs):
-    """The most threads (a split job's N, else 1) running at once while some job waited."""
+    """The most threads (a split job's N, else 1) running at once while some job waited. A job
+    whose split threads took lent slots (split_lent, --split-compile auto's jobserver) counts
+    one: the gate lends nothing while a job waits, so its other pieces ran on its own thread."""
     events = []
     for j in jobs:
         if "start" not in j or "end" not in j:
             continue
-        events.append((j["start"], 1, max(1, j.get("split", 0))))
-        events.append((j["end"], 0, -max(1, j.get("split", 0))))
+        threads = 1 if j.get("split_lent") else max(1, j.get("split", 0))
+        events.append((j["start"], 1, threads))
+        events.append((j["end"], 0, -threads))
     peak, now = 0, 0
     for t, _, d in sorted(events):
         now += d
