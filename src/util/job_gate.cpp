@@ -79,16 +79,33 @@ int JobGate::lent_slots() const {
 
 void JobGate::lend_idle_locked() {
   if (!lend_ || !jobserver_ || waiting_ > 0 || held_for_ > 0 || free_slots_ <= 0) return;
-  const int lent = jobserver_->put(free_slots_);
+  int n = free_slots_;
+  // A lent slot runs a compiler thread, which needs memory as a job does:
+  // each one reserves what a slot of the largest job admitted so far
+  // reserves, within the budget, so lending never passes it.
+  if (memory_ != 0 && lend_bytes_per_slot_ > 0) {
+    const uint64_t room = memory_ > reserved_ ? memory_ - reserved_ : 0;
+    n = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(n), room / lend_bytes_per_slot_));
+  }
+  const int lent = jobserver_->put(n);
   free_slots_ -= lent;
   lent_ += lent;
+  if (memory_ != 0) {
+    lent_bytes_ += lend_bytes_per_slot_ * static_cast<uint64_t>(lent);
+    reserved_ += lend_bytes_per_slot_ * static_cast<uint64_t>(lent);
+    peak_reserved_ = std::max(peak_reserved_, reserved_);
+  }
 }
 
-void JobGate::reclaim_locked(int slots) {
-  while (free_slots_ < slots && lent_ > 0 && jobserver_ && jobserver_->take()) {
-    ++free_slots_;
-    --lent_;
-  }
+bool JobGate::take_back_one_locked() {
+  if (lent_ <= 0 || !jobserver_ || !jobserver_->take()) return false;
+  // Lent at different reservations over time: each token gives back its share.
+  const uint64_t bytes = lent_ == 1 ? lent_bytes_ : lent_bytes_ / static_cast<uint64_t>(lent_);
+  lent_bytes_ -= bytes;
+  reserved_ -= bytes;
+  ++free_slots_;
+  --lent_;
+  return true;
 }
 
 void JobGate::Party::check_in() {
@@ -192,7 +209,9 @@ JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priorit
   for (;;) {
     if (held_for_ > 0 && std::chrono::steady_clock::now() >= hold_until_) held_for_ = 0;
     const bool first = held_for_ == 0 && *queue_.begin() == me;
-    if (first && !fits(1)) reclaim_locked(1);
+    if (first)
+      while (!fits(1) && take_back_one_locked()) {
+      }
     if (first && fits(1)) break;
     if (held_for_ > 0)
       changed_.wait_until(lock, hold_until_);
@@ -236,6 +255,7 @@ JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priorit
   t.bytes_ = bytes_per_slot * static_cast<uint64_t>(n);
   t.weight_ = counted;
   t.admission_ = admissions_++;
+  if (priority == Priority::kNormal) lend_bytes_per_slot_ = std::max(lend_bytes_per_slot_, bytes_per_slot);
   lend_idle_locked();  // the last waiter started: what is left idles unless lent
   lock.unlock();
   changed_.notify_all();  // the next in line may fit too

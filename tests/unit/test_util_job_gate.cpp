@@ -429,3 +429,21 @@ TEST_CASE("a gate made without lending, or told to stop, lends nothing", "[util]
   util::JobGate::Ticket t = gate.acquire(1, 1);
   CHECK(gate.lent_slots() == 0);
 }
+
+TEST_CASE("lent slots count against the memory budget like the jobs' own", "[util][job_gate][jobserver]") {
+  util::JobGate gate(4, 10, true);  // 4 slots, 10 bytes
+  REQUIRE(gate.jobserver_makeflags());
+  {
+    util::JobGate::Ticket running = gate.acquire(1, 4);  // a job of 4 bytes per slot
+    // Three slots idle, but memory for one more thread of that size only.
+    CHECK(gate.lent_slots() == 1);
+    CHECK(gate.peak_reserved_bytes() <= 10);
+  }
+  // Its slot and memory are back: two threads of 4 fit in 10.
+  CHECK(gate.lent_slots() == 2);
+  // A job that needs the memory takes the lent slots back (nobody uses them).
+  util::JobGate::Ticket big = gate.acquire(1, 8);
+  CHECK(big.bytes() == 8);
+  CHECK(gate.lent_slots() == 0);
+  CHECK(gate.peak_reserved_bytes() <= 10);
+}

@@ -144,14 +144,16 @@ class JobGate {
                                      int slots);
 
   // Lending (util/jobserver.h; a gate made with lend_idle_slots): from the
-  // first call on, the slots nobody
-  // waits for (the tail of a build, a build smaller than -j) are lent to the
-  // running jobs' compilers as jobserver tokens, and taken back one by one
-  // when a job asks for a slot and none is free (a token comes back when the
-  // compiler thread holding it ends its pass; the waiter looks every few
-  // milliseconds). Returns the MAKEFLAGS value for such a job's compiler;
-  // nullopt when the gate does not lend, or the fifo cannot be made (the job
-  // then runs as it would without lending).
+  // first call on, the slots nobody waits for (the tail of a build, a build
+  // smaller than -j) are lent to the running jobs' compilers as jobserver
+  // tokens, and taken back one by one when a job asks for a slot (or for
+  // memory) and none is free (a token comes back when the compiler thread
+  // holding it ends its pass; the waiter looks every few milliseconds).
+  // Within a memory budget each lent slot reserves what a slot of the
+  // largest job admitted so far does, and fewer are lent when it would pass.
+  // Returns the MAKEFLAGS value for such a job's compiler; nullopt when the
+  // gate does not lend, or the fifo cannot be made (the job then runs as it
+  // would without lending).
   std::optional<std::string> jobserver_makeflags();
   // A compiler refused the jobserver (an nvcc older than --jobserver): no
   // more lending from now on; what was lent comes back as jobs ask for it.
@@ -173,7 +175,7 @@ class JobGate {
   void checked_in();  // mutex_ not held
   void count_check_in();  // mutex_ held
   void lend_idle_locked();      // mutex_ held: nobody waits, so the free slots go to the jobserver
-  void reclaim_locked(int slots);  // mutex_ held: lent tokens back until `slots` are free (or none is there)
+  bool take_back_one_locked();  // mutex_ held: one lent token back, if one is in the fifo now
 
   const int slots_;
   const uint64_t memory_;
@@ -196,6 +198,8 @@ class JobGate {
   bool lend_;                                   // jobserver_makeflags() may lend
   std::unique_ptr<Jobserver> jobserver_;  // lending on (jobserver_makeflags())
   int lent_ = 0;                                // tokens written and not taken back
+  uint64_t lent_bytes_ = 0;                     // what they reserve (memory budget only)
+  uint64_t lend_bytes_per_slot_ = 0;            // a lent slot's reservation: the largest job slot's so far
   std::chrono::steady_clock::time_point hold_until_;
 };
 
