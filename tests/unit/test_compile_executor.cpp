@@ -1087,26 +1087,40 @@ class JobserverRunner : public CostingRunner {
   }
   std::vector<std::vector<std::string>> calls_for_refusal;
 };
+
+// One nvcc unit (--split-compile auto) and its link, built on a lending gate of 4 slots.
+struct LoneSplitUnit {
+  FakeTools tools;
+  util::TempDir src, build;
+  BuildPlan plan;
+  CostModel costs;
+  util::JobGate gate{4, 0, /*lend_idle_slots=*/true};
+  JobserverRunner runner;
+  RecordingSink status;
+  LoneSplitUnit() {
+    plan = fake_plan(tools.cxx, src.path(), 1);
+    CompileStep& s = plan.compile_steps[0];
+    s.language = Language::kCuda;
+    s.flags = {"-gencode=arch=compute_90a,code=sm_90a"};
+    s.split_compile = kSplitCompileAuto;
+    runner.gate = &gate;
+  }
+  BuildResult run() {
+    ExecuteOptions o = fake_options(runner, status, 1);
+    o.gate = &gate;
+    o.costs = &costs;
+    return execute_plan(plan, build.path(), o);
+  }
+};
 }  // namespace
 
 TEST_CASE("split-compile auto with a lending gate: one slot, nvcc --split-compile=16 --jobserver, the idle slots lent",
           "[build][executor][costs][jobserver]") {
-  FakeTools tools;
-  util::TempDir src, build;
-  BuildPlan plan = fake_plan(tools.cxx, src.path(), 1);
-  CompileStep& s = plan.compile_steps[0];
-  s.language = Language::kCuda;
-  s.flags = {"-gencode=arch=compute_90a,code=sm_90a"};
-  s.split_compile = kSplitCompileAuto;
-  CostModel costs;
-  util::JobGate gate(4, 0, /*lend_idle_slots=*/true);
-  JobserverRunner runner;
-  runner.gate = &gate;
-  RecordingSink status;
-  ExecuteOptions o = fake_options(runner, status, 1);
-  o.gate = &gate;
-  o.costs = &costs;
-  BuildResult r = execute_plan(plan, build.path(), o);
+  LoneSplitUnit t;
+  BuildResult r = t.run();
+  JobserverRunner& runner = t.runner;
+  util::JobGate& gate = t.gate;
+  const CompileStep& s = t.plan.compile_steps[0];
   const auto calls = runner.calls();
   REQUIRE(calls.size() == 2);
   CHECK(std::count(calls[0].begin(), calls[0].end(), "--split-compile=16") == 1);
@@ -1121,22 +1135,11 @@ TEST_CASE("split-compile auto with a lending gate: one slot, nvcc --split-compil
 
 TEST_CASE("an nvcc that refuses --jobserver runs again on the slots its job holds, and the gate stops lending",
           "[build][executor][costs][jobserver]") {
-  FakeTools tools;
-  util::TempDir src, build;
-  BuildPlan plan = fake_plan(tools.cxx, src.path(), 1);
-  CompileStep& s = plan.compile_steps[0];
-  s.language = Language::kCuda;
-  s.flags = {"-gencode=arch=compute_90a,code=sm_90a"};
-  s.split_compile = kSplitCompileAuto;
-  CostModel costs;
-  util::JobGate gate(4, 0, true);
-  JobserverRunner runner;
-  runner.refuse_jobserver = true;
-  RecordingSink status;
-  ExecuteOptions o = fake_options(runner, status, 1);
-  o.gate = &gate;
-  o.costs = &costs;
-  BuildResult r = execute_plan(plan, build.path(), o);
+  LoneSplitUnit t;
+  t.runner.refuse_jobserver = true;
+  BuildResult r = t.run();
+  JobserverRunner& runner = t.runner;
+  util::JobGate& gate = t.gate;
   REQUIRE(runner.calls_for_refusal.size() == 1);
   const auto calls = runner.calls();
   REQUIRE(calls.size() == 2);  // the compile again (without it), then the link
