@@ -178,6 +178,49 @@ double JobGate::floor_with_long_jobs(const std::vector<std::pair<Shape, int>>& j
   return hi;
 }
 
+bool JobGate::fits_locked(int slots, uint64_t bytes_per_slot) const {
+  return free_slots_ >= slots &&
+         (memory_ == 0 || reserved_ + bytes_per_slot * static_cast<uint64_t>(slots) <= memory_);
+}
+
+void JobGate::wait_for_turn_locked(std::unique_lock<std::mutex>& lock, const Waiter& me, uint64_t bytes_per_slot) {
+  // Only the first in serving order may start: a job that does not fit yet
+  // (memory) is not overtaken by smaller ones behind it, so it cannot starve.
+  // A slot lent to a compiler's thread comes back through the fifo, not
+  // through give_back(): the first in line looks for one every few ms.
+  constexpr auto kReclaimPoll = std::chrono::milliseconds(5);
+  for (;;) {
+    if (held_for_ > 0 && std::chrono::steady_clock::now() >= hold_until_) held_for_ = 0;
+    const bool first = held_for_ == 0 && *queue_.begin() == me;
+    if (first)
+      while (!fits_locked(1, bytes_per_slot) && take_back_one_locked()) {
+      }
+    if (first && fits_locked(1, bytes_per_slot)) return;
+    if (held_for_ > 0)
+      changed_.wait_until(lock, hold_until_);
+    else if (first && lent_ > 0)
+      changed_.wait_for(lock, kReclaimPoll);
+    else
+      changed_.wait(lock);
+  }
+}
+
+int JobGate::slots_wanted_locked(const Shape& shape, double counted, int max_slots) const {
+  if (waiting_ == 0) return max_slots;  // the tail: nobody else will use the free cores
+  if (counted <= 0) return 1;
+  // The critical path: a job longer than the floor (a fair share of the
+  // work left) ends last unless it runs on more cores.
+  const double floor = (waiting_weight_ + running_weight_ + counted) / static_cast<double>(slots_);
+  Shape mine = shape;
+  mine.weight = counted;
+  const int want = slots_to_meet(mine, floor, max_slots);
+  if (want <= 1) return want;
+  // It is long: the floor the long jobs leave (floor_with_long_jobs).
+  std::vector<std::pair<Shape, int>> jobs{{mine, max_slots}};
+  for (const auto& [at, waiter] : shapes_) jobs.push_back(waiter);
+  return slots_to_meet(mine, floor_with_long_jobs(jobs, running_weight_, slots_), max_slots);
+}
+
 JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priority priority, const Shape& shape,
                                  Party* party) {
   max_slots = std::max(1, max_slots);
@@ -185,7 +228,7 @@ JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priorit
   // A job larger than the whole budget runs alone instead of never.
   if (memory_ != 0) bytes_per_slot = std::min(bytes_per_slot, memory_);
   std::unique_lock<std::mutex> lock(mutex_);
-  const auto me = std::make_tuple(-static_cast<int>(priority), -weight, shape.key, arrivals_++);
+  const Waiter me = std::make_tuple(-static_cast<int>(priority), -weight, shape.key, arrivals_++);
   queue_.insert(me);
   ++waiting_;
   const double counted = priority == Priority::kNormal ? std::max(0.0, weight) : 0.0;
@@ -198,52 +241,14 @@ JobGate::Ticket JobGate::acquire(int max_slots, uint64_t bytes_per_slot, Priorit
     count_check_in();
     if (held_for_ == 0) changed_.notify_all();  // the first in line may be another module's job
   }
-  auto fits = [&](int n) {
-    return free_slots_ >= n && (memory_ == 0 || reserved_ + bytes_per_slot * static_cast<uint64_t>(n) <= memory_);
-  };
-  // Only the first in serving order may start: a job that does not fit yet
-  // (memory) is not overtaken by smaller ones behind it, so it cannot starve.
-  // A slot lent to a compiler's thread comes back through the fifo, not
-  // through give_back(): the first in line looks for one every few ms.
-  constexpr auto kReclaimPoll = std::chrono::milliseconds(5);
-  for (;;) {
-    if (held_for_ > 0 && std::chrono::steady_clock::now() >= hold_until_) held_for_ = 0;
-    const bool first = held_for_ == 0 && *queue_.begin() == me;
-    if (first)
-      while (!fits(1) && take_back_one_locked()) {
-      }
-    if (first && fits(1)) break;
-    if (held_for_ > 0)
-      changed_.wait_until(lock, hold_until_);
-    else if (first && lent_ > 0)
-      changed_.wait_for(lock, kReclaimPoll);
-    else
-      changed_.wait(lock);
-  }
+  wait_for_turn_locked(lock, me, bytes_per_slot);
   queue_.erase(me);
   shapes_.erase(arrival);
   --waiting_;
   waiting_weight_ = std::max(0.0, waiting_weight_ - counted);
-  int want = 1;
-  if (waiting_ == 0) {
-    want = max_slots;  // the tail: nobody else will use the free cores
-  } else if (counted > 0) {
-    // The critical path: a job longer than the floor (a fair share of the
-    // work left) ends last unless it runs on more cores.
-    double floor = (waiting_weight_ + running_weight_ + counted) / static_cast<double>(slots_);
-    Shape mine = shape;
-    mine.weight = counted;
-    want = slots_to_meet(mine, floor, max_slots);
-    if (want > 1) {
-      // It is long: the floor the long jobs leave (floor_with_long_jobs).
-      std::vector<std::pair<Shape, int>> jobs{{mine, max_slots}};
-      for (const auto& [at, waiter] : shapes_) jobs.push_back(waiter);
-      floor = floor_with_long_jobs(jobs, running_weight_, slots_);
-      want = slots_to_meet(mine, floor, max_slots);
-    }
-  }
+  const int want = slots_wanted_locked(shape, counted, max_slots);
   int n = 1;
-  while (n < std::min(want, max_slots) && fits(n + 1)) ++n;
+  while (n < std::min(want, max_slots) && fits_locked(n + 1, bytes_per_slot)) ++n;
   running_weight_ += counted;
   free_slots_ -= n;
   reserved_ += bytes_per_slot * static_cast<uint64_t>(n);

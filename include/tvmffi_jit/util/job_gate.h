@@ -176,6 +176,13 @@ class JobGate {
   void count_check_in();  // mutex_ held
   void lend_idle_locked();      // mutex_ held: nobody waits, so the free slots go to the jobserver
   bool take_back_one_locked();  // mutex_ held: one lent token back, if one is in the fifo now
+  // (-class, -weight, key, arrival): the serving order of queue_.
+  using Waiter = std::tuple<int, double, std::string, uint64_t>;
+  bool fits_locked(int slots, uint64_t bytes_per_slot) const;
+  // Until `me` is first in line and one slot (and its memory) is free.
+  void wait_for_turn_locked(std::unique_lock<std::mutex>& lock, const Waiter& me, uint64_t bytes_per_slot);
+  // The slots an admitted job asks for (acquire()'s rule: the tail, the critical path).
+  int slots_wanted_locked(const Shape& shape, double counted, int max_slots) const;
 
   const int slots_;
   const uint64_t memory_;
@@ -186,7 +193,7 @@ class JobGate {
   uint64_t peak_reserved_ = 0;
   int peak_slots_ = 0;
   // The waiters in serving order: (-class, -weight, key, arrival).
-  std::set<std::tuple<int, double, std::string, uint64_t>> queue_;
+  std::set<Waiter> queue_;
   // The kNormal waiters' shapes and max slots, by arrival (floor_with_long_jobs).
   std::map<uint64_t, std::pair<Shape, int>> shapes_;
   uint64_t arrivals_ = 0;
