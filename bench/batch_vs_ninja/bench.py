@@ -67,9 +67,13 @@ def trace_summary(trace):
     if not Path(trace).exists():
         return {"longest_job": 0.0}
     text = Path(trace).read_text()
+    lent_peak = None
     if trace.endswith(".json"):  # Chrome's trace-event JSON: each job's JSON-lines object is its "args"
-        jobs = [e["args"] for e in json.loads(text)["traceEvents"]
-                if e.get("ph") == "X" and e.get("cat") in ("compile", "link")]
+        events = json.loads(text)["traceEvents"]
+        jobs = [e["args"] for e in events if e.get("ph") == "X" and e.get("cat") in ("compile", "link")]
+        # --split-compile auto's jobserver: the most lent slots its split threads held at once.
+        lent = [e["args"]["split threads"] for e in events if e.get("name") == "lent slots in use"]
+        lent_peak = max(lent) if lent else None
     else:
         jobs = [json.loads(line) for line in text.splitlines()]
     units = []
@@ -88,7 +92,7 @@ def trace_summary(trace):
         sources.setdefault(u.get("estimate_source", ""), []).append(u)
     rho = batch_bench.spearman([u["estimate"] for u in units], [u["cpu"] for u in units])
     heaviest = sorted(units, key=lambda u: -u["cpu"])[:5]
-    return {"longest_job": longest, "split_jobs": split,
+    return {"longest_job": longest, "split_jobs": split, "lent_slots_peak": lent_peak,
             "estimate_over_actual_median": ratios[len(ratios) // 2] if ratios else None,
             "estimate_rank_corr": rho,
             "estimate_rank_corr_by_source": {k: batch_bench.spearman([u["estimate"] for u in v], [u["cpu"] for u in v])
@@ -97,6 +101,7 @@ def trace_summary(trace):
             # The five units that cost most: when they started, on how many threads.
             "heaviest_units": [{"module": u.get("module", ""), "step": u["step"], "cpu": u["cpu"],
                                 "start": u["start"], "end": u["end"], "split": u.get("split", 0),
+                                "split_lent": u.get("split_lent", False),
                                 "serial": u.get("serial"), "estimate": u["estimate"]} for u in heaviest],
             # The job gate's order of admission: what --order must not change.
             "start_order": [f"{u.get('module', '')}: {Path(u['step'].split(' ', 1)[-1]).name}"
