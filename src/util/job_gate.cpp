@@ -4,6 +4,7 @@
 #include <cmath>
 #include <thread>
 
+#include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/jobserver.h"
 #include "tvmffi_jit/util/log.h"
@@ -54,7 +55,7 @@ std::optional<std::string> JobGate::jobserver_makeflags() {
   if (!jobserver_) {
     try {
       jobserver_ = std::make_unique<Jobserver>(slots_);
-    } catch (const std::exception& e) {
+    } catch (const Error& e) {  // best effort: without it a job splits on the slots it holds
       spdlog::debug("no jobserver for split compilation: {}", e.what());
       return std::nullopt;
     }

@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <string>
 
 #include "tvmffi_jit/util/error.h"
@@ -26,20 +28,12 @@ Jobserver::~Jobserver() {
 }
 
 int Jobserver::put(int tokens) {
-  const std::string bytes(static_cast<size_t>(tokens > 0 ? tokens : 0), '+');
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    // A full pipe holds 64 KiB of tokens, past any -j: what was not written
-    // stays the gate's (a core idle at the tail, nothing worse).
-    break;
-  }
-  return static_cast<int>(done);
+  // A write of at most PIPE_BUF bytes to a fifo is whole or nothing (EAGAIN
+  // when full, which 64 KiB of tokens never is at any -j): what was not
+  // written stays the gate's (a core idle at the tail, nothing worse).
+  const size_t n = std::min<size_t>(static_cast<size_t>(std::max(tokens, 0)), PIPE_BUF);
+  if (n == 0 || !write_all(fd_, std::string(n, '+'))) return 0;
+  return static_cast<int>(n);
 }
 
 int Jobserver::available() const {
@@ -49,12 +43,8 @@ int Jobserver::available() const {
 
 bool Jobserver::take() {
   char token = 0;
-  for (;;) {
-    const ssize_t n = ::read(fd_, &token, 1);
-    if (n == 1) return true;
-    if (n < 0 && errno == EINTR) continue;
-    return false;  // EAGAIN: every lent token is in use
-  }
+  auto n = read_some(fd_, &token, 1);  // EAGAIN: every lent token is in use
+  return n && *n == 1;
 }
 
 }  // namespace tvmffi_jit::util
