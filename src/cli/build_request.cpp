@@ -268,6 +268,8 @@ BuildRequest resolve_build_request(const BuildArgs& args, const toolchain::EnvLo
     } catch (const Error& e) {
       spdlog::debug("no per-user toolchain memo: {}", e.what());  // a memo only: the build goes on without it
     }
+    if (auto dir = env("TVMFFI_JIT_PCH_DIR")) r.pch_dir = *dir == "off" ? "" : *dir;
+    else if (!r.user_toolchain_memo_dir.empty()) r.pch_dir = util::join_path(r.user_toolchain_memo_dir, "pch");
   }
   return r;
 }

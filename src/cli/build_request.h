@@ -99,6 +99,9 @@ struct BuildRequest {
   bool only_if_cached = false;  // the engine library's in-process path (docs/python.md)
   std::string cache_dir;  // the cache root (use_cache): --cache-dir, TVMFFI_JIT_CACHE_DIR, XDG_CACHE_HOME, HOME
   std::string user_toolchain_memo_dir;  // cache::user_toolchain_memo_dir(); "" when no home directory is known
+  // Where GCC precompiled headers live (compile/precompiled_headers.h):
+  // $TVMFFI_JIT_PCH_DIR ("off" or empty: none), else <user toolchain memo dir>/pch.
+  std::string pch_dir;
   bool force = false;
   bool verify = false;
   std::string build_dir;  // --build-dir (a batch builds each module in DIR/NAME)

@@ -39,6 +39,7 @@
 #include "tvmffi_jit/compile/launch.h"
 #include "tvmffi_jit/compile/manifest.h"
 #include "tvmffi_jit/compile/plan.h"
+#include "tvmffi_jit/compile/precompiled_headers.h"
 #include "tvmffi_jit/cli/commands.h"
 #include "tvmffi_jit/driver/devices.h"
 #include "tvmffi_jit/toolchain/compilers.h"
@@ -287,6 +288,9 @@ BuiltModules build_all(const BuildRequest& r, CommandContext& ctx, const std::ve
   shared.exec.memory = &memory;
   shared.exec.costs = &costs;
   shared.exec.trace = trace;
+  // GCC precompiled headers for the export units, per user (not for a hit-only caller).
+  compile::PrecompiledHeaders pch(learns ? r.pch_dir : "");
+  if (pch.enabled()) shared.exec.pch = &pch;
 
   const size_t n = planned.size();
   BuiltModules out;

@@ -18,10 +18,12 @@
 #include "compile/module_key.h"
 #include "compile/module_reads.h"
 #include "compile/object_cache.h"
+#include "compile/search_dirs.h"
 #include "tvmffi_jit/cache/root.h"
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/cache/storage.h"
 #include "tvmffi_jit/cache/store.h"
+#include "tvmffi_jit/compile/precompiled_headers.h"
 #include "tvmffi_jit/compile/uncached_build.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
@@ -180,6 +182,12 @@ class ModuleBuild {
       spdlog::info("cache miss for {} ({}): building in {}", plan_.name, result_.miss_reason, staging.build_dir());
     const int64_t start = now_ns();
     units_.emplace(plan_, manifest_, tc_, storage_, ids_, options_, plan_.link.has_value());
+    if (PrecompiledHeaders* pch = options_.exec.pch)
+      for (const auto& step : plan_.compile_steps)
+        if (step.language == Language::kCxx)
+          pch->prepare(step, {ids_.get(language_name(step.language), step.compiler).identity,
+                              include_search_dirs(step, "", *options_.environment), toolchain_roots(plan_, tc_),
+                              *options_.environment});
     result_.build =
         execute_in_disposable_dir(plan_, staging.build_dir(), options_.exec, units_->hooks(), [&] { staging.keep(); },
                                   "`tvmffi-jit cache gc` or `cache clean` removes it once this process is gone");

@@ -7,6 +7,7 @@
 
 #include "compile/command.h"
 #include "tvmffi_jit/compile/cost_log.h"
+#include "tvmffi_jit/compile/precompiled_headers.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/strings.h"
@@ -110,13 +111,27 @@ class StepJob {
     split_ = split_threads();
     started_at_ = options_.trace ? options_.trace->now() : 0;
     build_dir_ = build_dir;
+    // Built here at its flag set's second compile, on this job's slot.
+    if (options_.pch && !options_.incremental) pch_folder_ = options_.pch->folder_for(step_, options_);
     if (!time_file_.empty()) util::remove_all(util::join_path(build_dir_, time_file_));  // nvcc appends to it
   }
 
   std::vector<std::string> command(bool with_launcher) const {
     std::vector<std::string> a = step_.command(with_launcher, nvcc_threads_, split_, makeflags_.has_value());
     if (timed(with_launcher)) a.insert(a.end() - 4, {"--time", time_file_});
+    // First on the include path, so GCC finds the .gch before the header;
+    // -fpch-deps: the depfile lists what the PCH stands for.
+    if (pch_folder_) {
+      const size_t program = with_launcher ? step_.launcher.size() : 0;
+      a.insert(a.begin() + static_cast<std::ptrdiff_t>(program + 1), {"-I" + *pch_folder_, "-fpch-deps"});
+    }
     return a;
+  }
+  bool uses_pch() const { return pch_folder_.has_value(); }
+  // The compiler could not load the PCH: the job runs again without it.
+  void drop_pch() {
+    options_.pch->discard(step_);
+    pch_folder_.reset();
   }
   bool timed(bool with_launcher) const { return !time_file_.empty() && !(with_launcher && !step_.launcher.empty()); }
   // This nvcc does not know --time: the job runs again without it.
@@ -232,6 +247,7 @@ class StepJob {
   int split_ = 0;
   std::string time_file_;  // relative to the build dir; empty: no --time
   std::optional<std::string> makeflags_;  // the gate's jobserver (split jobs with lent slots)
+  std::optional<std::string> pch_folder_;  // a precompiled header's include folder
   std::string build_dir_;
 };
 
@@ -285,6 +301,10 @@ Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step
   auto first = run_compiler(job.command(true), build_dir, what, options, job);
   if (!first && job.uses_jobserver() && refuses_jobserver_option(first.error())) {
     job.drop_jobserver();  // an nvcc older than --jobserver: split on its own slot
+    first = run_compiler(job.command(true), build_dir, what, options, job);
+  }
+  if (!first && job.uses_pch() && mentions_precompiled_header(first.error().record.output)) {
+    job.drop_pch();
     first = run_compiler(job.command(true), build_dir, what, options, job);
   }
   if (!first && job.timed(true) && refuses_time_option(first.error())) {

@@ -47,6 +47,8 @@ struct JobMemory {
   util::JobMemoryEstimate host;
 };
 
+class PrecompiledHeaders;
+
 struct ExecuteOptions {
   int jobs = 0;          // <= 0: one per core
   bool verbose = false;  // log every command before it runs
@@ -79,6 +81,9 @@ struct ExecuteOptions {
   // by absolute path.
   std::string base_dir;
   JobTrace* trace = nullptr;    // --job-trace
+  // GCC precompiled headers for export units (compile/precompiled_headers.h),
+  // shared by the modules of a command; null: none. Never with `incremental`.
+  PrecompiledHeaders* pch = nullptr;
   // The module's name in progress lines of a batch ("[3/96] nvcc k3: k3.cu")
   // and in the trace; empty for a single build (its name is not ambiguous).
   std::string module;

@@ -1,0 +1,127 @@
+// Precompiled headers for the export wrapper's tvm-ffi includes.
+//
+// Every export unit starts with `#include <tvm/ffi/container/tensor.h>`
+// (compile/wrapper.h), and parsing what that pulls in is two thirds of a
+// small unit's compile (0.46 s of 0.70 s with GCC 12 at -O2). GCC loads a
+// precompiled header instead when it finds `tensor.h.gch` in a folder
+// searched before the header's own, and the object it writes is the same,
+// byte for byte (docs/build.md, "Precompiled headers"). So for a C++ export
+// unit compiled by GCC without a launcher, the compile gets
+// `-I<folder> -fpch-deps` in front of its flags, where <folder> holds a
+// `tvm/ffi/container/tensor.h.gch` built with the unit's own flags from the
+// very header its search would find. -fpch-deps makes its depfile list the
+// headers the PCH stands for, so what the unit read is recorded as without
+// a PCH. Neither flag is in argv(), so neither is in a key.
+//
+// Where: one folder per user (TVMFFI_JIT_PCH_DIR, else
+// $XDG_CACHE_HOME/tvmffi-jit-toolchain/pch), owned by us and writable by
+// nobody else, else none is used. Each PCH is a folder named by the SHA-256
+// of what makes it: the compiler's identity, the header's path, the flags,
+// the compile environment. It is built the second time a flag set is
+// compiled (in this command or a later one: a one-off build pays nothing;
+// a PCH costs 1.6 s and ~65 MiB and saves 0.35 s per compile), under a file
+// lock, into a temp folder renamed into place.
+//
+// GCC does not check the headers a PCH holds against the disk, so we do:
+// its record lists every header its build read with its full stamp (util/
+// stamp.h), each settled and on a filesystem with trusted stamps, the .gch's
+// own stamp, and the files that did not exist and would have been read had
+// they existed (a header's name in include folders searched before its own,
+// __has_include answers: compile/search_dirs.h, compile/include_probes.h);
+// a PCH is used only while all of them are as recorded, checked once per
+// command (a few hundred stats). The key holds the compiler's identity, not
+// its path: GCC itself refuses a PCH another cc1plus wrote (it is ignored,
+// and the unit compiled from the text). Anything else (a header
+// changed, a record unreadable, a build that failed, a compiler that could
+// not load it) means compiling without one, never a failed build. The
+// newest kKeep PCHs are kept; building another removes the oldest.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tvmffi_jit/compile/key.h"
+#include "tvmffi_jit/compile/plan.h"
+
+namespace tvmffi_jit::compile {
+
+struct ExecuteOptions;
+
+class PrecompiledHeaders {
+ public:
+  static constexpr size_t kKeep = 8;
+  // The record beside each .gch (its headers and stamps).
+  static constexpr const char* kRecordName = "pch.json";
+
+  // `dir`: where the PCHs live (created 0700 at the first compile that may
+  // use one). Empty, or a folder another user owns or may write: none is used.
+  explicit PrecompiledHeaders(std::string dir);
+  ~PrecompiledHeaders();
+  // A folder was given (whether it is usable is known at the first job).
+  bool enabled() const { return configured_; }
+
+  // What decides a step's PCH besides the step itself.
+  struct StepContext {
+    std::string compiler_identity;  // its compiler's (`--version` text and content hash)
+    std::vector<std::string> search_dirs;  // include_search_dirs(step, "", environment)
+    // The toolchain's own folders (adoptable_roots.h): their __has_include
+    // probes are the compiler's, keyed by its identity.
+    std::vector<std::string> toolchain_roots;
+    std::vector<ModuleKeyInputs::EnvVar> environment;
+  };
+  // On the planning thread: whether `step` may use a PCH and which one.
+  void prepare(const CompileStep& step, const StepContext& context);
+
+  // On a worker, as `step` starts: the folder to put first on its include
+  // path, holding a PCH proven current; built now when its flag set was
+  // compiled before. nullopt: compile without one.
+  std::optional<std::string> folder_for(const CompileStep& step, const ExecuteOptions& options);
+
+  // The compiler could not load it: removed, and not used again by this command.
+  void discard(const CompileStep& step);
+
+  // What `step` was prepared for: the PCH's key, or "" (none). For tests and -v.
+  std::string key_of(const CompileStep& step) const;
+
+ private:
+  struct Request {
+    std::string key;
+    std::string compiler;
+    std::string header;
+    std::vector<std::string> flags;
+    std::vector<std::string> search_dirs;
+    std::vector<std::string> toolchain_roots;
+  };
+  struct State;
+  State& state_of(const std::string& key);
+  bool open_dir_locked();
+  bool current(const std::string& folder) const;
+  bool build(const Request& r, const std::string& folder, const ExecuteOptions& options);
+  void evict_old(const std::string& keep) const;
+
+  const bool configured_;
+  std::string dir_;
+  bool dir_checked_ = false;  // open_dir_locked() ran (dir_ is cleared when unusable)
+  mutable std::mutex mutex_;
+  std::unordered_map<const CompileStep*, Request> requests_;
+  std::unordered_map<std::string, std::unique_ptr<State>> states_;
+};
+
+// The flags of a GCC C++ compile that a PCH built with them stands for:
+// argv() without the program, the depfile options, -c, the input and -o.
+// nullopt when a flag would make the PCH unusable or different from the
+// unit's own reading of the header (-include, -imacros, -x, -E, -S,
+// -save-temps, -fsyntax-only, preprocessor-only dependency modes, a
+// response file), or the object different from one built without a PCH
+// (-g, whose DW_AT_producer lists the switches; -frecord-gcc-switches).
+std::optional<std::vector<std::string>> precompilable_flags(const CompileStep& step);
+
+// Whether a failed compile's output says its compiler could not use a PCH
+// (a corrupt or truncated .gch, one it would have to relocate).
+bool mentions_precompiled_header(const std::string& compiler_output);
+
+}  // namespace tvmffi_jit::compile

@@ -1,0 +1,123 @@
+"""GCC precompiled headers for the export wrapper's tvm-ffi includes, with the
+real g++ and tvm_ffi (compile/precompiled_headers.h, docs/build.md): built at
+a flag set's second compile, used from then on, never a different object or a
+different record of what a unit read, never stale, never a failed build.
+
+Each test has its own PCH folder (TVMFFI_JIT_PCH_DIR), not the one the other
+test files share."""
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import tvm_ffi
+
+TOOL = os.environ.get("TVMFFI_JIT_BIN", "tvmffi-jit")
+GCH = "tvm/ffi/container/tensor.h.gch"
+
+
+def build(tmp_path, name, body, *extra, pch=None, root="cache"):
+    """Builds module `name` exporting `name` from `body`; (path, stderr of -v)."""
+    src = tmp_path / f"{name}.cc"
+    src.write_text(body)
+    env = dict(os.environ, TVMFFI_JIT_PCH_DIR=str(pch if pch is not None else tmp_path / "pch"))
+    p = subprocess.run([TOOL, "build", src, "--function", name, "--cache-dir", tmp_path / root, "-v", *extra],
+                       env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return Path(p.stdout.strip()), p.stderr
+
+
+def compile_lines(stderr):
+    """The unit's compile command as -v logs it (not the PCH's own build)."""
+    return [line for line in stderr.splitlines() if " -c cpp_0_" in line]
+
+
+def gchs(folder):
+    return sorted(Path(folder).glob(f"*/include/{GCH}"))
+
+
+def object_entry(root, name):
+    """The cached object of module `name`'s export unit: (object bytes' sha256, headers recorded)."""
+    for entry in Path(root).glob("objects/*/*/entry.json"):
+        e = json.loads(entry.read_text())
+        if Path(e.get("name", "")).stem == name:
+            obj = next(p for p in entry.parent.iterdir() if p.suffix == ".o")
+            return hashlib.sha256(obj.read_bytes()).hexdigest(), [h["path"] for h in e["headers"]]
+    raise AssertionError(f"no object entry for {name} in {root}")
+
+
+def adder(name, n):
+    return f"int64_t {name}(int64_t x) {{ return x + {n}; }}\n"
+
+
+def test_the_second_compile_of_a_flag_set_builds_the_pch_and_later_ones_load_it_for_the_same_object(tmp_path):
+    # First: compiled as before, the flag set noted.
+    path, err = build(tmp_path, "add1", adder("add1", 1))
+    assert "-fpch-deps" not in compile_lines(err)[0] and not gchs(tmp_path / "pch")
+    # Second: the PCH is built with the unit's flags, then loaded.
+    path, err = build(tmp_path, "add2", adder("add2", 2))
+    assert "precompiling " in err and GCH.removesuffix(".gch") in err
+    assert len(gchs(tmp_path / "pch")) == 1 and "-fpch-deps" in compile_lines(err)[0]
+    # Later: loaded, not built again, from another cache root too.
+    path, err = build(tmp_path, "add3", adder("add3", 3), root="other-cache")
+    assert "precompiling " not in err and "-fpch-deps" in compile_lines(err)[0]
+    assert tvm_ffi.load_module(str(path)).add3(39) == 42
+    # The same unit without a PCH: the same object, the same headers recorded, in the same order.
+    _, err = build(tmp_path, "add3", adder("add3", 3), pch="off", root="plain-cache")
+    assert "-fpch-deps" not in compile_lines(err)[0]
+    with_pch = object_entry(tmp_path / "other-cache", "add3")
+    without = object_entry(tmp_path / "plain-cache", "add3")
+    assert with_pch == without
+    assert any(h.endswith("/tvm/ffi/container/tensor.h") for h in with_pch[1])
+
+
+def test_debug_info_and_off_use_no_pch(tmp_path):
+    for i in range(3):
+        _, err = build(tmp_path, f"dbg{i}", adder(f"dbg{i}", i), "--cflag=-g")
+        assert "-fpch-deps" not in compile_lines(err)[0]
+    assert not gchs(tmp_path / "pch")
+    for i in range(3):
+        _, err = build(tmp_path, f"off{i}", adder(f"off{i}", i), pch="off")
+        assert "-fpch-deps" not in compile_lines(err)[0]
+    assert not (Path(os.environ["XDG_CACHE_HOME"]) / "tvmffi-jit-toolchain" / "pch").exists()
+
+
+def test_a_header_that_appears_ahead_of_one_the_pch_holds_is_read_not_the_pch(tmp_path):
+    """dlpack/dlpack.h, which tensor.h includes, shadowed by a new file in an
+    include folder searched before tvm-ffi's: the PCH, built without it, is
+    stale, and the unit must see the new file."""
+    shadow = tmp_path / "shadow"
+    (shadow / "dlpack").mkdir(parents=True)
+    flags = [f"--cflag=-I{shadow}"]
+    body = ("int64_t {n}(int64_t x) {{\n#ifdef SHADOW_MARK\n  return SHADOW_MARK;\n#else\n  return 1;\n#endif\n}}\n")
+    build(tmp_path, "s1", body.format(n="s1"), *flags)
+    path, err = build(tmp_path, "s2", body.format(n="s2"), *flags)
+    assert "-fpch-deps" in compile_lines(err)[0]
+    assert tvm_ffi.load_module(str(path)).s2(0) == 1
+    real = Path(subprocess.run(["tvm-ffi-config", "--dlpack-includedir"], capture_output=True, text=True,
+                               check=True).stdout.strip()) / "dlpack" / "dlpack.h"
+    (shadow / "dlpack" / "dlpack.h").write_text(real.read_text() + "\n#define SHADOW_MARK 2\n")
+    path, err = build(tmp_path, "s3", body.format(n="s3"), *flags)
+    assert "-fpch-deps" not in compile_lines(err)[0], "a stale PCH was loaded"
+    assert tvm_ffi.load_module(str(path)).s3(0) == 2
+
+
+def test_a_pch_the_compiler_cannot_read_is_dropped_and_the_unit_compiled_without_it(tmp_path):
+    build(tmp_path, "t1", adder("t1", 1))
+    build(tmp_path, "t2", adder("t2", 2))
+    (gch,) = gchs(tmp_path / "pch")
+    # Truncated in place, and its record told the new stamp (what a stamp
+    # check cannot see: damage under an unchanged record).
+    data = gch.read_bytes()
+    gch.write_bytes(data[: len(data) // 2])
+    record = gch.parents[4] / "pch.json"
+    r = json.loads(record.read_text())
+    st = os.stat(gch)
+    r["gch"] = {"size": st.st_size, "stamp": f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}"}
+    record.write_text(json.dumps(r))
+    path, err = build(tmp_path, "t3", adder("t3", 3))
+    assert "could not use the precompiled header" in err
+    assert tvm_ffi.load_module(str(path)).t3(39) == 42
+    assert not gchs(tmp_path / "pch")
