@@ -128,6 +128,11 @@ class StepJob {
     return a;
   }
   bool uses_pch() const { return pch_folder_.has_value(); }
+  // What the unit read, as without the PCH (compile/precompiled_headers.h).
+  void forget_pch_reads(const std::string& build_dir) const {
+    if (pch_folder_ && !step_.depfile_name.empty())
+      compile::forget_pch_reads(util::join_path(build_dir, step_.depfile_name), *pch_folder_, step_.object_name);
+  }
   // The compiler could not load the PCH: the job runs again without it.
   void drop_pch() {
     options_.pch->discard(step_);
@@ -312,6 +317,7 @@ Expected<CommandRecord, CommandFailure> run_step_command(const CompileStep& step
     first = run_compiler(job.command(true), build_dir, what, options, job);
   }
   if (!first) return first;
+  job.forget_pch_reads(build_dir);
   auto missing = step.launcher.empty() ? std::nullopt : missing_compile_output(step, build_dir);
   if (missing) return run_without_launcher(step, build_dir, options, job, what, *first, *missing);
   job.finish(*first);

@@ -49,6 +49,19 @@ std::optional<util::FullStamp> settled_stamp(const std::string& path, int64_t si
   return s;
 }
 
+// The key's environment: what can change a GCC C++ compile. Left out are
+// the variables that choose the compiler (its identity is keyed) and those
+// only nvcc, hipcc or the linker read; any other the object keys hold stays.
+bool changes_a_gcc_compile(const std::string& name) {
+  static const char* const kOthers[] = {"CXX", "CC", "CUDA_HOME", "NVCC_CCBIN", "NVCC_PREPEND_FLAGS",
+                                        "NVCC_APPEND_FLAGS", "INCLUDES", "SYSTEM_INCLUDES", "LIBRARIES",
+                                        "CUDAFE_FLAGS", "PTXAS_FLAGS", "LIBRARY_PATH", "LD_RUN_PATH",
+                                        "GNUTARGET", "LDEMULATION", "DEVICE_LIB_PATH"};
+  for (const char* o : kOthers)
+    if (name == o) return false;
+  return !starts_with(name, "HIP") && !starts_with(name, "ROCM");
+}
+
 bool same_file(const json& recorded, const std::string& path) {
   auto s = util::full_stamp(path);
   return s && recorded.at("size").get<uint64_t>() == s->size &&
@@ -79,6 +92,16 @@ std::optional<std::vector<std::string>> precompilable_flags(const CompileStep& s
     if ((starts_with(f, "-g") && f != "-g0") || f == "-frecord-gcc-switches") return std::nullopt;
   }
   return flags;
+}
+
+void forget_pch_reads(const std::string& depfile_path, const std::string& folder, const std::string& target) {
+  auto text = util::read_small_file(depfile_path, kMaxRecordBytes * 4);
+  if (!text) return;
+  std::vector<std::string> deps = parse_depfile(*text);
+  const auto under = [&](const std::string& p) { return util::is_path_under(p, folder); };
+  if (std::none_of(deps.begin(), deps.end(), under)) return;
+  deps.erase(std::remove_if(deps.begin(), deps.end(), under), deps.end());
+  util::write_file(depfile_path, format_depfile({target}, deps));
 }
 
 bool mentions_precompiled_header(const std::string& compiler_output) {
@@ -154,7 +177,8 @@ void PrecompiledHeaders::prepare(const CompileStep& step, const StepContext& con
     h.update(f);
     h.update("\0", 1);
   }
-  for (const auto& v : context.environment) h.update(v.name + (v.set ? "=" + v.value : "") + '\0');
+  for (const auto& v : context.environment)
+    if (changes_a_gcc_compile(v.name)) h.update(v.name + (v.set ? "=" + v.value : "") + '\0');
   std::lock_guard<std::mutex> lock(mutex_);
   requests_[&step] =
       Request{h.hex_digest(), step.compiler, header, std::move(*flags), context.search_dirs, context.toolchain_roots};
@@ -250,6 +274,11 @@ bool PrecompiledHeaders::build(const Request& r, const std::string& folder, cons
   } remove_tmp{tmp};
   const std::string gch = gch_path(tmp);
   util::make_directories(util::parent_path(gch), 0700);
+  // Beside the .gch, the header itself (a link): a later `#include` of it
+  // in the unit, which the PCH cannot serve, finds it here and skips it by
+  // its include guard. The unit's depfile then names this path too;
+  // forget_pch_reads() takes it out.
+  if (::symlink(r.header.c_str(), gch.substr(0, gch.size() - 4).c_str()) != 0) return false;
   const std::string depfile = util::join_path(tmp, "pch.d");
   std::vector<std::string> argv = {r.compiler};
   argv.insert(argv.end(), r.flags.begin(), r.flags.end());

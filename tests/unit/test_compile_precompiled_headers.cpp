@@ -102,6 +102,9 @@ TEST_CASE("a GCC export unit gets a PCH keyed by its compiler, flags and header;
   f.context.compiler_identity = kGccIdentity;
   f.context.environment = {{"CPATH", "/x", true}};
   CHECK(f.key() != base);
+  // CXX chose the compiler (its identity is keyed); nvcc's variables do not reach g++.
+  f.context.environment = {{"CXX", "/tmp/t/cxx", true}, {"NVCC_APPEND_FLAGS", "-G", true}};
+  CHECK(f.key() == base);
   f.context.environment.clear();
 
   SECTION("not GCC") {

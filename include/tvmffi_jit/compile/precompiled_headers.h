@@ -120,6 +120,12 @@ class PrecompiledHeaders {
 // (-g, whose DW_AT_producer lists the switches; -frecord-gcc-switches).
 std::optional<std::vector<std::string>> precompilable_flags(const CompileStep& step);
 
+// After a compile that loaded a PCH from `folder`: the paths under it leave
+// the unit's depfile (a later include of the header finds it there), so the
+// unit's record is the one it has without a PCH. The depfile is rewritten
+// for `target` only when it named one.
+void forget_pch_reads(const std::string& depfile_path, const std::string& folder, const std::string& target);
+
 // Whether a failed compile's output says its compiler could not use a PCH
 // (a corrupt or truncated .gch, one it would have to relocate).
 bool mentions_precompiled_header(const std::string& compiler_output);
