@@ -12,7 +12,6 @@
 #include "compile/search_dirs.h"
 #include "tvmffi_jit/compile/depfile.h"
 #include "tvmffi_jit/compile/executor.h"
-#include "tvmffi_jit/compile/wrapper.h"
 #include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/hash.h"
@@ -32,8 +31,25 @@ constexpr uint64_t kMaxRecordBytes = 4u << 20;
 // Bumped when what a PCH folder holds or how it is keyed changes.
 constexpr const char* kKeySalt = "tvmffi-jit pch 1";
 
-std::string gch_path(const std::string& folder) {
-  return util::join_path(util::join_path(folder, "include"), std::string(kWrapperFirstHeader) + ".gch");
+std::string gch_path(const std::string& folder, const std::string& name) {
+  return util::join_path(util::join_path(folder, "include"), name + ".gch");
+}
+
+// What a unit's first include is decided from: the start of its source
+// (a file's first 64 KiB; an include later than that is not a first one).
+std::string source_start(const std::string& path) {
+  constexpr size_t kMaxBytes = 64 * 1024;
+  std::string text;
+  try {
+    const int fd = util::open_for_reading(path);
+    text.resize(kMaxBytes);
+    auto n = util::pread_some(fd, text.data(), text.size(), 0);
+    ::close(fd);
+    text.resize(n ? *n : 0);
+  } catch (const Error&) {
+    text.clear();
+  }
+  return text;
 }
 
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
@@ -74,6 +90,38 @@ struct PrecompiledHeaders::State {
   enum class Status { kUnknown, kBuilding, kReady, kUnusable };
   Status status = Status::kUnknown;
 };
+
+std::optional<FirstInclude> first_include(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    if (std::isspace(static_cast<unsigned char>(text[i]))) {
+      ++i;
+    } else if (text.compare(i, 2, "//") == 0) {
+      i = text.find('\n', i);
+      if (i == std::string_view::npos) return std::nullopt;
+    } else if (text.compare(i, 2, "/*") == 0) {
+      i = text.find("*/", i + 2);
+      if (i == std::string_view::npos) return std::nullopt;
+      i += 2;
+    } else {
+      break;
+    }
+  }
+  auto skip_blanks = [&] {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+  };
+  if (i >= text.size() || text[i] != '#') return std::nullopt;
+  ++i;
+  skip_blanks();
+  if (text.compare(i, 7, "include") != 0) return std::nullopt;
+  i += 7;
+  skip_blanks();
+  if (i >= text.size() || (text[i] != '<' && text[i] != '"')) return std::nullopt;
+  const bool angle = text[i] == '<';
+  const size_t end = text.find_first_of(angle ? ">\n" : "\"\n", i + 1);
+  if (end == std::string_view::npos || text[end] == '\n' || end == i + 1) return std::nullopt;
+  return FirstInclude{std::string(text.substr(i + 1, end - i - 1)), angle};
+}
 
 std::optional<std::vector<std::string>> precompilable_flags(const CompileStep& step) {
   const std::vector<std::string> a = step.argv();
@@ -139,37 +187,40 @@ PrecompiledHeaders::~PrecompiledHeaders() = default;
 void PrecompiledHeaders::prepare(const CompileStep& step, const StepContext& context) {
   const std::string& compiler_identity = context.compiler_identity;
   if (!enabled() || step.language != Language::kCxx || step.output != CompileOutput::kObject ||
-      !step.launcher.empty() || !step.generated_text)
+      !step.launcher.empty())
     return;
-  const std::string first_include = "#include <" + std::string(kWrapperFirstHeader) + ">\n";
-  if (!starts_with(*step.generated_text, first_include)) return;
   // GCC's PCH (clang's are loaded with -include-pch only).
   if (compiler_identity.find("Free Software Foundation") == std::string::npos ||
       compiler_identity.find("clang") != std::string::npos)
     return;
+  std::optional<FirstInclude> first = step.generated_text ? first_include(*step.generated_text)
+                                                          : first_include(source_start(step.input_path));
+  if (!first || !starts_with(first->name, "tvm/ffi/") || first->name.find("..") != std::string::npos) return;
   std::optional<std::vector<std::string>> flags = precompilable_flags(step);
   if (!flags) return;
-  // The header the unit's `#include <...>` finds: the first folder of its
-  // search that holds it. Angle includes search a subset of these folders
-  // in the same order, so the first holder here is theirs too unless it is
-  // a quote-only one (the source's folder, -iquote): then the folder found
-  // for angle includes may be a later one, and no PCH is used. The wrapper's
-  // own folder is the build dir ("" here), which holds no tvm-ffi.
+  for (const auto& f : *flags)
+    if (starts_with(f, "-iquote")) return;
+  // The header the unit's include finds: the first folder of its search
+  // that holds it. The search starts with the source's own folder, which
+  // `#include <...>` skips (no -iquote is left to skip); a generated unit's
+  // is the build dir ("" here), which holds no tvm-ffi.
+  std::vector<std::string> search = context.search_dirs;
+  if (first->angle && !step.generated_text && !search.empty() &&
+      search.front() == util::parent_path(util::opened_path(step.input_path)))
+    search.erase(search.begin());
   std::string header;
-  for (const auto& d : context.search_dirs) {
+  for (const auto& d : search) {
     if (d.empty() || d == ".") continue;
     if (d[0] != '/') return;  // relative to a build dir the PCH is not built in
-    const std::string candidate = util::join_path(d, kWrapperFirstHeader);
+    const std::string candidate = util::join_path(d, first->name);
     if (util::is_regular_file(candidate)) {
       header = candidate;
       break;
     }
   }
   if (header.empty()) return;
-  for (const auto& f : *flags)
-    if (f == "-iquote" || starts_with(f, "-iquote")) return;
   util::Sha256 h;
-  for (const std::string& part : {std::string(kKeySalt), compiler_identity, header}) {
+  for (const std::string& part : {std::string(kKeySalt), compiler_identity, first->name, header}) {
     h.update(part);
     h.update("\0", 1);
   }
@@ -180,8 +231,8 @@ void PrecompiledHeaders::prepare(const CompileStep& step, const StepContext& con
   for (const auto& v : context.environment)
     if (changes_a_gcc_compile(v.name)) h.update(v.name + (v.set ? "=" + v.value : "") + '\0');
   std::lock_guard<std::mutex> lock(mutex_);
-  requests_[&step] =
-      Request{h.hex_digest(), step.compiler, header, std::move(*flags), context.search_dirs, context.toolchain_roots};
+  requests_[&step] = Request{h.hex_digest(),        step.compiler,       first->name,           header,
+                             std::move(*flags),     context.search_dirs, context.toolchain_roots};
 }
 
 std::string PrecompiledHeaders::key_of(const CompileStep& step) const {
@@ -212,7 +263,7 @@ std::optional<std::string> PrecompiledHeaders::folder_for(const CompileStep& ste
   const std::string folder = util::join_path(dir_, r.key);
   Status outcome = Status::kUnknown;
   try {
-    if (current(folder)) {
+    if (current(folder, r.name)) {
       outcome = Status::kReady;
     } else {
       // Built at its flag set's second compile: a one-off compile pays nothing.
@@ -221,7 +272,7 @@ std::optional<std::string> PrecompiledHeaders::folder_for(const CompileStep& ste
         util::write_file(wanted, "");
       } else {
         util::FileLock lock = util::FileLock::try_acquire(folder + ".lock", "building a precompiled header");
-        if (lock.locked()) outcome = current(folder) || build(r, folder, options) ? Status::kReady : Status::kUnusable;
+        if (lock.locked()) outcome = current(folder, r.name) || build(r, folder, options) ? Status::kReady : Status::kUnusable;
         // else another process builds it: this unit compiles without, the next asks again
       }
     }
@@ -250,12 +301,12 @@ void PrecompiledHeaders::discard(const CompileStep& step) {
 
 // Every header the PCH's build read, and the .gch itself, still have the
 // stamps its record holds.
-bool PrecompiledHeaders::current(const std::string& folder) const {
+bool PrecompiledHeaders::current(const std::string& folder, const std::string& name) const {
   auto text = util::read_small_file(util::join_path(folder, kRecordName), kMaxRecordBytes);
   if (!text) return false;
   try {
     const json record = json::parse(*text);
-    if (!same_file(record.at("gch"), gch_path(folder))) return false;
+    if (!same_file(record.at("gch"), gch_path(folder, name))) return false;
     for (const auto& input : record.at("inputs"))
       if (!same_file(input, input.at("path").get<std::string>())) return false;
     for (const auto& path : record.at("absent"))
@@ -272,7 +323,7 @@ bool PrecompiledHeaders::build(const Request& r, const std::string& folder, cons
     std::string path;
     ~RemoveTmp() { util::remove_all(path); }
   } remove_tmp{tmp};
-  const std::string gch = gch_path(tmp);
+  const std::string gch = gch_path(tmp, r.name);
   util::make_directories(util::parent_path(gch), 0700);
   // Beside the .gch, the header itself (a link): a later `#include` of it
   // in the unit, which the PCH cannot serve, finds it here and skips it by
@@ -324,7 +375,8 @@ bool PrecompiledHeaders::build(const Request& r, const std::string& folder, cons
   }
   auto g = util::full_stamp(gch);
   if (!g || g->size == 0) return false;
-  const json record = {{"header", r.header},
+  const json record = {{"name", r.name},
+                       {"header", r.header},
                        {"flags", r.flags},
                        {"gch", {{"size", g->size}, {"stamp", util::stamp_text(*g)}}},
                        {"inputs", inputs},

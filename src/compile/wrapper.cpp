@@ -21,8 +21,8 @@ std::string escape_cpp_string_literal(std::string_view s) {
 }
 
 std::string decorate_with_tvm_ffi(std::string_view source, const FunctionList& functions) {
-  std::string out = "#include <" + std::string(kWrapperFirstHeader) + ">\n";
-  out +=
+  std::string out =
+      "#include <tvm/ffi/container/tensor.h>\n"
       "#include <tvm/ffi/dtype.h>\n"
       "#include <tvm/ffi/error.h>\n"
       "#include <tvm/ffi/extra/c_env_api.h>\n"

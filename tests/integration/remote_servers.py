@@ -256,11 +256,14 @@ class SeaweedS3:
         # metrics port is the one that would then answer for the other server
         # (wrong request counts, no error), so a probe bucket of a random name
         # proves the counters are this server's; else it starts again on new ports.
+        # A port it cannot bind ends weed at once ("address already in use"):
+        # it starts again on new ports too.
         for attempt in range(3):
             if self._start(startup_timeout, self.dir if attempt == 0 else self.dir / f"retry{attempt}"):
                 return
             self.stop()
-        raise RuntimeError(f"SeaweedFS: its metrics port answered for another server three times; see {self.dir}")
+        raise RuntimeError(f"SeaweedFS: a port it was given was taken, or its metrics port answered for another "
+                           f"server, three times; see {self.dir}")
 
     def _start(self, startup_timeout, run_dir):
         (run_dir / "data").mkdir(parents=True, exist_ok=True)  # a retry starts from nothing
@@ -293,6 +296,11 @@ class SeaweedS3:
             pending = [self.BUCKET, self.PUBLIC_BUCKET, probe]
             while pending:
                 if self.proc.poll() is not None:
+                    # One of its free ports was taken first (the same race as
+                    # the metrics port's): it starts again on new ports.
+                    self.log.flush()
+                    if b"address already in use" in (run_dir / "weed.log").read_bytes():
+                        return False
                     raise RuntimeError(f"weed exited with {self.proc.returncode}; see {run_dir / 'weed.log'}")
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"SeaweedFS not ready after {startup_timeout} s; see {run_dir / 'weed.log'}")

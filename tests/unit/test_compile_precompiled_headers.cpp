@@ -111,12 +111,33 @@ TEST_CASE("a GCC export unit gets a PCH keyed by its compiler, flags and header;
     f.context.compiler_identity = "clang version 16.0.6\nsha256:0123";
     CHECK(f.key().empty());
   }
-  SECTION("not an export unit, or a user source") {
-    other.generated_text = "int f(int x) { return x; }\n";
-    CHECK(f.key(other).empty());
+  SECTION("a source whose first include is not a tvm-ffi header, or comes after a token") {
+    for (const char* text : {"int f(int x) { return x; }\n", "#include <vector>\n#include <tvm/ffi/function.h>\n",
+                             "int x;\n#include <tvm/ffi/function.h>\n", "#include <tvm/ffi/../../etc/passwd>\n"}) {
+      other.generated_text = text;
+      INFO(text);
+      CHECK(f.key(other).empty());
+    }
+  }
+  SECTION("a source file that starts with a tvm-ffi include, past comments") {
+    util::TempDir src;
+    util::make_directories(f.inc.path() + "/tvm/ffi");
+    util::write_file(f.inc.path() + "/tvm/ffi/function.h", "#pragma once\n");
+    util::write_file(src.path() + "/k.cc", "// k.cc\n/* a kernel */\n#include <tvm/ffi/function.h>\nint k;\n");
     other.generated_text.reset();
-    other.input_path = "/src/m.cc";
-    CHECK(f.key(other).empty());
+    other.input_path = src.path() + "/k.cc";
+    // Its own folder first (as include_search_dirs lists it), then -I.
+    f.context.search_dirs = {src.path(), f.inc.path()};
+    const std::string k = f.key(other);
+    CHECK(k.size() == 64);
+    CHECK(k != base);
+    // <...> does not search the source's own folder: a copy there is not the header.
+    util::make_directories(src.path() + "/tvm/ffi");
+    util::write_file(src.path() + "/tvm/ffi/function.h", "#pragma once\n");
+    CHECK(f.key(other) == k);
+    // "..." does: the copy is the header the unit reads.
+    util::write_file(src.path() + "/k.cc", "#include \"tvm/ffi/function.h\"\nint k;\n");
+    CHECK(f.key(other) != k);
   }
   SECTION("a launcher compiles it") {
     other.launcher = {"/usr/bin/ccache"};
@@ -245,6 +266,22 @@ TEST_CASE("a PCH folder another user could write is never used", "[compile][pch]
   CHECK_FALSE(pch.folder_for(f.step, f.options));
   CHECK(f.compiler.calls.empty());
   CHECK(util::list_directory(open_dir.path()).empty());
+}
+
+TEST_CASE("a source's first include is found past comments and blank lines, never after a token", "[compile][pch]") {
+  auto name = [](std::string_view text) {
+    auto f = first_include(text);
+    return f ? (f->angle ? "<" + f->name + ">" : "\"" + f->name + "\"") : std::string("none");
+  };
+  CHECK(name("#include <tvm/ffi/function.h>\n") == "<tvm/ffi/function.h>");
+  CHECK(name("  // c\n/* multi\nline */\n\t#  include   \"a/b.h\" // why\n") == "\"a/b.h\"");
+  CHECK(name("#include <a.h") == "none");
+  CHECK(name("#include <a.h\n>") == "none");
+  CHECK(name("#include <>\n") == "none");
+  CHECK(name("#define X 1\n#include <a.h>\n") == "none");
+  CHECK(name("int x;\n#include <a.h>\n") == "none");
+  CHECK(name("/* never closed") == "none");
+  CHECK(name("") == "none");
 }
 
 TEST_CASE("a compiler's complaint about a PCH is told from a compile error", "[compile][pch]") {

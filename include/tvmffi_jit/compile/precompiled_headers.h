@@ -1,17 +1,21 @@
-// Precompiled headers for the export wrapper's tvm-ffi includes.
+// Precompiled headers (PCH) for the tvm-ffi header a C++ unit starts with.
 //
 // Every export unit starts with `#include <tvm/ffi/container/tensor.h>`
-// (compile/wrapper.h), and parsing what that pulls in is two thirds of a
-// small unit's compile (0.46 s of 0.70 s with GCC 12 at -O2). GCC loads a
-// precompiled header instead when it finds `tensor.h.gch` in a folder
-// searched before the header's own, and the object it writes is the same,
-// byte for byte (docs/build.md, "Precompiled headers"). So for a C++ export
-// unit compiled by GCC without a launcher, the compile gets
-// `-I<folder> -fpch-deps` in front of its flags, where <folder> holds a
-// `tvm/ffi/container/tensor.h.gch` built with the unit's own flags from the
-// very header its search would find. -fpch-deps makes its depfile list the
-// headers the PCH stands for, so what the unit read is recorded as without
-// a PCH. Neither flag is in argv(), so neither is in a key.
+// (compile/wrapper.h), kernel sources often with another tvm-ffi header,
+// and parsing what that pulls in is two thirds of a small unit's compile
+// (0.46 s of 0.70 s with GCC 12 at -O2). GCC loads a precompiled header
+// instead when it finds `<name>.gch` in a folder searched before the
+// header's own, and the object it writes is the same, byte for byte
+// (docs/build.md, "Precompiled headers"). So a C++ unit compiled by GCC
+// without a launcher whose first include (before any token) is a
+// `tvm/ffi/...` header gets `-I<folder> -fpch-deps` in front of its flags,
+// where <folder> holds `<name>.gch`, built with the unit's own flags from
+// the very header its search would find, and `<name>` itself (a link to
+// that header: a later include of it, which no PCH serves, finds it there
+// and skips it by its guard). -fpch-deps makes the depfile list the headers
+// the PCH stands for, so what the unit read is recorded as without a PCH
+// (the link's own path is taken out). Neither flag is in argv(), so
+// neither is in a key.
 //
 // Where: one folder per user (TVMFFI_JIT_PCH_DIR, else
 // $XDG_CACHE_HOME/tvmffi-jit-toolchain/pch), owned by us and writable by
@@ -41,6 +45,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -91,7 +96,8 @@ class PrecompiledHeaders {
   struct Request {
     std::string key;
     std::string compiler;
-    std::string header;
+    std::string name;    // as the unit includes it: "tvm/ffi/function.h"
+    std::string header;  // the file its search finds
     std::vector<std::string> flags;
     std::vector<std::string> search_dirs;
     std::vector<std::string> toolchain_roots;
@@ -99,7 +105,7 @@ class PrecompiledHeaders {
   struct State;
   State& state_of(const std::string& key);
   bool open_dir_locked();
-  bool current(const std::string& folder) const;
+  bool current(const std::string& folder, const std::string& name) const;
   bool build(const Request& r, const std::string& folder, const ExecuteOptions& options);
   void evict_old(const std::string& keep) const;
 
@@ -110,6 +116,15 @@ class PrecompiledHeaders {
   std::unordered_map<const CompileStep*, Request> requests_;
   std::unordered_map<std::string, std::unique_ptr<State>> states_;
 };
+
+// A source's first include, when nothing but comments and blank lines come
+// before it (GCC loads a PCH only for an include before the first token):
+// the name as written and whether it is the <...> form.
+struct FirstInclude {
+  std::string name;
+  bool angle = false;
+};
+std::optional<FirstInclude> first_include(std::string_view text);
 
 // The flags of a GCC C++ compile that a PCH built with them stands for:
 // argv() without the program, the depfile options, -c, the input and -o.

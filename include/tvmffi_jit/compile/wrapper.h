@@ -12,11 +12,6 @@ namespace tvmffi_jit::compile {
 
 using FunctionList = std::vector<std::pair<std::string, std::string>>;  // name -> docstring, in order
 
-// The wrapper's first include: a precompiled header of it
-// (compile/precompiled_headers.h) stands for the text every export unit
-// starts with.
-inline constexpr const char* kWrapperFirstHeader = "tvm/ffi/container/tensor.h";
-
 // tvm_ffi's _escape_cpp_string_literal: only \ " LF CR TAB are escaped.
 std::string escape_cpp_string_literal(std::string_view s);
 
