@@ -78,6 +78,41 @@ bool changes_a_gcc_compile(const std::string& name) {
   return !starts_with(name, "HIP") && !starts_with(name, "ROCM");
 }
 
+// `flags` without the -I folders given after `header_dir`'s own -I (into
+// `trailing`, as the compiler sees them). Unchanged when the header was not
+// found through an -I folder.
+std::vector<std::string> without_trailing_include_dirs(const std::vector<std::string>& flags,
+                                                       const std::string& header_dir,
+                                                       std::vector<std::string>& trailing) {
+  std::vector<std::string> kept;
+  std::vector<std::string> kept_dirs;
+  bool past = false;
+  for (size_t i = 0; i < flags.size(); ++i) {
+    const std::string& f = flags[i];
+    const bool separate = f == "-I" && i + 1 < flags.size();
+    if (!separate && !(starts_with(f, "-I") && f.size() > 2)) {
+      kept.push_back(f);
+      continue;
+    }
+    const std::string dir = separate ? flags[i + 1] : f.substr(2);
+    const std::string opened = util::opened_path(dir);
+    if (past) {
+      // A folder given again is searched where it was first given (GCC
+      // drops the repeat): not one of the unit's own (tvm_ffi passes
+      // tvm-ffi's include folder twice when dlpack's is the same).
+      if (std::find(kept_dirs.begin(), kept_dirs.end(), opened) == kept_dirs.end()) trailing.push_back(opened);
+    } else {
+      past = opened == header_dir;
+      kept_dirs.push_back(opened);
+      kept.push_back(f);
+      if (separate) kept.push_back(dir);
+    }
+    if (separate) ++i;
+  }
+  if (!past) trailing.clear();
+  return past ? kept : flags;
+}
+
 bool same_file(const json& recorded, const std::string& path) {
   auto s = util::full_stamp(path);
   return s && recorded.at("size").get<uint64_t>() == s->size &&
@@ -89,6 +124,7 @@ bool same_file(const json& recorded, const std::string& path) {
 struct PrecompiledHeaders::State {
   enum class Status { kUnknown, kBuilding, kReady, kUnusable };
   Status status = Status::kUnknown;
+  Proven proven;  // kReady: what its record says
 };
 
 std::optional<FirstInclude> first_include(std::string_view text) {
@@ -219,6 +255,18 @@ void PrecompiledHeaders::prepare(const CompileStep& step, const StepContext& con
     }
   }
   if (header.empty()) return;
+  // The -I folders after the header's are left out of its PCH (its build
+  // and key), so projects that differ only in their own include folders
+  // share one: what such a folder could change is a header the PCH read
+  // by a name found there first, which shadowed() checks per unit.
+  std::vector<std::string> trailing_dirs;
+  const std::string header_dir = header.substr(0, header.size() - first->name.size() - 1);
+  *flags = without_trailing_include_dirs(*flags, header_dir, trailing_dirs);
+  for (const auto& d : trailing_dirs)
+    if (d.empty() || d[0] != '/') return;
+  std::vector<std::string> kept_search;
+  for (const auto& d : context.search_dirs)
+    if (std::find(trailing_dirs.begin(), trailing_dirs.end(), d) == trailing_dirs.end()) kept_search.push_back(d);
   util::Sha256 h;
   for (const std::string& part : {std::string(kKeySalt), compiler_identity, first->name, header}) {
     h.update(part);
@@ -231,8 +279,9 @@ void PrecompiledHeaders::prepare(const CompileStep& step, const StepContext& con
   for (const auto& v : context.environment)
     if (changes_a_gcc_compile(v.name)) h.update(v.name + (v.set ? "=" + v.value : "") + '\0');
   std::lock_guard<std::mutex> lock(mutex_);
-  requests_[&step] = Request{h.hex_digest(),        step.compiler,       first->name,           header,
-                             std::move(*flags),     context.search_dirs, context.toolchain_roots};
+  requests_[&step] = Request{h.hex_digest(),    step.compiler,           first->name,
+                             header,            std::move(*flags),       std::move(kept_search),
+                             context.toolchain_roots, std::move(trailing_dirs)};
 }
 
 std::string PrecompiledHeaders::key_of(const CompileStep& step) const {
@@ -250,40 +299,65 @@ PrecompiledHeaders::State& PrecompiledHeaders::state_of(const std::string& key) 
 std::optional<std::string> PrecompiledHeaders::folder_for(const CompileStep& step, const ExecuteOptions& options) {
   using Status = State::Status;
   Request r;
+  Proven proven;
+  const std::string include = "include";
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = requests_.find(&step);
     if (it == requests_.end() || !open_dir_locked()) return std::nullopt;
     r = it->second;
     State& st = state_of(r.key);
-    if (st.status == Status::kReady) return util::join_path(util::join_path(dir_, r.key), "include");
-    if (st.status != Status::kUnknown) return std::nullopt;  // unusable, or another job builds it now
-    st.status = Status::kBuilding;
+    if (st.status == Status::kReady) proven = st.proven;
+    else if (st.status != Status::kUnknown) return std::nullopt;  // unusable, or another job builds it now
+    else st.status = Status::kBuilding;
   }
   const std::string folder = util::join_path(dir_, r.key);
+  if (proven.ready) return shadowed(proven, r.trailing_dirs) ? std::nullopt : std::optional(util::join_path(folder, include));
   Status outcome = Status::kUnknown;
   try {
-    if (current(folder, r.name)) {
-      outcome = Status::kReady;
-    } else {
+    proven = prove(folder, r.name);
+    if (!proven.ready) {
       // Built at its flag set's second compile: a one-off compile pays nothing.
       const std::string wanted = folder + ".wanted";
       if (!util::path_exists(wanted)) {
         util::write_file(wanted, "");
       } else {
         util::FileLock lock = util::FileLock::try_acquire(folder + ".lock", "building a precompiled header");
-        if (lock.locked()) outcome = current(folder, r.name) || build(r, folder, options) ? Status::kReady : Status::kUnusable;
+        if (lock.locked()) {
+          proven = prove(folder, r.name);
+          if (!proven.ready && build(r, folder, options)) proven = prove(folder, r.name);
+          outcome = proven.ready ? Status::kReady : Status::kUnusable;
+        }
         // else another process builds it: this unit compiles without, the next asks again
       }
     }
+    if (proven.ready) outcome = Status::kReady;
   } catch (const Error& e) {
     spdlog::debug("precompiled header {}: {}", r.key, e.what());
     outcome = Status::kUnusable;
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  state_of(r.key).status = outcome;
-  if (outcome != Status::kReady) return std::nullopt;
-  return util::join_path(folder, "include");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    State& st = state_of(r.key);
+    st.status = outcome;
+    if (outcome == Status::kReady) st.proven = proven;
+  }
+  if (outcome != Status::kReady || shadowed(proven, r.trailing_dirs)) return std::nullopt;
+  return util::join_path(folder, include);
+}
+
+// A unit's own -I folders after the header's (not in the key) hold a file
+// by the name of one the PCH read: the unit would read that one instead.
+bool PrecompiledHeaders::shadowed(const Proven& proven, const std::vector<std::string>& trailing_dirs) {
+  if (trailing_dirs.empty()) return false;
+  if (proven.probes) return true;  // its __has_include answers were not asked of these folders
+  for (const auto& d : trailing_dirs)
+    for (const auto& name : proven.names)
+      if (util::path_exists(util::join_path(d, name))) {
+        spdlog::debug("precompiled header: {} would be read instead of the one it holds", util::join_path(d, name));
+        return true;
+      }
+  return false;
 }
 
 void PrecompiledHeaders::discard(const CompileStep& step) {
@@ -300,21 +374,120 @@ void PrecompiledHeaders::discard(const CompileStep& step) {
 }
 
 // Every header the PCH's build read, and the .gch itself, still have the
-// stamps its record holds.
-bool PrecompiledHeaders::current(const std::string& folder, const std::string& name) const {
+// stamps its record holds, and what did not exist still does not.
+PrecompiledHeaders::Proven PrecompiledHeaders::prove(const std::string& folder, const std::string& name) const {
+  Proven p;
   auto text = util::read_small_file(util::join_path(folder, kRecordName), kMaxRecordBytes);
-  if (!text) return false;
+  if (!text) return p;
   try {
     const json record = json::parse(*text);
-    if (!same_file(record.at("gch"), gch_path(folder, name))) return false;
-    for (const auto& input : record.at("inputs"))
-      if (!same_file(input, input.at("path").get<std::string>())) return false;
+    if (!same_file(record.at("gch"), gch_path(folder, name))) return p;
+    for (const auto& input : record.at("inputs")) {
+      if (!same_file(input, input.at("path").get<std::string>())) return p;
+      if (auto n = input.at("name").get<std::string>(); !n.empty()) p.names.push_back(n);
+    }
     for (const auto& path : record.at("absent"))
-      if (util::path_exists(path.get<std::string>())) return false;
-    return true;
+      if (util::path_exists(path.get<std::string>())) return p;
+    p.probes = record.at("probes").get<bool>();
+    p.ready = true;
   } catch (const json::exception&) {
-    return false;
+    p.names.clear();
   }
+  return p;
+}
+
+// Compiles the header into `gch`: what its depfile says it read, or nullopt.
+std::optional<std::vector<std::string>> PrecompiledHeaders::compile_header(const Request& r, const std::string& tmp,
+                                                                           const std::string& gch,
+                                                                           const ExecuteOptions& options) {
+  const std::string depfile = util::join_path(tmp, "pch.d");
+  std::vector<std::string> argv = {r.compiler};
+  argv.insert(argv.end(), r.flags.begin(), r.flags.end());
+  argv.insert(argv.end(), {"-x", "c++-header", r.header, "-o", gch, "-MD", "-MF", depfile});
+  if (options.verbose) spdlog::info("precompiling {}: {}", r.header, util::format_command(argv));
+  auto ran = detail::run_command(argv, tmp, "precompiling " + r.header, options);
+  if (!ran) {
+    spdlog::debug("precompiled header {}: {}", r.key, ran.error().message);
+    return std::nullopt;
+  }
+  auto deps = util::read_small_file(depfile, kMaxRecordBytes);
+  util::remove_all(depfile);
+  if (!deps) return std::nullopt;
+  return parse_depfile(*deps);
+}
+
+// The folders GCC searches for <...> with these flags after the command
+// line's (its built-in ones: `-E -v` lists them), so that a header read
+// from one has a name another folder could shadow it by.
+std::vector<std::string> PrecompiledHeaders::builtin_dirs(const Request& r, const std::string& tmp,
+                                                         const ExecuteOptions& options) {
+  std::vector<std::string> argv = {r.compiler};
+  argv.insert(argv.end(), r.flags.begin(), r.flags.end());
+  argv.insert(argv.end(), {"-x", "c++-header", "-E", "-v", "/dev/null", "-o", "/dev/null"});
+  auto ran = detail::run_command(argv, tmp, "asking " + r.compiler + " for its include folders", options);
+  std::vector<std::string> dirs;
+  if (!ran) return dirs;
+  bool in_list = false;
+  for (const auto& line : util::split_lines(ran->output)) {
+    const std::string_view t = util::trim(line);
+    if (t == "#include <...> search starts here:") in_list = true;
+    else if (t == "End of search list.") break;
+    else if (in_list && !t.empty() && t[0] == '/') dirs.push_back(util::opened_path(std::string(t)));
+  }
+  return dirs;
+}
+
+// The record that proves the PCH later: every file its build read, with
+// stamps settled before `start_ns` and its name under the folder it was
+// found in; the files that would have been read instead had they existed
+// (shadows, __has_include answers). nullopt: it could not prove itself.
+std::optional<std::string> PrecompiledHeaders::record_of(const Request& r, std::vector<std::string> read,
+                                                         int64_t start_ns, const std::string& tmp,
+                                                         const std::string& gch, const ExecuteOptions& options) {
+  std::vector<cache::HeaderRecord> shadowed;
+  for (const auto& path : read) shadowed.push_back({path, 0, "", "", {}});
+  record_shadows(shadowed, r.search_dirs);
+  IncludeProbes probes = has_include_probes(read, r.search_dirs, r.toolchain_roots, tmp);
+  if (probes.unkeyable) {
+    spdlog::debug("precompiled header {}: {}", r.key, *probes.unkeyable);
+    return std::nullopt;
+  }
+  json absent = json::array();
+  for (const auto& h : shadowed)
+    for (const auto& s : h.shadows) absent.push_back(s);
+  for (const auto& s : probes.absent) absent.push_back(s);
+  read.insert(read.end(), probes.found.begin(), probes.found.end());
+  std::vector<std::string> folders = r.search_dirs;
+  for (auto& d : builtin_dirs(r, tmp, options)) folders.push_back(std::move(d));
+  json inputs = json::array();
+  for (const std::string& path : read) {
+    if (path.empty() || path[0] != '/') return std::nullopt;
+    // A header written less than 2 s before the build could change again
+    // within its timestamp tick: such a PCH could not prove itself later.
+    auto s = settled_stamp(path, start_ns);
+    if (!s) {
+      spdlog::debug("precompiled header {}: {} is new, changing, or on a filesystem without trusted stamps", r.key,
+                    path);
+      return std::nullopt;
+    }
+    std::string name;
+    for (const auto& d : folders)
+      if (!d.empty() && d[0] == '/' && util::is_path_under(path, d) && path.size() > d.size()) {
+        name = path.substr(d.size() + (d == "/" ? 0 : 1));
+        break;
+      }
+    inputs.push_back({{"path", path}, {"name", name}, {"size", s->size}, {"stamp", util::stamp_text(*s)}});
+  }
+  auto g = util::full_stamp(gch);
+  if (!g || g->size == 0) return std::nullopt;
+  const json record = {{"name", r.name},
+                       {"header", r.header},
+                       {"flags", r.flags},
+                       {"gch", {{"size", g->size}, {"stamp", util::stamp_text(*g)}}},
+                       {"inputs", inputs},
+                       {"absent", absent},
+                       {"probes", !probes.found.empty() || !probes.absent.empty()}};
+  return record.dump(1);
 }
 
 bool PrecompiledHeaders::build(const Request& r, const std::string& folder, const ExecuteOptions& options) {
@@ -330,59 +503,12 @@ bool PrecompiledHeaders::build(const Request& r, const std::string& folder, cons
   // its include guard. The unit's depfile then names this path too;
   // forget_pch_reads() takes it out.
   if (::symlink(r.header.c_str(), gch.substr(0, gch.size() - 4).c_str()) != 0) return false;
-  const std::string depfile = util::join_path(tmp, "pch.d");
-  std::vector<std::string> argv = {r.compiler};
-  argv.insert(argv.end(), r.flags.begin(), r.flags.end());
-  argv.insert(argv.end(), {"-x", "c++-header", r.header, "-o", gch, "-MD", "-MF", depfile});
-  if (options.verbose) spdlog::info("precompiling {}: {}", r.header, util::format_command(argv));
   const int64_t start = util::realtime_now_ns();
-  auto ran = detail::run_command(argv, tmp, "precompiling " + r.header, options);
-  if (!ran) {
-    spdlog::debug("precompiled header {}: {}", r.key, ran.error().message);
-    return false;
-  }
-  auto deps = util::read_small_file(depfile, kMaxRecordBytes);
-  if (!deps) return false;
-  std::vector<std::string> read = parse_depfile(*deps);
-  // What the build would have read instead, had it existed: the shadows of
-  // each header, and the __has_include answers (the first existing
-  // candidate is read-like, the ones before it shadows).
-  std::vector<cache::HeaderRecord> shadowed;
-  for (const auto& path : read) shadowed.push_back({path, 0, "", "", {}});
-  record_shadows(shadowed, r.search_dirs);
-  IncludeProbes probes = has_include_probes(read, r.search_dirs, r.toolchain_roots, tmp);
-  if (probes.unkeyable) {
-    spdlog::debug("precompiled header {}: {}", r.key, *probes.unkeyable);
-    return false;
-  }
-  json absent = json::array();
-  for (const auto& h : shadowed)
-    for (const auto& s : h.shadows) absent.push_back(s);
-  for (const auto& s : probes.absent) absent.push_back(s);
-  read.insert(read.end(), probes.found.begin(), probes.found.end());
-  json inputs = json::array();
-  for (const std::string& path : read) {
-    if (path.empty() || path[0] != '/') return false;
-    // A header written less than 2 s before the build could change again
-    // within its timestamp tick: such a PCH could not prove itself later.
-    auto s = settled_stamp(path, start);
-    if (!s) {
-      spdlog::debug("precompiled header {}: {} is new, changing, or on a filesystem without trusted stamps", r.key,
-                    path);
-      return false;
-    }
-    inputs.push_back({{"path", path}, {"size", s->size}, {"stamp", util::stamp_text(*s)}});
-  }
-  auto g = util::full_stamp(gch);
-  if (!g || g->size == 0) return false;
-  const json record = {{"name", r.name},
-                       {"header", r.header},
-                       {"flags", r.flags},
-                       {"gch", {{"size", g->size}, {"stamp", util::stamp_text(*g)}}},
-                       {"inputs", inputs},
-                       {"absent", absent}};
-  util::write_file_atomic(util::join_path(tmp, kRecordName), record.dump(1), 0600);
-  util::remove_all(depfile);
+  auto read = compile_header(r, tmp, gch, options);
+  if (!read) return false;
+  auto record = record_of(r, std::move(*read), start, tmp, gch, options);
+  if (!record) return false;
+  util::write_file_atomic(util::join_path(tmp, kRecordName), *record, 0600);
   util::remove_all(folder);
   if (::rename(tmp.c_str(), folder.c_str()) != 0) return false;
   evict_old(folder);

@@ -124,3 +124,27 @@ def test_a_pch_the_compiler_cannot_read_is_dropped_and_the_unit_compiled_without
     assert "could not use the precompiled header" in err
     assert tvm_ffi.load_module(str(path)).t3(39) == 42
     assert not gchs(tmp_path / "pch")
+
+
+def test_projects_differing_in_their_own_include_folders_share_one_pch_unless_theirs_shadows_what_it_read(tmp_path):
+    """-I folders after tvm-ffi's are not in the PCH's key: two checkouts share
+    it. One whose folder holds `string` (which the PCH read from the
+    compiler's own folders) must read its own, so it compiles without."""
+    body = ("#include <string>\nint64_t {n}(int64_t x) {{\n#ifdef B_MARK\n  return B_MARK;\n#else\n  return 1;\n"
+            "#endif\n}}\n")
+    a_inc, b_inc = tmp_path / "a" / "include", tmp_path / "b" / "include"
+    a_inc.mkdir(parents=True)
+    b_inc.mkdir(parents=True)
+    build(tmp_path, "a1", body.format(n="a1"), "-I", a_inc)
+    path, err = build(tmp_path, "a2", body.format(n="a2"), "-I", a_inc)
+    assert "-fpch-deps" in compile_lines(err)[0] and len(gchs(tmp_path / "pch")) == 1
+    path, err = build(tmp_path, "b1", body.format(n="b1"), "-I", b_inc, root="cache-b")
+    assert "-fpch-deps" in compile_lines(err)[0] and "precompiling " not in err, "B did not share A's PCH"
+    assert tvm_ffi.load_module(str(path)).b1(0) == 1
+    (b_inc / "string").write_text("#include_next <string>\n#define B_MARK 5\n")
+    path, err = build(tmp_path, "b2", body.format(n="b2"), "-I", b_inc, root="cache-b")
+    assert "-fpch-deps" not in compile_lines(err)[0], "a PCH built without B's `string` was loaded"
+    assert tvm_ffi.load_module(str(path)).b2(0) == 5
+    path, err = build(tmp_path, "a3", body.format(n="a3"), "-I", a_inc)
+    assert "-fpch-deps" in compile_lines(err)[0]
+    assert len(gchs(tmp_path / "pch")) == 1

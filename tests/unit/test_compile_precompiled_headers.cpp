@@ -31,6 +31,12 @@ class FakePchCompiler : public CommandRunner {
   std::vector<std::string> reads = kOldHeaders;
   util::ProcessResult run(const std::vector<std::string>& argv, const util::ProcessOptions&) override {
     std::lock_guard<std::mutex> lock(mutex_);
+    util::ProcessResult r;
+    r.exit_code = 0;
+    if (std::find(argv.begin(), argv.end(), "-E") != argv.end()) {  // asked for its include folders
+      r.out = "#include <...> search starts here:\n /usr/include\nEnd of search list.\n";
+      return r;
+    }
     calls.push_back(argv);
     std::string out, dep;
     for (size_t i = 0; i + 1 < argv.size(); ++i) {
@@ -41,8 +47,6 @@ class FakePchCompiler : public CommandRunner {
     std::string text = out + ":";
     for (const auto& r : reads) text += " " + r;
     util::write_file(dep, text + "\n");
-    util::ProcessResult r;
-    r.exit_code = 0;
     return r;
   }
   std::vector<std::vector<std::string>> calls;
@@ -239,6 +243,40 @@ TEST_CASE("a PCH goes stale when a file that would shadow one of its headers app
   util::write_file(shadow.path() + "/stdio.h", "/* would be read instead */\n");
   CHECK(ask());
   CHECK(f.compiler.calls.size() == 2);  // rebuilt: a new record with what the search finds now
+}
+
+TEST_CASE("projects that differ in their own -I folders after tvm-ffi's share a PCH unless one shadows what it read",
+          "[compile][pch]") {
+  Fixture f;
+  util::TempDir a, b;
+  CompileStep in_a = f.step, in_b = f.step;
+  in_a.flags.push_back("-I" + a.path());
+  in_b.flags.push_back("-I" + b.path());
+  f.context.search_dirs = {f.inc.path(), a.path()};
+  const std::string key_a = f.key(in_a);
+  f.context.search_dirs = {f.inc.path(), b.path()};
+  REQUIRE(f.key(in_b) == key_a);
+  CHECK(f.key(in_b) == f.key());  // nor from none
+
+  auto ask = [&](const CompileStep& s, const std::string& dir) {
+    PrecompiledHeaders pch(f.store.path());
+    f.context.search_dirs = {f.inc.path(), dir};
+    pch.prepare(s, f.context);
+    return pch.folder_for(s, f.options);
+  };
+  CHECK_FALSE(ask(in_a, a.path()));
+  REQUIRE(ask(in_a, a.path()));
+  // Built without the project's folder: its flags end with tvm-ffi's -I.
+  REQUIRE(f.compiler.calls.size() == 1);
+  CHECK(std::find(f.compiler.calls[0].begin(), f.compiler.calls[0].end(), "-I" + a.path()) ==
+        f.compiler.calls[0].end());
+  CHECK(ask(in_b, b.path()));
+  // B's folder holds stdio.h, which the PCH read from /usr/include: B's unit
+  // would read B's, so it compiles without the PCH; A's still loads it.
+  util::write_file(b.path() + "/stdio.h", "/* B's own */\n");
+  CHECK_FALSE(ask(in_b, b.path()));
+  CHECK(ask(in_a, a.path()));
+  CHECK(f.compiler.calls.size() == 1);
 }
 
 TEST_CASE("a PCH whose build read a file written moments before is not kept", "[compile][pch]") {

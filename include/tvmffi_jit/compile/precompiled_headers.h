@@ -41,6 +41,7 @@
 // newest kKeep PCHs are kept; building another removes the oldest.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -98,15 +99,32 @@ class PrecompiledHeaders {
     std::string compiler;
     std::string name;    // as the unit includes it: "tvm/ffi/function.h"
     std::string header;  // the file its search finds
-    std::vector<std::string> flags;
-    std::vector<std::string> search_dirs;
+    std::vector<std::string> flags;  // the unit's, without its trailing -I folders
+    std::vector<std::string> search_dirs;  // what the PCH's build searches
     std::vector<std::string> toolchain_roots;
+    // The unit's -I folders after the header's: in neither the PCH nor its
+    // key, checked per unit (shadowed()).
+    std::vector<std::string> trailing_dirs;
+  };
+  struct Proven {
+    bool ready = false;   // its record holds and every stamp in it is current
+    bool probes = false;  // its build asked __has_include of files outside the toolchain
+    std::vector<std::string> names;  // of what it read, under the folder each was found in
   };
   struct State;
   State& state_of(const std::string& key);
   bool open_dir_locked();
-  bool current(const std::string& folder, const std::string& name) const;
+  Proven prove(const std::string& folder, const std::string& name) const;
+  static bool shadowed(const Proven& proven, const std::vector<std::string>& trailing_dirs);
   bool build(const Request& r, const std::string& folder, const ExecuteOptions& options);
+  static std::optional<std::vector<std::string>> compile_header(const Request& r, const std::string& tmp,
+                                                                const std::string& gch,
+                                                                const ExecuteOptions& options);
+  static std::vector<std::string> builtin_dirs(const Request& r, const std::string& tmp,
+                                               const ExecuteOptions& options);
+  static std::optional<std::string> record_of(const Request& r, std::vector<std::string> read, int64_t start_ns,
+                                              const std::string& tmp, const std::string& gch,
+                                              const ExecuteOptions& options);
   void evict_old(const std::string& keep) const;
 
   const bool configured_;
