@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "compile/command.h"
+#include "compile/pch_unit.h"
 #include "tvmffi_jit/compile/cost_log.h"
 #include "tvmffi_jit/compile/precompiled_headers.h"
 #include "tvmffi_jit/util/fs.h"

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <mutex>
 
+#include "compile/pch_unit.h"
 #include "tvmffi_jit/compile/executor.h"
 #include "tvmffi_jit/compile/runner.h"
 #include "tvmffi_jit/compile/wrapper.h"

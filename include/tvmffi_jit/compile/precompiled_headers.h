@@ -38,7 +38,7 @@
 // and the unit compiled from the text). Anything else (a header
 // changed, a record unreadable, a build that failed, a compiler that could
 // not load it) means compiling without one, never a failed build. The
-// newest kKeep PCHs are kept; building another removes the oldest.
+// kKeep PCHs used last are kept; building another removes the one unused longest.
 #pragma once
 
 #include <cstdint>
@@ -59,7 +59,9 @@ struct ExecuteOptions;
 
 class PrecompiledHeaders {
  public:
-  static constexpr size_t kKeep = 8;
+  // About 1 GiB at ~65 MiB each: a kernel library's flag variants, several
+  // compilers, and a test suite's (10 here) fit without evicting each other.
+  static constexpr size_t kKeep = 16;
   // The record beside each .gch (its headers and stamps).
   static constexpr const char* kRecordName = "pch.json";
 
@@ -134,33 +136,5 @@ class PrecompiledHeaders {
   std::unordered_map<const CompileStep*, Request> requests_;
   std::unordered_map<std::string, std::unique_ptr<State>> states_;
 };
-
-// A source's first include, when nothing but comments and blank lines come
-// before it (GCC loads a PCH only for an include before the first token):
-// the name as written and whether it is the <...> form.
-struct FirstInclude {
-  std::string name;
-  bool angle = false;
-};
-std::optional<FirstInclude> first_include(std::string_view text);
-
-// The flags of a GCC C++ compile that a PCH built with them stands for:
-// argv() without the program, the depfile options, -c, the input and -o.
-// nullopt when a flag would make the PCH unusable or different from the
-// unit's own reading of the header (-include, -imacros, -x, -E, -S,
-// -save-temps, -fsyntax-only, preprocessor-only dependency modes, a
-// response file), or the object different from one built without a PCH
-// (-g, whose DW_AT_producer lists the switches; -frecord-gcc-switches).
-std::optional<std::vector<std::string>> precompilable_flags(const CompileStep& step);
-
-// After a compile that loaded a PCH from `folder`: the paths under it leave
-// the unit's depfile (a later include of the header finds it there), so the
-// unit's record is the one it has without a PCH. The depfile is rewritten
-// for `target` only when it named one.
-void forget_pch_reads(const std::string& depfile_path, const std::string& folder, const std::string& target);
-
-// Whether a failed compile's output says its compiler could not use a PCH
-// (a corrupt or truncated .gch, one it would have to relocate).
-bool mentions_precompiled_header(const std::string& compiler_output);
 
 }  // namespace tvmffi_jit::compile
