@@ -4,6 +4,7 @@
 
 #include "tvmffi_jit/cache/stats.h"
 #include "tvmffi_jit/compile/launch.h"
+#include "tvmffi_jit/compile/precompiled_headers.h"
 #include "tvmffi_jit/compile/uncached_build.h"
 #include "tvmffi_jit/util/fs.h"
 #include "tvmffi_jit/util/log.h"
@@ -113,6 +114,7 @@ ModuleOutcome build_module(Shared& sh, const Planned& p, util::JobGate::Party* p
   }
   // --build-dir as given (a batch: DIR/NAME), else (--no-cache) a fresh
   // directory under the system temp dir that outlives this process.
+  if (exec.pch) exec.pch->prepare_plan(plan, p.tc, compile::relevant_environment(r.env), "");
   if (!r.build_dir.empty()) {
     const std::string dir = r.batch ? util::join_path(r.build_dir, plan.name) : r.build_dir;
     if (exec.verbose) spdlog::info("building {} in {}", plan.name, dir);

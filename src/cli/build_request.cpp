@@ -268,8 +268,16 @@ BuildRequest resolve_build_request(const BuildArgs& args, const toolchain::EnvLo
     } catch (const Error& e) {
       spdlog::debug("no per-user toolchain memo: {}", e.what());  // a memo only: the build goes on without it
     }
-    if (auto dir = env("TVMFFI_JIT_PCH_DIR")) r.pch_dir = *dir == "off" ? "" : *dir;
-    else if (!r.user_toolchain_memo_dir.empty()) r.pch_dir = util::join_path(r.user_toolchain_memo_dir, "pch");
+  }
+  // Precompiled headers for every kind of build (--build-dir and --no-cache too).
+  if (auto dir = env("TVMFFI_JIT_PCH_DIR")) {
+    r.pch_dir = *dir == "off" ? "" : *dir;
+  } else {
+    try {
+      r.pch_dir = util::join_path(cache::user_toolchain_memo_dir(cache_root_environment(env)), "pch");
+    } catch (const Error& e) {
+      spdlog::debug("no precompiled headers: {}", e.what());
+    }
   }
   return r;
 }

@@ -288,8 +288,8 @@ BuiltModules build_all(const BuildRequest& r, CommandContext& ctx, const std::ve
   shared.exec.memory = &memory;
   shared.exec.costs = &costs;
   shared.exec.trace = trace;
-  // GCC precompiled headers for the export units, per user (not for a hit-only caller).
-  compile::PrecompiledHeaders pch(learns ? r.pch_dir : "");
+  // GCC precompiled headers, per user (not for a hit-only caller).
+  compile::PrecompiledHeaders pch(r.only_if_cached ? "" : r.pch_dir);
   if (pch.enabled()) shared.exec.pch = &pch;
 
   const size_t n = planned.size();

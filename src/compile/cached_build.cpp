@@ -183,11 +183,7 @@ class ModuleBuild {
     const int64_t start = now_ns();
     units_.emplace(plan_, manifest_, tc_, storage_, ids_, options_, plan_.link.has_value());
     if (PrecompiledHeaders* pch = options_.exec.pch)
-      for (const auto& step : plan_.compile_steps)
-        if (step.language == Language::kCxx)
-          pch->prepare(step, {ids_.get(language_name(step.language), step.compiler).identity,
-                              include_search_dirs(step, "", *options_.environment), toolchain_roots(plan_, tc_),
-                              *options_.environment});
+      pch->prepare_plan(plan_, tc_, *options_.environment, storage_.compilers_dir());
     result_.build =
         execute_in_disposable_dir(plan_, staging.build_dir(), options_.exec, units_->hooks(), [&] { staging.keep(); },
                                   "`tvmffi-jit cache gc` or `cache clean` removes it once this process is gone");

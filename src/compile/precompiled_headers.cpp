@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "compile/adoptable_roots.h"
 #include "compile/command.h"
+#include "compile/compiler_identities.h"
 #include "compile/pch_unit.h"
 #include "compile/include_probes.h"
 #include "compile/search_dirs.h"
@@ -151,6 +153,18 @@ void PrecompiledHeaders::prepare(const CompileStep& step, const StepContext& con
   requests_[&step] = Request{h.hex_digest(),    step.compiler,           first->name,
                              header,            std::move(*flags),       std::move(kept_search),
                              context.toolchain_roots, std::move(trailing_dirs)};
+}
+
+void PrecompiledHeaders::prepare_plan(const BuildPlan& plan, const toolchain::Toolchain& tc,
+                                      const std::vector<ModuleKeyInputs::EnvVar>& environment,
+                                      const std::string& identity_memo_dir) {
+  if (!enabled()) return;
+  CompilerIdentities ids(identity_memo_dir, !identity_memo_dir.empty());
+  const std::vector<std::string> roots = toolchain_roots(plan, tc);
+  for (const auto& step : plan.compile_steps)
+    if (step.language == Language::kCxx && step.launcher.empty())
+      prepare(step, {ids.get(language_name(step.language), step.compiler).identity,
+                     include_search_dirs(step, "", environment), roots, environment});
 }
 
 std::string PrecompiledHeaders::key_of(const CompileStep& step) const {

@@ -162,3 +162,19 @@ def test_projects_differing_in_their_own_include_folders_share_one_pch_unless_th
     path, err = build(tmp_path, "a2", body.format(n="a2"), "-I", a_inc, pch=pch)
     assert "-fpch-deps" in compile_lines(err)[0]
     assert len(gchs(pch)) == 1
+
+
+def test_a_build_directory_loads_the_pch_and_its_next_build_still_finds_everything_up_to_date(default_flags, tmp_path):
+    pch = default_flags[0] / "pch"
+    src = tmp_path / "bd.cc"
+    src.write_text(adder("bd", 5))
+    env = dict(os.environ, TVMFFI_JIT_PCH_DIR=str(pch))
+    argv = [TOOL, "build", src, "--function", "bd", "--build-dir", tmp_path / "bdir", "-v"]
+    first = subprocess.run(argv, env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert "-fpch-deps" in compile_lines(first.stderr)[0]
+    depfile = (tmp_path / "bdir" / "cpp_0.o.d").read_text()
+    assert str(pch) not in depfile and "tvm/ffi/container/tensor.h" in depfile
+    again = subprocess.run(argv, env=env, capture_output=True, text=True)
+    assert again.returncode == 0 and not compile_lines(again.stderr), again.stderr
+    assert tvm_ffi.load_module(first.stdout.strip()).bd(37) == 42

@@ -82,7 +82,8 @@ struct ExecuteOptions {
   std::string base_dir;
   JobTrace* trace = nullptr;    // --job-trace
   // GCC precompiled headers for export units (compile/precompiled_headers.h),
-  // shared by the modules of a command; null: none. Never with `incremental`.
+  // shared by the modules of a command, prepared for a plan's steps before
+  // it runs (PrecompiledHeaders::prepare_plan); null: none.
   PrecompiledHeaders* pch = nullptr;
   // The module's name in progress lines of a batch ("[3/96] nvcc k3: k3.cu")
   // and in the trace; empty for a single build (its name is not ambiguous).

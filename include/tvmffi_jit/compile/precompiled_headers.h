@@ -52,6 +52,7 @@
 
 #include "tvmffi_jit/compile/key.h"
 #include "tvmffi_jit/compile/plan.h"
+#include "tvmffi_jit/toolchain/toolchain.h"
 
 namespace tvmffi_jit::compile {
 
@@ -83,6 +84,11 @@ class PrecompiledHeaders {
   };
   // On the planning thread: whether `step` may use a PCH and which one.
   void prepare(const CompileStep& step, const StepContext& context);
+  // prepare() for every C++ step of `plan`, its compilers identified with
+  // the memo in `identity_memo_dir` ("" none). Before the plan runs, whether
+  // cached, in a --build-dir or uncached.
+  void prepare_plan(const BuildPlan& plan, const toolchain::Toolchain& tc,
+                    const std::vector<ModuleKeyInputs::EnvVar>& environment, const std::string& identity_memo_dir);
 
   // On a worker, as `step` starts: the folder to put first on its include
   // path, holding a PCH proven current; built now when its flag set was
