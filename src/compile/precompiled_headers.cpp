@@ -89,7 +89,7 @@ bool PrecompiledHeaders::open_dir_locked() {
   return true;
 }
 
-PrecompiledHeaders::~PrecompiledHeaders() = default;
+PrecompiledHeaders::~PrecompiledHeaders() = default;  // CompilerIdentities is complete here
 
 void PrecompiledHeaders::prepare(const CompileStep& step, const StepContext& context) {
   const std::string& compiler_identity = context.compiler_identity;
@@ -159,12 +159,32 @@ void PrecompiledHeaders::prepare_plan(const BuildPlan& plan, const toolchain::To
                                       const std::vector<ModuleKeyInputs::EnvVar>& environment,
                                       const std::string& identity_memo_dir) {
   if (!enabled()) return;
-  CompilerIdentities ids(identity_memo_dir, !identity_memo_dir.empty());
   const std::vector<std::string> roots = toolchain_roots(plan, tc);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!ids_) ids_ = std::make_unique<CompilerIdentities>(identity_memo_dir, !identity_memo_dir.empty());
   for (const auto& step : plan.compile_steps)
     if (step.language == Language::kCxx && step.launcher.empty())
-      prepare(step, {ids.get(language_name(step.language), step.compiler).identity,
-                     include_search_dirs(step, "", environment), roots, environment});
+      pending_[&step] = StepContext{"", include_search_dirs(step, "", environment), roots, environment};
+}
+
+// A step of a prepared plan, when it is about to compile (not before: an
+// up-to-date build directory spawns no `--version` and reads no source).
+void PrecompiledHeaders::prepare_pending(const CompileStep& step) {
+  StepContext context;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = pending_.find(&step);
+    if (it == pending_.end()) return;
+    context = std::move(it->second);
+    pending_.erase(it);
+    try {
+      context.compiler_identity = ids_->get(language_name(step.language), step.compiler).identity;
+    } catch (const Error& e) {
+      spdlog::debug("precompiled header for {}: {}", step.display, e.what());
+      return;
+    }
+  }
+  prepare(step, context);
 }
 
 std::string PrecompiledHeaders::key_of(const CompileStep& step) const {
@@ -184,6 +204,7 @@ std::optional<std::string> PrecompiledHeaders::folder_for(const CompileStep& ste
   Request r;
   Proven proven;
   const std::string include = "include";
+  prepare_pending(step);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = requests_.find(&step);

@@ -76,10 +76,13 @@ def add_one_checked(mod, fn="add_one_cpu", delta=1):
 
 
 def counting_cxx(folder):
-    """A C++ compiler that appends one line per run to a log, then runs c++."""
+    """A C++ compiler that appends one line per compile or link to a log, then
+    runs c++ (not for `--version`, nor a precompiled header's build or its
+    `-E -v` question: docs/build.md, "Precompiled headers")."""
     log = folder / "cxx.log"
     script = folder / "counting-c++"
-    script.write_text(f'#!/bin/sh\necho run >> "{log}"\nexec c++ "$@"\n')
+    script.write_text(f'#!/bin/sh\ncase " $* " in *" --version "*|*" c++-header "*) ;; *) echo run >> "{log}";; esac\n'
+                      f'exec c++ "$@"\n')
     script.chmod(0o755)
     return script, log
 

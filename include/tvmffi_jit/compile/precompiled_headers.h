@@ -57,6 +57,7 @@
 namespace tvmffi_jit::compile {
 
 struct ExecuteOptions;
+class CompilerIdentities;
 
 class PrecompiledHeaders {
  public:
@@ -84,9 +85,10 @@ class PrecompiledHeaders {
   };
   // On the planning thread: whether `step` may use a PCH and which one.
   void prepare(const CompileStep& step, const StepContext& context);
-  // prepare() for every C++ step of `plan`, its compilers identified with
-  // the memo in `identity_memo_dir` ("" none). Before the plan runs, whether
-  // cached, in a --build-dir or uncached.
+  // prepare() for every C++ step of `plan` before it runs (cached, in a
+  // --build-dir or uncached), done when the step is about to compile: its
+  // compiler identified then, with the memo in `identity_memo_dir` (the
+  // first one given; "" none).
   void prepare_plan(const BuildPlan& plan, const toolchain::Toolchain& tc,
                     const std::vector<ModuleKeyInputs::EnvVar>& environment, const std::string& identity_memo_dir);
 
@@ -121,6 +123,7 @@ class PrecompiledHeaders {
   };
   struct State;
   State& state_of(const std::string& key);
+  void prepare_pending(const CompileStep& step);
   bool open_dir_locked();
   Proven prove(const std::string& folder, const std::string& name) const;
   static bool shadowed(const Proven& proven, const std::vector<std::string>& trailing_dirs);
@@ -140,6 +143,8 @@ class PrecompiledHeaders {
   bool dir_checked_ = false;  // open_dir_locked() ran (dir_ is cleared when unusable)
   mutable std::mutex mutex_;
   std::unordered_map<const CompileStep*, Request> requests_;
+  std::unordered_map<const CompileStep*, StepContext> pending_;  // prepare_plan()'s, not yet asked for
+  std::unique_ptr<CompilerIdentities> ids_;  // pending_ steps' compilers, identified once each
   std::unordered_map<std::string, std::unique_ptr<State>> states_;
 };
 
