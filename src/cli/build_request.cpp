@@ -269,16 +269,7 @@ BuildRequest resolve_build_request(const BuildArgs& args, const toolchain::EnvLo
       spdlog::debug("no per-user toolchain memo: {}", e.what());  // a memo only: the build goes on without it
     }
   }
-  // Precompiled headers for every kind of build (--build-dir and --no-cache too).
-  if (auto dir = env("TVMFFI_JIT_PCH_DIR")) {
-    r.pch_dir = *dir == "off" ? "" : *dir;
-  } else {
-    try {
-      r.pch_dir = util::join_path(cache::user_toolchain_memo_dir(cache_root_environment(env)), "pch");
-    } catch (const Error& e) {
-      spdlog::debug("no precompiled headers: {}", e.what());
-    }
-  }
+  r.pch_dir = precompiled_header_dir(env);  // every kind of build (--build-dir and --no-cache too)
   return r;
 }
 

@@ -288,8 +288,7 @@ BuiltModules build_all(const BuildRequest& r, CommandContext& ctx, const std::ve
   shared.exec.memory = &memory;
   shared.exec.costs = &costs;
   shared.exec.trace = trace;
-  // GCC precompiled headers, per user (not for a hit-only caller).
-  compile::PrecompiledHeaders pch(r.only_if_cached ? "" : r.pch_dir);
+  compile::PrecompiledHeaders pch(r.only_if_cached ? "" : r.pch_dir);  // GCC's, per user; not for a hit-only caller
   if (pch.enabled()) shared.exec.pch = &pch;
 
   const size_t n = planned.size();

@@ -2,7 +2,9 @@
 
 #include "tvmffi_jit/compile/nvrtc.h"
 #include "tvmffi_jit/driver/devices.h"
+#include "tvmffi_jit/util/error.h"
 #include "tvmffi_jit/util/fs.h"
+#include "tvmffi_jit/util/log.h"
 #include "tvmffi_jit/util/process.h"
 
 namespace tvmffi_jit::cli {
@@ -15,6 +17,16 @@ std::string cache_root_to_open(const std::string& cli_value, const cache::RootEn
   std::string root = cache::resolve_root_path(cli_value, env);
   cache::refuse_home_directory(root, env.home.value_or(""));
   return root;
+}
+
+std::string precompiled_header_dir(const toolchain::EnvLookup& env) {
+  if (auto dir = env("TVMFFI_JIT_PCH_DIR")) return *dir == "off" ? "" : *dir;
+  try {
+    return util::join_path(cache::user_toolchain_memo_dir(cache_root_environment(env)), "pch");
+  } catch (const Error& e) {
+    spdlog::debug("no precompiled headers: {}", e.what());  // no home directory: a build without them
+    return "";
+  }
 }
 
 std::string libcuda_library(const toolchain::EnvLookup& env) {

@@ -112,7 +112,7 @@ class StepJob {
     split_ = split_threads();
     started_at_ = options_.trace ? options_.trace->now() : 0;
     build_dir_ = build_dir;
-    // Built here at its flag set's second compile, on this job's slot.
+    // Built here at its flag set's third compile, on this job's slot.
     if (options_.pch) pch_folder_ = options_.pch->folder_for(step_, options_);
     if (!time_file_.empty()) util::remove_all(util::join_path(build_dir_, time_file_));  // nvcc appends to it
   }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "compile/adoptable_roots.h"
@@ -48,6 +49,15 @@ std::optional<util::FullStamp> settled_stamp(const std::string& path, int64_t si
   util::FullStamp s = util::full_stamp_of(st);
   if (!util::stamp_is_settled(s, since_ns)) return std::nullopt;
   return s;
+}
+
+// One byte more in `wanted` (O_APPEND: concurrent commands each add theirs).
+void note_compile(const std::string& wanted) {
+  const int fd = ::open(wanted.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) throw io_error("cannot open " + wanted + ": " + std::strerror(errno));
+  auto wrote = util::write_all(fd, "x");
+  ::close(fd);
+  if (!wrote) throw io_error("cannot write " + wanted);
 }
 
 bool same_file(const json& recorded, const std::string& path) {
@@ -221,10 +231,13 @@ std::optional<std::string> PrecompiledHeaders::folder_for(const CompileStep& ste
   try {
     proven = prove(folder, r.name);
     if (!proven.ready) {
-      // Built at its flag set's second compile: a one-off compile pays nothing.
+      // Built at its flag set's third compile: one costs about five
+      // compiles' savings, so a flag set compiled once or twice pays nothing.
+      // `.wanted` holds a byte per compile seen without one.
       const std::string wanted = folder + ".wanted";
-      if (!util::path_exists(wanted)) {
-        util::write_file(wanted, "");
+      auto seen = util::file_stamp(wanted);
+      if (!seen || seen->size + 1 < kBuildAtCompile) {
+        note_compile(wanted);
       } else {
         util::FileLock lock = util::FileLock::try_acquire(folder + ".lock", "building a precompiled header");
         if (lock.locked()) {

@@ -39,6 +39,11 @@ std::string cache_root_to_open(const std::string& cli_value, const cache::RootEn
 // The parts of it a resolution that takes only the lookup (the build
 // request) reads the same way.
 cache::RootEnvironment cache_root_environment(const toolchain::EnvLookup& env);
+
+// Where GCC precompiled headers live (compile/precompiled_headers.h):
+// $TVMFFI_JIT_PCH_DIR ("off" or empty: none), else the user's toolchain memo
+// folder's pch/ ($XDG_CACHE_HOME/tvmffi-jit-toolchain/pch); "" without a home.
+std::string precompiled_header_dir(const toolchain::EnvLookup& env);
 std::string libcuda_library(const toolchain::EnvLookup& env);
 
 // Sets what the lower layers keep for the whole process: the temp root

@@ -21,10 +21,10 @@
 // $XDG_CACHE_HOME/tvmffi-jit-toolchain/pch), owned by us and writable by
 // nobody else, else none is used. Each PCH is a folder named by the SHA-256
 // of what makes it: the compiler's identity, the header's path, the flags,
-// the compile environment. It is built the second time a flag set is
-// compiled (in this command or a later one: a one-off build pays nothing;
-// a PCH costs 1.6 s and ~65 MiB and saves 0.35 s per compile), under a file
-// lock, into a temp folder renamed into place.
+// the compile environment. It is built the third time a flag set is
+// compiled (in this command or later ones: a PCH costs 1.6 s and ~65 MiB
+// and saves 0.35 s per compile, so a flag set compiled once or twice pays
+// nothing), under a file lock, into a temp folder renamed into place.
 //
 // GCC does not check the headers a PCH holds against the disk, so we do:
 // its record lists every header its build read with its full stamp (util/
@@ -64,6 +64,9 @@ class PrecompiledHeaders {
   // About 1 GiB at ~65 MiB each: a kernel library's flag variants, several
   // compilers, and a test suite's (10 here) fit without evicting each other.
   static constexpr size_t kKeep = 16;
+  // A flag set's PCH is built at its kBuildAtCompile-th compile (in one
+  // command or over several); it pays from about its fifth use.
+  static constexpr uint64_t kBuildAtCompile = 3;
   // The record beside each .gch (its headers and stamps).
   static constexpr const char* kRecordName = "pch.json";
 
