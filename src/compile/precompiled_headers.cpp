@@ -22,6 +22,7 @@
 #include "tvmffi_jit/util/hash.h"
 #include "tvmffi_jit/util/lock.h"
 #include "tvmffi_jit/util/log.h"
+#include "tvmffi_jit/util/process.h"
 #include "tvmffi_jit/util/stamp.h"
 #include "tvmffi_jit/util/strings.h"
 
@@ -190,6 +191,7 @@ void PrecompiledHeaders::prepare_pending(const CompileStep& step) {
     try {
       context.compiler_identity = ids_->get(language_name(step.language), step.compiler).identity;
     } catch (const Error& e) {
+      if (util::termination_signal()) throw;
       spdlog::debug("precompiled header for {}: {}", step.display, e.what());
       return;
     }
@@ -254,6 +256,7 @@ std::optional<std::string> PrecompiledHeaders::folder_for(const CompileStep& ste
       ::utimensat(AT_FDCWD, util::join_path(folder, kRecordName).c_str(), nullptr, 0);
     }
   } catch (const Error& e) {
+    if (util::termination_signal()) throw;  // Ctrl-C: the command stops (temp folders go as it unwinds)
     spdlog::debug("precompiled header {}: {}", r.key, e.what());
     outcome = Status::kUnusable;
   }
